@@ -1,0 +1,446 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// A fixed number of HTTP/2 connections to one APNs endpoint, multiplexing requests across them.
+///
+/// - Each connection carries at most the server's `SETTINGS_MAX_CONCURRENT_STREAMS` requests (1 until the
+///   server's SETTINGS arrive; decreases apply to new streams at once).
+/// - A lease goes to the least-loaded ready connection; when all are full, callers wait in FIFO order
+///   until a stream frees up or their deadline passes.
+/// - GOAWAY: the connection takes no new streams, drains, closes; its slot reconnects at once.
+/// - Connect/TLS failures back off exponentially with full jitter (`base · 2^failures`, capped) per slot;
+///   waiters fail fast with a safe-retry error when no connection is up or coming.
+/// - State lives in one `NIOLockedValueBox`; the lock is never held across I/O or an `await`.
+final class APNSConnectionPool: Sendable {
+    /// Pool settings.
+    struct Configuration: Sendable {
+        var host: String
+        var port: Int
+        var connections: Int
+        var tls: TLSConfiguration
+        var connectTimeout: TimeAmount = .seconds(10)
+        var backoffBase: TimeAmount = .milliseconds(100)
+        var backoffCap: TimeAmount = .seconds(30)
+    }
+
+    private struct Entry {
+        var connection: APNSConnection
+        var inFlight = 0
+        var maxStreams = 1
+        var goingAway = false
+        var leasable: Bool { !goingAway && inFlight < maxStreams }
+    }
+
+    private enum Slot {
+        case empty(failures: Int, notBefore: NIODeadline)
+        case connecting(failures: Int)
+        case ready(connectionID: Int)
+    }
+
+    private struct Waiter {
+        var id: Int
+        var continuation: CheckedContinuation<APNSConnection, any Error>
+    }
+
+    private struct State {
+        var slots: [Slot]
+        var entries: [Int: Entry] = [:]
+        /// SETTINGS that arrived before the connection was registered.
+        var earlyMaxStreams: [Int: Int] = [:]
+        var waiters: [Waiter] = []
+        var waiterHead = 0
+        var nextID = 0
+        var lastConnectError = ""
+        var isShutdown = false
+        var kickScheduled = false
+        var random = SystemRandomNumberGenerator()
+
+        var pendingWaiters: Int { waiters.count - waiterHead }
+    }
+
+    private enum Effect {
+        case resume(CheckedContinuation<APNSConnection, any Error>, APNSConnection)
+        case fail(CheckedContinuation<APNSConnection, any Error>, APNSTransportError)
+        case connect(slot: Int, id: Int)
+        case close(APNSConnection)
+        case kick(at: NIODeadline)
+    }
+
+    private let configuration: Configuration
+    private let sslContext: NIOSSLContext
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let state: NIOLockedValueBox<State>
+    private let serverHostname: String?
+
+    /// Creates a pool (connections open lazily on first use).
+    /// - Parameters:
+    ///   - configuration: Endpoint, TLS and limits.
+    ///   - group: Event loops for the connections.
+    ///   - logger: Logger (connection events only; never tokens or JWTs).
+    /// - Throws: NIOSSL errors for an unusable TLS configuration.
+    init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) throws {
+        self.configuration = configuration
+        self.sslContext = try NIOSSLContext(configuration: configuration.tls)
+        self.group = group
+        self.logger = logger
+        let now = NIODeadline.now()
+        self.state = NIOLockedValueBox(
+            State(slots: Array(repeating: .empty(failures: 0, notBefore: now), count: max(1, configuration.connections)))
+        )
+        // SNI and hostname checks use the name; for an IP literal NIOSSL verifies the IP SAN instead.
+        let isIPAddress = (try? SocketAddress(ipAddress: configuration.host, port: 0)) != nil
+        self.serverHostname = isIPAddress ? nil : configuration.host
+    }
+
+    // MARK: Leasing
+
+    /// Leases a stream slot on some connection.
+    /// - Parameter deadline: Give up (``APNSTransportError/notWritten(_:)``) after this.
+    /// - Returns: A connection with one stream reserved for the caller; call ``release(_:)`` afterwards.
+    /// - Throws: ``APNSTransportError``.
+    func lease(deadline: NIODeadline) async throws -> APNSConnection {
+        let waiterID = state.withLockedValue { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            let effects = state.withLockedValue { state -> [Effect] in
+                if state.isShutdown {
+                    return [.fail(continuation, .shutdown)]
+                }
+                if let connection = Self.leaseLocked(&state) {
+                    return [.resume(continuation, connection)]
+                }
+                state.waiters.append(Waiter(id: waiterID, continuation: continuation))
+                return Self.connectIfNeededLocked(&state)
+            }
+            run(effects)
+            // Deadline for waiting (only armed when we actually wait).
+            let stillWaiting = state.withLockedValue { state in
+                state.waiters[state.waiterHead...].contains { $0.id == waiterID }
+            }
+            if stillWaiting {
+                group.next().scheduleTask(deadline: deadline) { [self] in
+                    self.timeOutWaiter(id: waiterID)
+                }
+            }
+        }
+    }
+
+    /// Returns a stream slot.
+    /// - Parameter connection: The leased connection.
+    func release(_ connection: APNSConnection) {
+        let effects = state.withLockedValue { state -> [Effect] in
+            var effects: [Effect] = []
+            if var entry = state.entries[connection.id] {
+                entry.inFlight -= 1
+                if entry.goingAway && entry.inFlight == 0 {
+                    state.entries[connection.id] = nil
+                    effects.append(.close(connection))
+                } else {
+                    state.entries[connection.id] = entry
+                }
+            }
+            effects += Self.serveWaitersLocked(&state)
+            return effects
+        }
+        run(effects)
+    }
+
+    /// Closes every connection and fails waiters.
+    func shutdown() async {
+        let (connections, waiters) = state.withLockedValue { state -> ([APNSConnection], [Waiter]) in
+            state.isShutdown = true
+            let waiters = Array(state.waiters[state.waiterHead...])
+            state.waiters.removeAll()
+            state.waiterHead = 0
+            return (state.entries.values.map(\.connection), waiters)
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: APNSTransportError.shutdown) }
+        for connection in connections {
+            try? await connection.channel.close()
+        }
+    }
+
+    /// The current per-connection stream limits (for tests and diagnostics).
+    func streamLimits() -> [Int] {
+        state.withLockedValue { $0.entries.values.map(\.maxStreams) }
+    }
+
+    // MARK: Locked helpers (pure state transitions)
+
+    private static func leaseLocked(_ state: inout State) -> APNSConnection? {
+        var bestID: Int?
+        var bestLoad = Int.max
+        for (id, entry) in state.entries where entry.leasable && entry.inFlight < bestLoad {
+            bestID = id
+            bestLoad = entry.inFlight
+        }
+        guard let bestID, var entry = state.entries[bestID] else { return nil }
+        entry.inFlight += 1
+        state.entries[bestID] = entry
+        return entry.connection
+    }
+
+    private static func serveWaitersLocked(_ state: inout State) -> [Effect] {
+        var effects: [Effect] = []
+        while state.pendingWaiters > 0, let connection = leaseLocked(&state) {
+            let waiter = state.waiters[state.waiterHead]
+            state.waiterHead += 1
+            effects.append(.resume(waiter.continuation, connection))
+        }
+        compactLocked(&state)
+        return effects
+    }
+
+    private static func compactLocked(_ state: inout State) {
+        if state.waiterHead > 1024 && state.waiterHead * 2 > state.waiters.count {
+            state.waiters.removeFirst(state.waiterHead)
+            state.waiterHead = 0
+        } else if state.waiterHead == state.waiters.count {
+            state.waiters.removeAll(keepingCapacity: true)
+            state.waiterHead = 0
+        }
+    }
+
+    /// Starts connects for empty slots that are due, when someone is waiting.
+    private static func connectIfNeededLocked(_ state: inout State) -> [Effect] {
+        guard state.pendingWaiters > 0, !state.isShutdown else { return [] }
+        let now = NIODeadline.now()
+        var effects: [Effect] = []
+        var earliest: NIODeadline?
+        for index in state.slots.indices {
+            guard case .empty(let failures, let notBefore) = state.slots[index] else { continue }
+            if notBefore <= now {
+                state.nextID += 1
+                state.slots[index] = .connecting(failures: failures)
+                effects.append(.connect(slot: index, id: state.nextID))
+            } else {
+                earliest = min(earliest ?? notBefore, notBefore)
+            }
+        }
+        if let earliest, !state.kickScheduled {
+            state.kickScheduled = true
+            effects.append(.kick(at: earliest))
+        }
+        return effects
+    }
+
+    /// Fails waiters when no connection is usable or on its way.
+    private static func failWaitersIfHopelessLocked(_ state: inout State) -> [Effect] {
+        let anyUsable = state.entries.values.contains { !$0.goingAway }
+        let anyConnecting = state.slots.contains {
+            if case .connecting = $0 { return true }
+            return false
+        }
+        guard !anyUsable, !anyConnecting else { return [] }
+        let waiters = state.waiters[state.waiterHead...]
+        state.waiters.removeAll(keepingCapacity: true)
+        state.waiterHead = 0
+        let message = "cannot connect to APNs: \(state.lastConnectError)"
+        return waiters.map { .fail($0.continuation, .notWritten(message)) }
+    }
+
+    private func backoff(failures: Int, random: inout SystemRandomNumberGenerator) -> TimeAmount {
+        let base = configuration.backoffBase.nanoseconds
+        let cap = configuration.backoffCap.nanoseconds
+        let exponent = min(failures, 30)
+        let ceiling = min(cap, base << Int64(exponent))
+        return .nanoseconds(Int64.random(in: 0...max(ceiling, 1), using: &random))
+    }
+
+    // MARK: Effects
+
+    private func run(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .resume(let continuation, let connection):
+                continuation.resume(returning: connection)
+            case .fail(let continuation, let error):
+                continuation.resume(throwing: error)
+            case .connect(let slot, let id):
+                connect(slot: slot, id: id)
+            case .close(let connection):
+                connection.close()
+            case .kick(let deadline):
+                group.next().scheduleTask(deadline: deadline) { [self] in
+                    let effects = self.state.withLockedValue { state -> [Effect] in
+                        state.kickScheduled = false
+                        return Self.connectIfNeededLocked(&state)
+                    }
+                    self.run(effects)
+                }
+            }
+        }
+    }
+
+    private func timeOutWaiter(id: Int) {
+        let continuation = state.withLockedValue { state -> CheckedContinuation<APNSConnection, any Error>? in
+            guard let index = state.waiters[state.waiterHead...].firstIndex(where: { $0.id == id }) else {
+                return nil
+            }
+            let waiter = state.waiters.remove(at: index)
+            return waiter.continuation
+        }
+        continuation?.resume(throwing: APNSTransportError.timeout(written: false))
+    }
+
+    // MARK: Connections
+
+    private func connect(slot: Int, id: Int) {
+        let readyPromise = group.next().makePromise(of: Void.self)
+        let readyCompleted = NIOLockedValueBox(false)
+        // The promise is completed exactly once: by the handshake, by an early close, or by a failed connect.
+        let completeReady: @Sendable (Result<Void, any Error>) -> Void = { result in
+            let first = readyCompleted.withLockedValue { done -> Bool in
+                defer { done = true }
+                return !done
+            }
+            if first { readyPromise.completeWith(result) }
+        }
+        let events = APNSConnectionHandler.Events(
+            ready: { completeReady(.success(())) },
+            maxConcurrentStreams: { [self] value in self.updateMaxStreams(id: id, value: value) },
+            goAway: { [self] _ in self.goAway(id: id) },
+            failed: { [self] message in
+                self.state.withLockedValue { $0.lastConnectError = message }
+            }
+        )
+        let sslContext = self.sslContext
+        let serverHostname = self.serverHostname
+        var http2 = NIOHTTP2Handler.ConnectionConfiguration()
+        http2.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 16384),
+            HTTP2Setting(parameter: .enablePush, value: 0),
+        ]
+        http2.maximumConnectionGlitches = 1 << 20
+        let connectionSettings = http2
+        var streamSettings = NIOHTTP2Handler.StreamConfiguration()
+        streamSettings.targetWindowSize = 1 << 20
+        let streamConfiguration = streamSettings
+
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(configuration.connectTimeout)
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    _ = try sync.configureHTTP2Pipeline(
+                        mode: .client,
+                        connectionConfiguration: connectionSettings,
+                        streamConfiguration: streamConfiguration
+                    ) { stream in
+                        stream.close()
+                    }
+                    try sync.addHandler(APNSConnectionHandler(events: events))
+                }
+            }
+        bootstrap.connect(host: configuration.host, port: configuration.port)
+            .flatMap { channel in
+                channel.closeFuture.whenComplete { [self] _ in
+                    completeReady(.failure(APNSTransportError.notWritten("connection closed during the TLS handshake")))
+                    self.connectionClosed(id: id, slot: slot)
+                }
+                return readyPromise.futureResult.hop(to: channel.eventLoop).flatMapThrowing {
+                    let multiplexer = try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self)
+                        .syncMultiplexer()
+                    return APNSConnection(id: id, channel: channel, multiplexer: multiplexer)
+                }
+            }
+            .whenComplete { [self] result in
+                switch result {
+                case .success(let connection):
+                    self.connected(connection, slot: slot)
+                case .failure(let error):
+                    completeReady(.failure(error))
+                    self.connectFailed(slot: slot, error: error)
+                }
+            }
+    }
+
+    private func connected(_ connection: APNSConnection, slot: Int) {
+        let effects = state.withLockedValue { state -> [Effect] in
+            if state.isShutdown { return [.close(connection)] }
+            guard connection.channel.isActive else {
+                state.slots[slot] = .empty(failures: 0, notBefore: .now())
+                return Self.connectIfNeededLocked(&state)
+            }
+            var entry = Entry(connection: connection)
+            // SETTINGS may have arrived before we got here.
+            if let early = state.earlyMaxStreams.removeValue(forKey: connection.id) { entry.maxStreams = early }
+            state.entries[connection.id] = entry
+            state.slots[slot] = .ready(connectionID: connection.id)
+            return Self.serveWaitersLocked(&state)
+        }
+        logger.debug("APNs connection ready", metadata: ["connection": "\(connection.id)"])
+        run(effects)
+    }
+
+    private func connectFailed(slot: Int, error: any Error) {
+        let effects = state.withLockedValue { state -> [Effect] in
+            guard case .connecting(let failures) = state.slots[slot] else { return [] }
+            let delay = backoff(failures: failures, random: &state.random)
+            state.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + delay)
+            if state.lastConnectError.isEmpty { state.lastConnectError = String(describing: error) }
+            return Self.failWaitersIfHopelessLocked(&state)
+        }
+        logger.warning("APNs connect failed", metadata: ["error": "\(error)"])
+        run(effects)
+    }
+
+    private func updateMaxStreams(id: Int, value: Int) {
+        let effects = state.withLockedValue { state -> [Effect] in
+            if var entry = state.entries[id] {
+                entry.maxStreams = value
+                state.entries[id] = entry
+            } else {
+                state.earlyMaxStreams[id] = value
+            }
+            return Self.serveWaitersLocked(&state)
+        }
+        run(effects)
+    }
+
+    private func goAway(id: Int) {
+        let effects = state.withLockedValue { state -> [Effect] in
+            var effects: [Effect] = []
+            if var entry = state.entries[id] {
+                entry.goingAway = true
+                if entry.inFlight == 0 {
+                    state.entries[id] = nil
+                    effects.append(.close(entry.connection))
+                } else {
+                    state.entries[id] = entry
+                }
+            }
+            for index in state.slots.indices {
+                if case .ready(let connectionID) = state.slots[index], connectionID == id {
+                    state.slots[index] = .empty(failures: 0, notBefore: .now())
+                }
+            }
+            return effects + Self.connectIfNeededLocked(&state)
+        }
+        logger.debug("APNs GOAWAY", metadata: ["connection": "\(id)"])
+        run(effects)
+    }
+
+    private func connectionClosed(id: Int, slot: Int) {
+        let effects = state.withLockedValue { state -> [Effect] in
+            state.entries[id] = nil
+            state.earlyMaxStreams[id] = nil
+            if case .ready(let connectionID) = state.slots[slot], connectionID == id {
+                state.slots[slot] = .empty(failures: 0, notBefore: .now())
+            }
+            return Self.connectIfNeededLocked(&state) + Self.failWaitersIfHopelessLocked(&state)
+        }
+        run(effects)
+    }
+}

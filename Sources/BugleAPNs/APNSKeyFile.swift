@@ -1,0 +1,39 @@
+import Crypto
+import Foundation
+
+/// Reads key files for the APNs lane, refusing files that group or others can read.
+enum APNSKeyFile {
+    /// Checks the mode of `path`.
+    /// - Parameters:
+    ///   - path: Key file.
+    ///   - allowReadableKeys: Skip the check.
+    /// - Throws: ``APNSConfigurationError``.
+    static func checkPermissions(_ path: String, allowReadableKeys: Bool) throws(APNSConfigurationError) {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
+        else {
+            throw .unreadableFile(path: path)
+        }
+        if !allowReadableKeys && (mode & 0o077) != 0 {
+            throw .keyFileReadableByOthers(path: path, mode: mode & 0o777)
+        }
+    }
+
+    /// Reads a text file.
+    static func readText(_ path: String) throws(APNSConfigurationError) -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw .unreadableFile(path: path)
+        }
+        return text
+    }
+
+    /// Loads a `.p8` (PKCS#8 PEM) P-256 key after the permission check.
+    static func loadP8(_ path: String, allowReadableKeys: Bool) throws(APNSConfigurationError) -> P256.Signing.PrivateKey {
+        try checkPermissions(path, allowReadableKeys: allowReadableKeys)
+        let pem = try readText(path)
+        guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
+            throw .invalidKey(path: path)
+        }
+        return key
+    }
+}

@@ -1,0 +1,230 @@
+import BugleCore
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// The APNs lane: HTTP/2 over TLS with token (JWT) or certificate auth, a pool of connections, and
+/// classification of every answer into a ``SendOutcome``.
+///
+/// Safe to call ``send(_:)`` from many tasks at once: requests are multiplexed over the pool's
+/// connections, and no lock is held across an `await`.
+///
+/// Handled inside `send` (never seen by the runner): one JWT refresh + retry on `ExpiredProviderToken`,
+/// and up to ``Options/safeRetryLimit`` immediate retries of requests known not to have been processed
+/// (REFUSED_STREAM, above a GOAWAY's last-stream-id, stream not written).
+public final class APNSProvider: PushProvider {
+    /// Lane options that are not part of the providers file.
+    public struct Options: Sendable {
+        /// Accept key files that group/others can read (`--allow-readable-keys`).
+        public var allowReadableKeys: Bool
+        /// Immediate retries of "known not processed" failures inside one `send`.
+        public var safeRetryLimit: Int
+        /// Event loops for the connections (default: the shared singleton group).
+        public var eventLoopGroup: (any EventLoopGroup)?
+
+        /// Creates options.
+        /// - Parameters:
+        ///   - allowReadableKeys: Accept group/other-readable key files.
+        ///   - safeRetryLimit: Immediate safe retries per send.
+        ///   - eventLoopGroup: Event loops (nil = `MultiThreadedEventLoopGroup.singleton`).
+        public init(allowReadableKeys: Bool = false, safeRetryLimit: Int = 3, eventLoopGroup: (any EventLoopGroup)? = nil) {
+            self.allowReadableKeys = allowReadableKeys
+            self.safeRetryLimit = safeRetryLimit
+            self.eventLoopGroup = eventLoopGroup
+        }
+    }
+
+    public var kind: ProviderKind { .apns }
+
+    private let settings: APNsSettings
+    private let options: Options
+    private let tokenSource: (any APNSBearerTokenSource)?
+    private let pool: APNSConnectionPool
+    private let authority: String
+    private let timeout: TimeAmount
+    private let logger: Logger
+
+    /// Creates the lane from the providers file's `apns:` section. Token auth reads the `.p8` key (refusing
+    /// group/other-readable files unless allowed) and signs with the system clock.
+    /// - Parameters:
+    ///   - settings: The `apns:` section.
+    ///   - options: Lane options.
+    ///   - logger: Logger (never receives tokens, JWTs or keys).
+    /// - Throws: ``APNSConfigurationError``.
+    public convenience init(settings: APNsSettings, options: Options = Options(), logger: Logger) throws(APNSConfigurationError) {
+        var tokenSource: (any APNSBearerTokenSource)?
+        if case .token(let teamID, let keyID, let keyFile) = settings.auth {
+            try Self.checkIdentifier(teamID, field: "team_id")
+            try Self.checkIdentifier(keyID, field: "key_id")
+            let key = try APNSKeyFile.loadP8(keyFile, allowReadableKeys: options.allowReadableKeys)
+            tokenSource = APNSAuthenticationTokenSigner(
+                privateKey: key,
+                keyID: keyID,
+                teamID: teamID,
+                clock: ContinuousClock()
+            )
+        }
+        try self.init(settings: settings, tokenSource: tokenSource, options: options, logger: logger)
+    }
+
+    /// Creates the lane with an explicit token source (tests inject a signer driven by a manual clock).
+    /// - Parameters:
+    ///   - settings: The `apns:` section (for certificate auth the client certificate is loaded from it).
+    ///   - tokenSource: JWT source for token auth; nil for certificate auth.
+    ///   - options: Lane options.
+    ///   - logger: Logger.
+    /// - Throws: ``APNSConfigurationError``.
+    public init(
+        settings: APNsSettings,
+        tokenSource: (any APNSBearerTokenSource)?,
+        options: Options = Options(),
+        logger: Logger
+    ) throws(APNSConfigurationError) {
+        self.settings = settings
+        self.options = options
+        self.tokenSource = tokenSource
+        self.logger = logger
+        self.authority = settings.endpoint.port == 443
+            ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
+        self.timeout = .nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
+
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        tls.certificateVerification = .fullVerification
+        if let caFile = settings.caFile {
+            let pem = try APNSKeyFile.readText(caFile)
+            guard let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)), !certificates.isEmpty else {
+                throw .invalidCertificate(path: caFile)
+            }
+            tls.additionalTrustRoots = [.certificates(certificates)]
+        }
+        if case .certificate(let certFile, let keyFile, let passphraseEnv) = settings.auth {
+            if passphraseEnv != nil {
+                throw .unsupported("encrypted client keys (passphrase_env) are not supported yet")
+            }
+            let certPEM = try APNSKeyFile.readText(certFile)
+            guard let chain = try? NIOSSLCertificate.fromPEMBytes(Array(certPEM.utf8)), !chain.isEmpty else {
+                throw .invalidCertificate(path: certFile)
+            }
+            let keyPath = keyFile ?? certFile
+            try APNSKeyFile.checkPermissions(keyPath, allowReadableKeys: options.allowReadableKeys)
+            let keyPEM = try APNSKeyFile.readText(keyPath)
+            guard let key = try? NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem) else {
+                throw .invalidKey(path: keyPath)
+            }
+            tls.certificateChain = chain.map { .certificate($0) }
+            tls.privateKey = .privateKey(key)
+        }
+        do {
+            self.pool = try APNSConnectionPool(
+                configuration: .init(
+                    host: settings.endpoint.host,
+                    port: settings.endpoint.port,
+                    connections: max(1, settings.connections),
+                    tls: tls
+                ),
+                group: options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
+                logger: logger
+            )
+        } catch {
+            throw .unsupported("TLS configuration rejected: \(error)")
+        }
+    }
+
+    /// Sends one notification and classifies the answer. Never throws; see the type's documentation for
+    /// what is retried internally.
+    /// - Parameter request: The rendered notification.
+    public func send(_ request: PushRequest) async -> SendOutcome {
+        guard let apns = request.apns else {
+            return .rejected(code: "missing_apns_headers")
+        }
+        let deadline = NIODeadline.now() + timeout
+        var bearer = await tokenSource?.currentToken()
+        var refreshedAfterExpiry = false
+        var safeRetries = 0
+        let body = ByteBuffer(bytes: request.body)
+        while true {
+            let headers = APNSRequestHeaders.make(
+                deviceToken: request.token,
+                headers: apns,
+                topic: settings.topic,
+                authority: authority,
+                bearerToken: bearer
+            )
+            let response: APNSRawResponse
+            do {
+                let connection = try await pool.lease(deadline: deadline)
+                defer { pool.release(connection) }
+                response = try await connection.execute(headers: headers, body: body, deadline: deadline).get()
+            } catch let error as APNSTransportError {
+                switch error {
+                case .refused, .notWritten:
+                    if safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
+                        safeRetries += 1
+                        continue
+                    }
+                    return .retry(.safe, code: error == .refused ? "refused_stream" : "not_written", after: nil)
+                case .timeout(let written):
+                    return written ? .ambiguous(code: "timeout") : .retry(.safe, code: "timeout_before_write", after: nil)
+                case .lostAfterWrite:
+                    return .ambiguous(code: "connection_lost")
+                case .shutdown:
+                    return .retry(.safe, code: "shutdown", after: nil)
+                }
+            } catch {
+                return .ambiguous(code: "transport_error")
+            }
+
+            if response.status == 200 {
+                return .delivered(providerMessageID: response.apnsID ?? apns.apnsID)
+            }
+            let errorBody = Self.decodeErrorBody(response.body)
+            let reason = errorBody.reason.map(APNSError.Reason.init(rawValue:))
+            if reason == .expiredProviderToken, let tokenSource, let rejected = bearer, !refreshedAfterExpiry {
+                refreshedAfterExpiry = true
+                if let fresh = await tokenSource.tokenAfterExpiry(rejected: rejected) {
+                    bearer = fresh
+                    continue
+                }
+                return .retry(.provider, code: "ExpiredProviderToken", after: .seconds(60))
+            }
+            return APNSErrorClassifier.classify(
+                status: response.status,
+                reason: reason,
+                timestamp: errorBody.timestamp,
+                retryAfter: response.retryAfterSeconds.map { .seconds($0) },
+                apnsID: response.apnsID
+            )
+        }
+    }
+
+    /// Closes all connections.
+    public func shutdown() async {
+        await pool.shutdown()
+    }
+
+    private struct ErrorBody: Decodable {
+        var reason: String?
+        var timestamp: Int64?
+    }
+
+    private static func decodeErrorBody(_ buffer: ByteBuffer?) -> ErrorBody {
+        guard let buffer, buffer.readableBytes > 0,
+            let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(buffer.readableBytesView))
+        else {
+            return ErrorBody(reason: nil, timestamp: nil)
+        }
+        return decoded
+    }
+
+    private static func checkIdentifier(_ value: String, field: String) throws(APNSConfigurationError) {
+        guard value.utf8.count == 10, value.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) })
+        else {
+            throw .invalidIdentifier(field: field)
+        }
+    }
+}

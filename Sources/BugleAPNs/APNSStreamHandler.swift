@@ -1,0 +1,115 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// Client side of one APNs request on its own HTTP/2 stream: writes HEADERS + DATA, collects the answer,
+/// and completes `promise` exactly once — with the answer, or an ``APNSTransportError`` that says whether
+/// the request can be retried safely. Enforces the per-request deadline.
+final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    private let headers: HPACKHeaders
+    private let body: ByteBuffer
+    private let promise: EventLoopPromise<APNSRawResponse>
+    private let deadline: NIODeadline
+    private var sent = false
+    private var written = false
+    private var completed = false
+    private var refused = false
+    private var response = APNSRawResponse(status: 0)
+    private var timeoutTask: Scheduled<Void>?
+
+    init(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSRawResponse>) {
+        self.headers = headers
+        self.body = body
+        self.deadline = deadline
+        self.promise = promise
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { send(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        send(context: context)
+        context.fireChannelActive()
+    }
+
+    private func send(context: ChannelHandlerContext) {
+        guard !sent else { return }
+        sent = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timeoutTask = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.fail(.timeout(written: handler.written))
+            context.close(promise: nil)
+        }
+        context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: false))), promise: nil)
+        let dataWritten = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: dataWritten)
+        dataWritten.futureResult.assumeIsolated().whenSuccess {
+            loopBound.value.0.written = true
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let frame):
+            for (name, value, _) in frame.headers {
+                switch name {
+                case ":status": response.status = Int(value) ?? 0
+                case "apns-id": response.apnsID = value
+                case "retry-after": response.retryAfterSeconds = Int(value)
+                default: break
+                }
+            }
+            if frame.endStream { succeed() }
+        case .data(let frame):
+            if case .byteBuffer(var buffer) = frame.data, buffer.readableBytes > 0 {
+                if response.body == nil {
+                    response.body = buffer
+                } else {
+                    response.body?.writeBuffer(&buffer)
+                }
+            }
+            if frame.endStream { succeed() }
+        case .rstStream(let code):
+            if code == .refusedStream { refused = true }
+        default:
+            break
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
+            refused = true
+        }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if refused {
+            fail(.refused)
+        } else if written {
+            fail(.lostAfterWrite("stream closed before an answer"))
+        } else {
+            fail(.notWritten("stream closed before the request was written"))
+        }
+        context.fireChannelInactive()
+    }
+
+    private func succeed() {
+        guard !completed else { return }
+        completed = true
+        timeoutTask?.cancel()
+        promise.succeed(response)
+    }
+
+    private func fail(_ error: APNSTransportError) {
+        guard !completed else { return }
+        completed = true
+        timeoutTask?.cancel()
+        promise.fail(error)
+    }
+}

@@ -1,0 +1,13 @@
+/// Transport-level failure of one request, before or instead of an APNs answer.
+enum APNSTransportError: Error, Sendable, Equatable {
+    /// Nothing was written: connect/TLS failure, closed connection, no free stream. Safe to retry.
+    case notWritten(String)
+    /// The server refused the stream (REFUSED_STREAM, or above a GOAWAY's last-stream-id). Safe to retry.
+    case refused
+    /// The connection closed or reset the stream after the request was written, without an answer.
+    case lostAfterWrite(String)
+    /// The per-request deadline passed; `written` says whether the request had reached the socket.
+    case timeout(written: Bool)
+    /// The pool is shut down.
+    case shutdown
+}

@@ -1,0 +1,262 @@
+import Foundation
+
+/// A validated campaign: what a marketer wrote in `campaigns/*.yaml`, after every key was checked.
+///
+/// Built only by ``CampaignLoader`` (YAML) or directly in tests; every value here is already valid.
+public struct Campaign: Sendable, Equatable {
+    /// `name`: unique, human-readable campaign name (also stored on each run).
+    public var name: String
+    /// `notification_type`: the dedupe family (`promo`, `digest`, ...).
+    public var notificationType: String
+    /// `dedupe`: the period that forms the notification log's period key.
+    public var dedupe: DedupePeriod
+    /// `providers`: path of the providers file, already resolved against the campaign file's folder.
+    public var providersPath: String?
+    /// `segment`: the SQL that selects recipients, and how it is paged.
+    public var segment: Segment
+    /// `message`: copy and per-platform options.
+    public var message: MessageTemplate
+    /// `delivery`: reliability knobs (ambiguous policy, in-flight window, attempts).
+    public var delivery: DeliveryOptions
+    /// `ios_transport`: which lane iOS devices use.
+    public var iosTransport: IOSTransport
+    /// The file the campaign came from (for messages), if any.
+    public var sourcePath: String?
+
+    public init(
+        name: String,
+        notificationType: String,
+        dedupe: DedupePeriod = .none,
+        providersPath: String? = nil,
+        segment: Segment,
+        message: MessageTemplate,
+        delivery: DeliveryOptions = DeliveryOptions(),
+        iosTransport: IOSTransport = .http2,
+        sourcePath: String? = nil
+    ) {
+        self.name = name
+        self.notificationType = notificationType
+        self.dedupe = dedupe
+        self.providersPath = providersPath
+        self.segment = segment
+        self.message = message
+        self.delivery = delivery
+        self.iosTransport = iosTransport
+        self.sourcePath = sourcePath
+    }
+}
+
+/// `dedupe:` values.
+public enum DedupePeriod: String, Sendable, CaseIterable, Equatable {
+    case none, daily, weekly, monthly, once
+}
+
+/// `ios_transport:` values.
+public enum IOSTransport: String, Sendable, CaseIterable, Equatable {
+    case http2, legacy
+}
+
+/// The `segment:` section.
+public struct Segment: Sendable, Equatable {
+    /// `segment.sql`: one read-only SELECT returning at least device_id, user_id, token, platform.
+    public var sql: String
+    /// `segment.page_size`: rows fetched per keyset page (1...100000, default 5000).
+    public var pageSize: Int
+    /// `segment.statement_timeout`: seconds one page may take (default 60).
+    public var statementTimeoutSeconds: Int
+    /// `segment.max_rows`: refuse segments larger than this (default 50,000,000).
+    public var maxRows: Int
+
+    public init(sql: String, pageSize: Int = 5000, statementTimeoutSeconds: Int = 60, maxRows: Int = 50_000_000) {
+        self.sql = sql
+        self.pageSize = pageSize
+        self.statementTimeoutSeconds = statementTimeoutSeconds
+        self.maxRows = maxRows
+    }
+}
+
+/// Title and body in one locale.
+public struct LocalizedCopy: Sendable, Equatable {
+    public var title: String
+    public var body: String
+    public init(title: String, body: String) {
+        self.title = title
+        self.body = body
+    }
+}
+
+/// The `message:` section.
+public struct MessageTemplate: Sendable, Equatable {
+    /// `message.default_locale`: used when a device's locale (and its language) has no copy.
+    public var defaultLocale: String
+    /// `message.locales`: copy per locale tag (`en`, `pt-BR`).
+    public var locales: [String: LocalizedCopy]
+    /// `message.data`: custom key/value pairs sent with the notification (strings).
+    public var data: [String: String]
+    /// `message.badge`
+    public var badge: Int?
+    /// `message.sound`
+    public var sound: String?
+    /// `message.image`: an https URL shown by FCM (and APNs via mutable-content).
+    public var image: String?
+    /// `message.apns`
+    public var apns: APNsOptions
+    /// `message.android`
+    public var android: AndroidOptions
+    /// `message.webpush`
+    public var webpush: WebPushOptions
+
+    public init(
+        defaultLocale: String,
+        locales: [String: LocalizedCopy],
+        data: [String: String] = [:],
+        badge: Int? = nil,
+        sound: String? = nil,
+        image: String? = nil,
+        apns: APNsOptions = APNsOptions(),
+        android: AndroidOptions = AndroidOptions(),
+        webpush: WebPushOptions = WebPushOptions()
+    ) {
+        self.defaultLocale = defaultLocale
+        self.locales = locales
+        self.data = data
+        self.badge = badge
+        self.sound = sound
+        self.image = image
+        self.apns = apns
+        self.android = android
+        self.webpush = webpush
+    }
+}
+
+/// `message.apns:` options.
+public struct APNsOptions: Sendable, Equatable {
+    /// `push_type`: alert | background | voip | ... (default alert).
+    public var pushType: APNsPushType
+    /// `priority`: 10, 5 or 1 (default 10; background must be 5).
+    public var priority: Int
+    /// `collapse_id`: ≤ 64 UTF-8 bytes.
+    public var collapseID: String?
+    /// `expiration`: seconds from send time the notification stays valid (0 = try once).
+    public var expirationSeconds: Int?
+    /// `thread_id`: groups notifications on the device.
+    public var threadID: String?
+    /// `mutable_content`
+    public var mutableContent: Bool
+    /// `content_available`
+    public var contentAvailable: Bool
+    /// `category`
+    public var category: String?
+
+    public init(
+        pushType: APNsPushType = .alert,
+        priority: Int = 10,
+        collapseID: String? = nil,
+        expirationSeconds: Int? = nil,
+        threadID: String? = nil,
+        mutableContent: Bool = false,
+        contentAvailable: Bool = false,
+        category: String? = nil
+    ) {
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expirationSeconds = expirationSeconds
+        self.threadID = threadID
+        self.mutableContent = mutableContent
+        self.contentAvailable = contentAvailable
+        self.category = category
+    }
+}
+
+/// APNs `apns-push-type` values and the topic suffix each one needs.
+public enum APNsPushType: String, Sendable, CaseIterable, Equatable {
+    case alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets
+
+    /// Suffix appended to the bundle id to form `apns-topic`.
+    public var topicSuffix: String {
+        switch self {
+        case .alert, .background, .mdm: return ""
+        case .location: return ".location-query"
+        case .voip: return ".voip"
+        case .complication: return ".complication"
+        case .fileprovider: return ".pushkit.fileprovider"
+        case .liveactivity: return ".push-type.liveactivity"
+        case .pushtotalk: return ".voip-ptt"
+        case .widgets: return ".push-type.widgets"
+        }
+    }
+
+    /// Largest payload APNs accepts for this type, in bytes.
+    public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+}
+
+/// `message.android:` options.
+public struct AndroidOptions: Sendable, Equatable {
+    /// `channel_id`
+    public var channelID: String?
+    /// `priority`: normal | high (default high).
+    public var priority: AndroidPriority
+    /// `ttl`: seconds (YAML accepts `3600`, `3600s`, `1h`); 0...2,419,200.
+    public var ttlSeconds: Int?
+    /// `collapse_key`
+    public var collapseKey: String?
+    /// `tag`: replaces a shown notification with the same tag (stable per campaign by default).
+    public var tag: String?
+
+    public init(
+        channelID: String? = nil,
+        priority: AndroidPriority = .high,
+        ttlSeconds: Int? = nil,
+        collapseKey: String? = nil,
+        tag: String? = nil
+    ) {
+        self.channelID = channelID
+        self.priority = priority
+        self.ttlSeconds = ttlSeconds
+        self.collapseKey = collapseKey
+        self.tag = tag
+    }
+}
+
+/// FCM `android.priority`.
+public enum AndroidPriority: String, Sendable, CaseIterable, Equatable {
+    case normal, high
+}
+
+/// `message.webpush:` options.
+public struct WebPushOptions: Sendable, Equatable {
+    /// `link`: https URL opened on click.
+    public var link: String?
+    /// `ttl`: seconds.
+    public var ttlSeconds: Int?
+
+    public init(link: String? = nil, ttlSeconds: Int? = nil) {
+        self.link = link
+        self.ttlSeconds = ttlSeconds
+    }
+}
+
+/// What to do with a recipient whose request may or may not have reached the provider.
+public enum AmbiguousPolicy: String, Sendable, CaseIterable, Equatable {
+    /// At-least-once: resend (≤ W duplicates per crash).
+    case resend
+    /// At-most-once: record `unknown`, never duplicate.
+    case drop
+}
+
+/// The `delivery:` section.
+public struct DeliveryOptions: Sendable, Equatable {
+    /// `delivery.ambiguous`: resend | drop (default drop: marketing copy, a duplicate costs more than a miss).
+    public var ambiguousPolicy: AmbiguousPolicy
+    /// `delivery.in_flight_window`: at most this many recipients claimed and unanswered at once (W).
+    public var inFlightWindow: Int
+    /// `delivery.max_attempts`: attempts before `failed_permanent` (default 5).
+    public var maxAttempts: Int
+
+    public init(ambiguousPolicy: AmbiguousPolicy = .drop, inFlightWindow: Int = 1000, maxAttempts: Int = 5) {
+        self.ambiguousPolicy = ambiguousPolicy
+        self.inFlightWindow = inFlightWindow
+        self.maxAttempts = maxAttempts
+    }
+}

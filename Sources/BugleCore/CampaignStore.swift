@@ -1,0 +1,153 @@
+import Foundation
+
+/// Ledger states of one recipient (RELIABILITY.md §3.3).
+public enum RecipientState: String, Sendable, CaseIterable, Equatable {
+    case pending
+    case inFlight = "in_flight"
+    case retryWait = "retry_wait"
+    case sent
+    case invalidToken = "invalid_token"
+    case failedPermanent = "failed_permanent"
+    case unknown
+    case skippedDedup = "skipped_dedup"
+    case skippedInactive = "skipped_inactive"
+    case skippedInvalid = "skipped_invalid"
+    case cancelled
+
+    /// True for states a run never leaves.
+    public var isTerminal: Bool {
+        switch self {
+        case .pending, .inFlight, .retryWait: return false
+        default: return true
+        }
+    }
+}
+
+/// Run states (`bugle.runs.status`).
+public enum RunStatus: String, Sendable, CaseIterable, Equatable {
+    case materializing, ready, running, paused, completed, failed, cancelled
+}
+
+/// A recipient claimed for sending under a lease epoch.
+public struct ClaimedRecipient: Sendable, Equatable {
+    public var seq: Int64
+    public var deviceID: Int64
+    public var userID: String
+    public var token: String
+    public var platform: Platform
+    public var locale: String?
+    public var timezone: String?
+    public var variables: [String: String?]
+    /// Attempts including this one.
+    public var attempts: Int
+
+    public init(seq: Int64, deviceID: Int64, userID: String, token: String, platform: Platform, locale: String?, timezone: String?, variables: [String: String?], attempts: Int) {
+        self.seq = seq
+        self.deviceID = deviceID
+        self.userID = userID
+        self.token = token
+        self.platform = platform
+        self.locale = locale
+        self.timezone = timezone
+        self.variables = variables
+        self.attempts = attempts
+    }
+}
+
+/// The result of a claim.
+public enum ClaimResult: Sendable, Equatable {
+    /// Recipients now `in_flight` under the caller's epoch (possibly none).
+    case claimed([ClaimedRecipient])
+    /// The lease was lost, or the run was paused/cancelled: stop sending.
+    case fenced(RunStatus?)
+}
+
+/// The outcome of one recipient, ready to be written by a group commit.
+public struct RecipientOutcome: Sendable, Equatable {
+    public var seq: Int64
+    public var state: RecipientState
+    public var code: String
+    public var providerMessageID: String?
+    /// For `retry_wait`: seconds from now until the next attempt may be claimed.
+    public var retryAfterSeconds: Double?
+    /// True when this attempt is not charged (provider-level or known-not-processed retries).
+    public var refundAttempt: Bool
+    /// For `invalid_token`: deactivate this device unless it re-registered after `invalidSince`.
+    public var deactivate: Deactivation?
+
+    public init(seq: Int64, state: RecipientState, code: String, providerMessageID: String? = nil, retryAfterSeconds: Double? = nil, refundAttempt: Bool = false, deactivate: Deactivation? = nil) {
+        self.seq = seq
+        self.state = state
+        self.code = code
+        self.providerMessageID = providerMessageID
+        self.retryAfterSeconds = retryAfterSeconds
+        self.refundAttempt = refundAttempt
+        self.deactivate = deactivate
+    }
+}
+
+/// A token deactivation caused by a provider answer.
+public struct Deactivation: Sendable, Equatable {
+    public var deviceID: Int64
+    public var reason: String
+    /// The provider's "invalid since" time (APNs 410 timestamp); nil = now.
+    public var invalidSince: Date?
+
+    public init(deviceID: Int64, reason: String, invalidSince: Date?) {
+        self.deviceID = deviceID
+        self.reason = reason
+        self.invalidSince = invalidSince
+    }
+}
+
+/// What is left to do in a run.
+public struct RunProgress: Sendable, Equatable {
+    public var pending: Int64
+    public var inFlight: Int64
+    public var retryWait: Int64
+    /// Seconds until the earliest `retry_wait` row is due (0 when one is due now), nil when none.
+    public var secondsUntilNextDue: Double?
+
+    public init(pending: Int64, inFlight: Int64, retryWait: Int64, secondsUntilNextDue: Double?) {
+        self.pending = pending
+        self.inFlight = inFlight
+        self.retryWait = retryWait
+        self.secondsUntilNextDue = secondsUntilNextDue
+    }
+
+    /// No recipient is left to send.
+    public var isDone: Bool { pending == 0 && inFlight == 0 && retryWait == 0 }
+}
+
+/// A held lease: the fencing epoch every claim and write carries.
+public struct Lease: Sendable, Equatable {
+    public var runID: Int64
+    public var owner: String
+    public var epoch: Int64
+    /// In-flight rows of earlier epochs recovered per the ambiguous policy when the lease was taken.
+    public var recoveredInFlight: Int64
+
+    public init(runID: Int64, owner: String, epoch: Int64, recoveredInFlight: Int64) {
+        self.runID = runID
+        self.owner = owner
+        self.epoch = epoch
+        self.recoveredInFlight = recoveredInFlight
+    }
+}
+
+/// The delivery ledger the runner drives (implemented on PostgreSQL by BugleStore).
+public protocol CampaignStore: Sendable {
+    /// Takes (or re-takes) the run's lease, bumping the epoch and recovering earlier epochs' in-flight rows.
+    /// - Returns: nil when another live owner holds it, or the run is not resumable.
+    func acquireLease(runID: Int64, owner: String, ttlSeconds: Int) async throws -> Lease?
+    /// Extends the lease; false when it was lost (fenced).
+    func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> Bool
+    /// Claims up to `limit` due recipients, keeping at most the run's window in flight; reserves dedupe rows.
+    func claim(_ lease: Lease, limit: Int) async throws -> ClaimResult
+    /// Writes outcomes of recipients claimed under `lease` (group commit). False when fenced.
+    func record(_ lease: Lease, outcomes: [RecipientOutcome]) async throws -> Bool
+    /// Counts of unfinished recipients.
+    func progress(runID: Int64) async throws -> RunProgress
+    /// Ends the lease with a final or paused status, rebuilds the summary, releases unused dedupe reservations.
+    func finish(_ lease: Lease, status: RunStatus, reason: String?) async throws
+}

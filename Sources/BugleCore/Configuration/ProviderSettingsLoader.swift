@@ -1,0 +1,251 @@
+import Foundation
+
+/// Loads and validates a providers file (`providers.yaml`) into ``ProviderSettings``.
+///
+/// Every key is documented in `campaigns/README.md`. In short (defaults in brackets):
+///
+///     apns:
+///       endpoint: production | sandbox | https://host[:port]     (required)
+///       ca_file: <path>   topic: <bundle id, required>
+///       auth:     # exactly one of
+///         token: { team_id: <10 chars>, key_id: <10 chars>, key_file: <path> }
+///         certificate: { cert_file: <path>, key_file: <path>, passphrase_env: <VAR> }
+///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
+///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 }
+///     fcm:
+///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
+///       ca_file   connections [2]   timeout [10s]   rate
+///     legacy_apns:
+///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
+///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate
+///
+/// File paths are resolved against the providers file's folder. Plain `http://` endpoints are refused:
+/// every provider connection uses TLS. Errors never quote values from this file.
+public enum ProviderSettingsLoader {
+    static let topKeys = ["apns", "fcm", "legacy_apns"]
+    static let apnsKeys = ["endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate"]
+    static let authKeys = ["token", "certificate"]
+    static let tokenKeys = ["team_id", "key_id", "key_file"]
+    static let certificateKeys = ["cert_file", "key_file", "p12_file", "passphrase_env"]
+    static let fcmKeys = ["service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate"]
+    static let legacyKeys = [
+        "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
+        "connections", "rate",
+    ]
+    static let rateKeys = ["per_second", "burst"]
+
+    /// Reads, parses and validates the providers file at `path`.
+    /// - Parameter path: The providers file; every file path inside is resolved against its folder.
+    /// - Returns: The validated settings, with `sourcePath` set to `path`.
+    /// - Throws: ``ConfigurationError`` for any problem (values are never quoted in messages).
+    public static func load(path: String) throws -> ProviderSettings {
+        let yaml = try ConfigurationDocument.readText(atPath: path)
+        return try load(yaml: yaml, path: path)
+    }
+
+    /// Parses and validates providers YAML that was read from `path`.
+    /// - Parameters:
+    ///   - yaml: The file's text.
+    ///   - path: Where it came from: named in errors, stored as `sourcePath`, and the base for file paths.
+    /// - Returns: The validated settings.
+    /// - Throws: ``ConfigurationError`` for any problem.
+    public static func load(yaml: String, path: String) throws -> ProviderSettings {
+        let root = try ConfigurationDocument.parse(yaml: yaml, origin: .init(file: path, redactsValues: true))
+        let top = try root.mapping(allowedKeys: topKeys)
+        let resolver = PathResolver(file: path)
+        let apns = try top["apns"].map { try self.apns($0, paths: resolver) }
+        let fcm = try top["fcm"].map { try self.fcm($0, paths: resolver) }
+        let legacy = try top["legacy_apns"].map { try self.legacy($0, paths: resolver) }
+        if apns == nil && fcm == nil && legacy == nil {
+            throw root.error("no provider is configured; add an apns, fcm or legacy_apns section")
+        }
+        return ProviderSettings(apns: apns, fcm: fcm, legacyAPNs: legacy, sourcePath: path)
+    }
+
+    // MARK: - Sections
+
+    private static func apns(_ node: ConfigurationNode, paths: PathResolver) throws -> APNsSettings {
+        let map = try node.mapping(allowedKeys: apnsKeys)
+        let endpointNode = try map.required("endpoint")
+        let endpoint: Endpoint
+        switch try endpointNode.string() {
+        case "production": endpoint = .apnsProduction
+        case "sandbox": endpoint = .apnsSandbox
+        default: endpoint = try self.endpoint(endpointNode, expected: "production, sandbox or an https://host:port URL")
+        }
+        let caFile = try map["ca_file"].map(paths.resolve)
+        let topicNode = try map.required("topic")
+        let topic = try topicNode.singleLineString(maximumLength: 255)
+        if topic.contains(" ") { throw topicNode.error("must be a bundle identifier without spaces") }
+        let auth = try self.auth(map.required("auth"), paths: paths)
+        return APNsSettings(
+            endpoint: endpoint, caFile: caFile, topic: topic, auth: auth,
+            connections: try map.int("connections", default: 4, in: 1...64),
+            timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
+            rate: try map["rate"].map(rate))
+    }
+
+    private static func auth(_ node: ConfigurationNode, paths: PathResolver) throws -> APNsSettings.Auth {
+        let map = try node.mapping(allowedKeys: authKeys)
+        switch (map["token"], map["certificate"]) {
+        case (.some, .some(let certificate)):
+            throw certificate.keyError("give exactly one of token or certificate, not both")
+        case (.none, .none):
+            throw map.missing("token", hint: "or certificate; exactly one is required")
+        case (.some(let tokenNode), .none):
+            let token = try tokenNode.mapping(allowedKeys: tokenKeys)
+            return .token(
+                teamID: try appleIdentifier(token.required("team_id")),
+                keyID: try appleIdentifier(token.required("key_id")),
+                keyFile: try paths.resolve(token.required("key_file")))
+        case (.none, .some(let certificateNode)):
+            let certificate = try certificateNode.mapping(allowedKeys: certificateKeys)
+            let passphraseEnv = try certificate["passphrase_env"].map(environmentVariableName)
+            if let p12 = certificate["p12_file"] {
+                for key in ["cert_file", "key_file"] {
+                    if let conflicting = certificate[key] {
+                        throw conflicting.keyError("give either p12_file or cert_file with key_file, not both")
+                    }
+                }
+                return .certificate(certFile: try paths.resolve(p12), keyFile: nil, passphraseEnv: passphraseEnv)
+            }
+            guard certificate.contains("cert_file") else {
+                throw certificate.missing("cert_file", hint: "or p12_file")
+            }
+            return .certificate(
+                certFile: try paths.resolve(certificate.required("cert_file")),
+                keyFile: try paths.resolve(certificate.required("key_file")),
+                passphraseEnv: passphraseEnv)
+        }
+    }
+
+    private static func fcm(_ node: ConfigurationNode, paths: PathResolver) throws -> FCMSettings {
+        let map = try node.mapping(allowedKeys: fcmKeys)
+        return FCMSettings(
+            serviceAccountFile: try map["service_account_file"].map(paths.resolve),
+            endpoint: try map["endpoint"].map { try endpoint($0, expected: "an https://host[:port] URL") } ?? .fcm,
+            caFile: try map["ca_file"].map(paths.resolve),
+            connections: try map.int("connections", default: 2, in: 1...64),
+            timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
+            rate: try map["rate"].map(rate))
+    }
+
+    private static func legacy(_ node: ConfigurationNode, paths: PathResolver) throws -> LegacyAPNsSettings {
+        let map = try node.mapping(allowedKeys: legacyKeys)
+        let enabled = try map.bool("enabled", default: true)
+        let hostNode = try map.required("host")
+        let host = try hostNode.singleLineString(maximumLength: 253)
+        if host.contains("://") || host.contains("/") || host.contains(" ") || host.contains("@") {
+            throw hostNode.error("expected a host name or IP address, without scheme, port or path")
+        }
+        return LegacyAPNsSettings(
+            enabled: enabled,
+            host: host,
+            port: try map.int("port", default: 2195, in: 1...65_535),
+            feedbackPort: try map.int("feedback_port", default: 2196, in: 1...65_535),
+            certFile: try paths.resolve(map.required("cert_file")),
+            keyFile: try paths.resolve(map.required("key_file")),
+            caFile: try map["ca_file"].map(paths.resolve),
+            payloadLimit: try map.int("payload_limit", default: 2048, in: 256...4096),
+            connections: try map.int("connections", default: 1, in: 1...64),
+            rate: try map["rate"].map(rate))
+    }
+
+    // MARK: - Values
+
+    private static func rate(_ node: ConfigurationNode) throws -> RateLimit {
+        let map = try node.mapping(allowedKeys: rateKeys)
+        let perSecondNode = try map.required("per_second")
+        let perSecond = try perSecondNode.number()
+        guard perSecond > 0 else {
+            throw perSecondNode.error("must be greater than 0, got \(perSecondNode.scalar?.text ?? "")")
+        }
+        guard perSecond <= 1_000_000 else { throw perSecondNode.error("must be at most 1000000") }
+        var burst = max(1, Int(perSecond.rounded(.up)))
+        if let burstNode = map["burst"] {
+            let value = try burstNode.int()
+            guard value >= 1 else { throw burstNode.error("must be at least 1, got \(value)") }
+            burst = value
+        }
+        return RateLimit(perSecond: perSecond, burst: burst)
+    }
+
+    private static func timeout(_ node: ConfigurationNode) throws -> Double {
+        let seconds = try node.durationSeconds()
+        guard seconds > 0, seconds <= 300 else {
+            throw node.error("must be more than 0 and at most 300 seconds")
+        }
+        return seconds
+    }
+
+    /// Parses `https://host[:port]` (no path, query or user info). `http://` is refused: TLS only.
+    private static func endpoint(_ node: ConfigurationNode, expected: String) throws -> Endpoint {
+        let text = try node.string()
+        let lowered = text.lowercased()
+        if lowered.hasPrefix("http://") {
+            throw node.error("plain http:// endpoints are refused: provider connections always use TLS; use https://")
+        }
+        guard lowered.hasPrefix("https://") else { throw node.error("expected \(expected)") }
+        var rest = Substring(text.dropFirst("https://".count))
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        if rest.contains(where: { "/?#@ ".contains($0) }) {
+            throw node.error("must be https://host:port with no path, query or user name")
+        }
+        var host: Substring
+        var portText: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw node.error("expected \(expected)") }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if after.hasPrefix(":") {
+                portText = after.dropFirst()
+            } else if !after.isEmpty {
+                throw node.error("expected \(expected)")
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        } else {
+            host = rest
+        }
+        guard !host.isEmpty else { throw node.error("expected \(expected) (the host is missing)") }
+        var port = 443
+        if let portText {
+            guard let value = Int(portText), (1...65_535).contains(value) else {
+                throw node.error("the port must be between 1 and 65535")
+            }
+            port = value
+        }
+        return Endpoint(host: String(host), port: port)
+    }
+
+    /// Apple team and key identifiers: exactly 10 ASCII letters or digits.
+    private static func appleIdentifier(_ node: ConfigurationNode) throws -> String {
+        let value = try node.string()
+        guard value.count == 10, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            throw node.error("must be exactly 10 letters or digits, got \(value.count) characters")
+        }
+        return value
+    }
+
+    /// The name of an environment variable (the secret itself stays in the environment).
+    private static func environmentVariableName(_ node: ConfigurationNode) throws -> String {
+        let value = try node.string()
+        let isName =
+            value.first.map { $0 == "_" || ($0.isASCII && $0.isLetter) } == true
+            && value.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
+        guard isName, value.count <= 128 else {
+            throw node.error("must name an environment variable (letters, digits and _), not hold the passphrase")
+        }
+        return value
+    }
+
+    /// Resolves file paths against the providers file's folder.
+    private struct PathResolver {
+        let file: String
+
+        func resolve(_ node: ConfigurationNode) throws -> String {
+            ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: file)
+        }
+    }
+}

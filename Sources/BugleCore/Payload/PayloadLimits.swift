@@ -1,0 +1,16 @@
+/// Provider payload limits, in UTF-8 bytes of the final JSON.
+public enum PayloadLimits {
+    /// APNs: every push type but VoIP.
+    public static let apns = 4096
+    /// APNs VoIP.
+    public static let apnsVoIP = 5120
+    /// FCM v1 message payload (keys and values, token excluded).
+    public static let fcm = 4096
+}
+
+/// A payload that is too large for its provider; the recipient is failed locally, nothing is sent.
+public struct PayloadTooLarge: Error, Equatable, Sendable, CustomStringConvertible {
+    public var size: Int
+    public var limit: Int
+    public var description: String { "payload is \(size) bytes, over the \(limit)-byte limit" }
+}

@@ -1,0 +1,18 @@
+/// The kind of device a token belongs to, as stored in `bugle.devices.platform` and returned by segment SQL.
+public enum Platform: String, Sendable, CaseIterable, Codable, Hashable {
+    case ios
+    case android
+    case web
+}
+
+/// A provider lane a recipient is routed to.
+public enum ProviderKind: String, Sendable, CaseIterable, Codable, Hashable {
+    /// Apple's HTTP/2 provider API.
+    case apns
+    /// Google's FCM HTTP v1 API (Android and web).
+    case fcm
+    /// The legacy binary APNs protocol over a TLS socket.
+    case legacyAPNs = "apns_legacy"
+    /// No network: a dry run or a test double.
+    case none
+}

@@ -1,0 +1,118 @@
+/// The providers file (`providers.yaml`): endpoints and credentials by file path, never inline secrets.
+public struct ProviderSettings: Sendable, Equatable {
+    public var apns: APNsSettings?
+    public var fcm: FCMSettings?
+    public var legacyAPNs: LegacyAPNsSettings?
+    /// The file this came from, if any.
+    public var sourcePath: String?
+
+    public init(apns: APNsSettings? = nil, fcm: FCMSettings? = nil, legacyAPNs: LegacyAPNsSettings? = nil, sourcePath: String? = nil) {
+        self.apns = apns
+        self.fcm = fcm
+        self.legacyAPNs = legacyAPNs
+        self.sourcePath = sourcePath
+    }
+}
+
+/// `rate: { per_second, burst }`
+public struct RateLimit: Sendable, Equatable {
+    public var perSecond: Double
+    public var burst: Int
+    public init(perSecond: Double, burst: Int) {
+        self.perSecond = perSecond
+        self.burst = burst
+    }
+}
+
+/// An HTTPS endpoint: host and port.
+public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+    public var description: String { "https://\(host):\(port)" }
+
+    public static let apnsProduction = Endpoint(host: "api.push.apple.com", port: 443)
+    public static let apnsSandbox = Endpoint(host: "api.sandbox.push.apple.com", port: 443)
+    public static let fcm = Endpoint(host: "fcm.googleapis.com", port: 443)
+}
+
+/// The `apns:` section.
+public struct APNsSettings: Sendable, Equatable {
+    public enum Auth: Sendable, Equatable {
+        /// `auth.token: { team_id, key_id, key_file }`
+        case token(teamID: String, keyID: String, keyFile: String)
+        /// `auth.certificate: { cert_file, key_file, passphrase_env }` (PEM) or `{ p12_file, passphrase_env }`.
+        ///
+        /// For a PKCS#12 bundle `certFile` holds the `p12_file` path and `keyFile` is `nil`; for PEM both
+        /// are set. `passphraseEnv` names the environment variable holding the key's passphrase.
+        case certificate(certFile: String, keyFile: String?, passphraseEnv: String?)
+    }
+    public var endpoint: Endpoint
+    /// Extra trusted CA (PEM). Verification is never switched off.
+    public var caFile: String?
+    public var topic: String
+    public var auth: Auth
+    public var connections: Int
+    public var timeoutSeconds: Double
+    public var rate: RateLimit?
+
+    public init(endpoint: Endpoint, caFile: String?, topic: String, auth: Auth, connections: Int = 4, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
+        self.endpoint = endpoint
+        self.caFile = caFile
+        self.topic = topic
+        self.auth = auth
+        self.connections = connections
+        self.timeoutSeconds = timeoutSeconds
+        self.rate = rate
+    }
+}
+
+/// The `fcm:` section.
+public struct FCMSettings: Sendable, Equatable {
+    /// `service_account_file` (or `GOOGLE_APPLICATION_CREDENTIALS` when absent).
+    public var serviceAccountFile: String?
+    public var endpoint: Endpoint
+    public var caFile: String?
+    public var connections: Int
+    public var timeoutSeconds: Double
+    public var rate: RateLimit?
+
+    public init(serviceAccountFile: String?, endpoint: Endpoint = .fcm, caFile: String? = nil, connections: Int = 2, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
+        self.serviceAccountFile = serviceAccountFile
+        self.endpoint = endpoint
+        self.caFile = caFile
+        self.connections = connections
+        self.timeoutSeconds = timeoutSeconds
+        self.rate = rate
+    }
+}
+
+/// The `legacy_apns:` section.
+public struct LegacyAPNsSettings: Sendable, Equatable {
+    public var enabled: Bool
+    public var host: String
+    public var port: Int
+    public var feedbackPort: Int
+    public var certFile: String
+    public var keyFile: String
+    public var caFile: String?
+    public var payloadLimit: Int
+    public var connections: Int
+    public var rate: RateLimit?
+
+    public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil) {
+        self.enabled = enabled
+        self.host = host
+        self.port = port
+        self.feedbackPort = feedbackPort
+        self.certFile = certFile
+        self.keyFile = keyFile
+        self.caFile = caFile
+        self.payloadLimit = payloadLimit
+        self.connections = connections
+        self.rate = rate
+    }
+}

@@ -1,0 +1,65 @@
+/// One notification ready for the wire: the body bytes were rendered and size-checked by BugleCore.
+public struct PushRequest: Sendable {
+    /// Ledger sequence number of the recipient (unique within a run).
+    public var seq: Int64
+    /// `bugle.devices.id` (or the segment's device_id).
+    public var deviceID: Int64
+    /// The device token (never logged; use ``TokenFingerprint``).
+    public var token: String
+    public var platform: Platform
+    /// Wire body: the APNs payload JSON, or the FCM v1 `{"message": ...}` JSON (token included).
+    public var body: [UInt8]
+    /// APNs request headers (nil for FCM).
+    public var apns: APNsHeaders?
+    /// Attempt number, starting at 1.
+    public var attempt: Int
+
+    public init(
+        seq: Int64,
+        deviceID: Int64,
+        token: String,
+        platform: Platform,
+        body: [UInt8],
+        apns: APNsHeaders? = nil,
+        attempt: Int = 1
+    ) {
+        self.seq = seq
+        self.deviceID = deviceID
+        self.token = token
+        self.platform = platform
+        self.body = body
+        self.apns = apns
+        self.attempt = attempt
+    }
+}
+
+/// The campaign-derived APNs headers of one request. `apns-topic` comes from the providers file and is added
+/// by the APNs lane; `authorization` too.
+public struct APNsHeaders: Sendable, Equatable {
+    public var pushType: APNsPushType
+    public var priority: Int
+    /// UNIX seconds; nil = header absent.
+    public var expiration: Int?
+    public var collapseID: String?
+    /// Lowercase canonical UUID derived from (run, seq).
+    public var apnsID: String
+
+    public init(pushType: APNsPushType, priority: Int, expiration: Int?, collapseID: String?, apnsID: String) {
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+    }
+}
+
+/// A provider lane (APNs, FCM, legacy APNs, or a test double). Implementations never throw for a
+/// per-request failure: every failure is classified into a ``SendOutcome``.
+public protocol PushProvider: Sendable {
+    /// Which lane this is (used for routing, pacing and the ledger's `provider` column).
+    var kind: ProviderKind { get }
+    /// Sends one request and classifies the answer.
+    func send(_ request: PushRequest) async -> SendOutcome
+    /// Closes connections after in-flight requests were answered.
+    func shutdown() async
+}

@@ -1,0 +1,66 @@
+/// Checks a segment row before it can become a recipient: required columns present, platform known,
+/// token well-formed for its platform. Pure and table-tested.
+public enum RecipientValidator {
+    /// iOS tokens: even-length hex, 16...400 characters (Apple: variable length, do not hard-code 64).
+    static let iosTokenLength = 16...400
+    /// FCM registration tokens: printable URL-safe characters only, at most 4096.
+    static let fcmTokenMaxLength = 4096
+
+    /// The valid recipient, or the reason the row is skipped.
+    public static func validate(_ row: SegmentRow) -> Result<ValidRecipient, SkipReasonError> {
+        guard let deviceID = row.deviceID else { return .failure(SkipReasonError(.missingDeviceID)) }
+        guard let userID = row.userID, !userID.isEmpty else { return .failure(SkipReasonError(.missingUserID)) }
+        guard let rawToken = row.token, !rawToken.isEmpty else { return .failure(SkipReasonError(.missingToken)) }
+        guard let rawPlatform = row.platform, let platform = Platform(rawValue: rawPlatform.lowercased()) else {
+            return .failure(SkipReasonError(.unknownPlatform))
+        }
+        guard let token = normalizedToken(rawToken, platform: platform) else {
+            return .failure(SkipReasonError(.malformedToken))
+        }
+        return .success(
+            ValidRecipient(
+                deviceID: deviceID, userID: userID, token: token, platform: platform,
+                locale: row.locale, timezone: row.timezone, variables: row.variables
+            )
+        )
+    }
+
+    /// The token in canonical form, or nil when malformed.
+    public static func normalizedToken(_ token: String, platform: Platform) -> String? {
+        switch platform {
+        case .ios:
+            let utf8 = token.utf8
+            guard iosTokenLength.contains(utf8.count), utf8.count % 2 == 0 else { return nil }
+            var lowered = [UInt8]()
+            lowered.reserveCapacity(utf8.count)
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): lowered.append(byte)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): lowered.append(byte + 32)
+                default: return nil
+                }
+            }
+            return String(decoding: lowered, as: UTF8.self)
+        case .android, .web:
+            let utf8 = token.utf8
+            guard utf8.count <= fcmTokenMaxLength else { return nil }
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"),
+                    UInt8(ascii: "."):
+                    continue
+                default:
+                    return nil
+                }
+            }
+            return token
+        }
+    }
+}
+
+/// A ``SkipReason`` as an `Error`, so validation can return `Result`.
+public struct SkipReasonError: Error, Equatable, Sendable {
+    public var reason: SkipReason
+    public init(_ reason: SkipReason) { self.reason = reason }
+}

@@ -1,0 +1,45 @@
+/// What a provider lane says about one request, in provider-neutral terms (RELIABILITY.md §3.5).
+///
+/// Each provider module translates its wire answer into exactly one of these with a pure
+/// `classify(...)` function; the runner turns outcomes into ledger states.
+public enum SendOutcome: Sendable, Equatable {
+    /// The provider accepted the notification (APNs 200, FCM 200).
+    case delivered(providerMessageID: String?)
+    /// The token is dead: deactivate it (unless it re-registered after `invalidSince`).
+    case invalidToken(code: String, invalidSince: Instant?)
+    /// This message can never be delivered as built (payload too large, bad collapse id...).
+    case rejected(code: String)
+    /// Try again later.
+    case retry(RetryScope, code: String, after: Duration?)
+    /// The request may or may not have reached the provider; the campaign's ambiguous policy decides.
+    case ambiguous(code: String)
+    /// Auth or configuration is wrong for every recipient: stop the run (exit 2), deactivate nothing.
+    case halt(code: String, message: String)
+
+    /// Short machine-readable code stored in `run_recipients.outcome_code`.
+    public var code: String {
+        switch self {
+        case .delivered: return "delivered"
+        case .invalidToken(let code, _), .rejected(let code), .retry(_, let code, _), .ambiguous(let code),
+            .halt(let code, _):
+            return code
+        }
+    }
+}
+
+/// Who a retry is charged to.
+public enum RetryScope: String, Sendable, Equatable {
+    /// Recipient-transient (APNs 429 TooManyRequests): backoff per recipient, spends an attempt.
+    case recipient
+    /// Provider-transient (5xx, FCM QUOTA_EXCEEDED): pause the lane, does not spend an attempt.
+    case provider
+    /// Known not processed (REFUSED_STREAM, above GOAWAY last-stream-id, connect failure): retry now, free.
+    case safe
+}
+
+/// A wall-clock instant as seconds since the UNIX epoch (kept free of Foundation for pure logic).
+public struct Instant: Sendable, Equatable, Hashable, Comparable {
+    public var secondsSince1970: Double
+    public init(secondsSince1970: Double) { self.secondsSince1970 = secondsSince1970 }
+    public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.secondsSince1970 < rhs.secondsSince1970 }
+}

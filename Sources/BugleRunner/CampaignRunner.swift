@@ -1,0 +1,270 @@
+import BugleCore
+import Foundation
+import Logging
+
+/// Drives one run: lease, claim (at most W in flight), send through the provider lanes, group-commit outcomes.
+///
+/// Depends only on the ``CampaignStore`` and ``PushProvider`` protocols; the CLI wires concrete types in.
+public struct CampaignRunner: Sendable {
+    /// Tuning knobs; defaults suit production.
+    public struct Configuration: Sendable {
+        /// Lease time-to-live; renewed every third of it.
+        public var leaseTTLSeconds: Int = 30
+        /// Outcomes per group commit.
+        public var flushSize: Int = 500
+        /// Longest time an outcome waits in the group-commit buffer.
+        public var flushInterval: Duration = .milliseconds(100)
+        /// Most recipients claimed per claim statement.
+        public var claimBatch: Int = 500
+        /// Longest idle wait between checks for due retries.
+        public var idlePoll: Duration = .milliseconds(500)
+        public init() {}
+    }
+
+    private let store: any CampaignStore
+    private let providers: [ProviderKind: any PushProvider]
+    private let composer: NotificationComposer
+    private let mapper: OutcomeMapper
+    private let window: Int
+    private let iosLane: ProviderKind
+    private let configuration: Configuration
+    private let control: RunControl
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - campaign: the validated campaign (window, attempts, ambiguous policy, iOS transport).
+    ///   - runID: the run to drive.
+    ///   - store: the ledger.
+    ///   - providers: one lane per provider kind the segment needs.
+    ///   - control: stop requests from signals or the heartbeat.
+    public init(
+        campaign: Campaign,
+        runID: Int64,
+        store: any CampaignStore,
+        providers: [ProviderKind: any PushProvider],
+        control: RunControl,
+        configuration: Configuration = Configuration(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.providers = providers
+        self.composer = NotificationComposer(campaign: campaign, runID: runID)
+        self.mapper = OutcomeMapper(maxAttempts: campaign.delivery.maxAttempts, ambiguousPolicy: campaign.delivery.ambiguousPolicy)
+        self.window = campaign.delivery.inFlightWindow
+        self.iosLane = campaign.iosTransport == .legacy ? .legacyAPNs : .apns
+        self.configuration = configuration
+        self.control = control
+        var logger = logger
+        logger[metadataKey: "run_id"] = "\(runID)"
+        self.logger = logger
+    }
+
+    /// The lane for a platform.
+    public func lane(for platform: Platform) -> ProviderKind {
+        platform == .ios ? iosLane : .fcm
+    }
+
+    /// Runs until every recipient is terminal, a stop is requested, a provider halts the run, or the lease is lost.
+    /// - Parameter owner: this worker's lease owner id (host:pid:random).
+    public func run(owner: String) async throws -> RunResult {
+        let runID = composer.runID
+        guard let lease = try await store.acquireLease(runID: runID, owner: owner, ttlSeconds: configuration.leaseTTLSeconds) else {
+            return RunResult(runID: runID, ending: .fenced(nil), attempted: 0)
+        }
+        logger.info("lease acquired", metadata: ["epoch": "\(lease.epoch)", "recovered_in_flight": "\(lease.recoveredInFlight)"])
+        return try await withThrowingTaskGroup(of: RunResult?.self) { group in
+            group.addTask { [self] in
+                await heartbeat(lease)
+                return nil
+            }
+            group.addTask { [self] in
+                try await sendLoop(lease)
+            }
+            var result: RunResult?
+            while let next = try await group.next() {
+                if let next {
+                    result = next
+                    group.cancelAll()
+                }
+            }
+            return result ?? RunResult(runID: runID, ending: .fenced(nil), attempted: 0)
+        }
+    }
+
+    /// Renews the lease every TTL/3; self-fences when no renewal succeeded for TTL/2 or the lease was lost.
+    private func heartbeat(_ lease: Lease) async {
+        let ttl = configuration.leaseTTLSeconds
+        let clock = ContinuousClock()
+        var lastSuccess = clock.now
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: .milliseconds(ttl * 1000 / 3))
+            } catch {
+                return
+            }
+            do {
+                if try await store.renewLease(lease, ttlSeconds: ttl) {
+                    lastSuccess = clock.now
+                } else {
+                    logger.error("lease lost: another worker took the run over")
+                    control.requestStop(.leaseLost)
+                    return
+                }
+            } catch {
+                logger.warning("lease renewal failed", metadata: ["error": "\(error)"])
+                if clock.now - lastSuccess > .milliseconds(ttl * 500) {
+                    control.requestStop(.leaseLost)
+                    return
+                }
+            }
+        }
+    }
+
+    private enum Stop {
+        case interrupted(String)
+        case halted(code: String, message: String)
+        case fenced(RunStatus?)
+    }
+
+    private func sendLoop(_ lease: Lease) async throws -> RunResult {
+        let clock = ContinuousClock()
+        let claimThreshold = max(1, min(configuration.claimBatch, window / 4))
+        return try await withThrowingTaskGroup(of: (RecipientOutcome, SendOutcome).self) { group in
+            var inFlight = 0
+            var buffer: [RecipientOutcome] = []
+            buffer.reserveCapacity(configuration.flushSize)
+            var lastFlush = clock.now
+            var stop: Stop?
+            var attempted = 0
+
+            func flush() async throws {
+                guard !buffer.isEmpty else { return }
+                let ok = try await recordWithRetry(lease, buffer)
+                buffer.removeAll(keepingCapacity: true)
+                lastFlush = clock.now
+                if !ok, stop == nil { stop = .fenced(nil) }
+            }
+
+            while true {
+                if stop == nil, let request = control.stopRequest {
+                    switch request {
+                    case .interrupted(let why): stop = .interrupted(why)
+                    case .leaseLost: stop = .fenced(nil)
+                    }
+                }
+                var claimed = 0
+                let room = window - inFlight - buffer.count
+                if stop == nil, room >= claimThreshold || (inFlight == 0 && room > 0) {
+                    switch try await claimWithRetry(lease, limit: min(room, configuration.claimBatch)) {
+                    case .fenced(let status):
+                        stop = .fenced(status)
+                    case .claimed(let recipients):
+                        claimed = recipients.count
+                        let now = Int(Date().timeIntervalSince1970)
+                        for recipient in recipients {
+                            inFlight += 1
+                            attempted += 1
+                            group.addTask { [self] in await sendOne(recipient, now: now) }
+                        }
+                    }
+                }
+                if inFlight == 0 {
+                    try await flush()
+                    if let stop { return try await end(lease, stop, attempted: attempted) }
+                    if claimed == 0 {
+                        let progress = try await store.progress(runID: lease.runID)
+                        if progress.isDone {
+                            try await store.finish(lease, status: .completed, reason: nil)
+                            return RunResult(runID: lease.runID, ending: .completed, attempted: attempted)
+                        }
+                        let wait = min(progress.secondsUntilNextDue ?? 0.5, 0.5)
+                        if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
+                    }
+                    continue
+                }
+                guard let (outcome, raw) = try await group.next() else { continue }
+                inFlight -= 1
+                buffer.append(outcome)
+                if case .halt(let code, let message) = raw, stop == nil {
+                    logger.error("provider halted the run", metadata: ["code": "\(code)"])
+                    stop = .halted(code: code, message: message)
+                }
+                let roomAfter = window - inFlight - buffer.count
+                if buffer.count >= configuration.flushSize || clock.now - lastFlush >= configuration.flushInterval
+                    || inFlight == 0 || roomAfter < claimThreshold
+                {
+                    try await flush()
+                }
+            }
+        }
+    }
+
+    private func end(_ lease: Lease, _ stop: Stop, attempted: Int) async throws -> RunResult {
+        switch stop {
+        case .interrupted(let why):
+            try await store.finish(lease, status: .paused, reason: why)
+            return RunResult(runID: lease.runID, ending: .paused(why), attempted: attempted)
+        case .halted(let code, let message):
+            try await store.finish(lease, status: .paused, reason: "halted: \(code): \(message)")
+            return RunResult(runID: lease.runID, ending: .halted(code: code, message: message), attempted: attempted)
+        case .fenced(let status):
+            return RunResult(runID: lease.runID, ending: .fenced(status), attempted: attempted)
+        }
+    }
+
+    /// Claims, retrying database errors (restart, killed backend, deadlock) with backoff; nothing was claimed when
+    /// a claim transaction fails, so a retry is always safe.
+    private func claimWithRetry(_ lease: Lease, limit: Int) async throws -> ClaimResult {
+        var delay = Duration.milliseconds(100)
+        var attempt = 0
+        while true {
+            do {
+                return try await store.claim(lease, limit: limit)
+            } catch {
+                attempt += 1
+                if attempt >= 30 || control.stopRequest != nil { throw error }
+                logger.warning("claiming failed; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+        }
+    }
+
+    /// Records a batch, retrying database errors with backoff so outcomes already held are never lost.
+    private func recordWithRetry(_ lease: Lease, _ outcomes: [RecipientOutcome]) async throws -> Bool {
+        var delay = Duration.milliseconds(100)
+        var attempt = 0
+        while true {
+            do {
+                return try await store.record(lease, outcomes: outcomes)
+            } catch {
+                attempt += 1
+                if attempt >= 30 { throw error }
+                logger.warning("recording outcomes failed; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+        }
+    }
+
+    private func sendOne(_ recipient: ClaimedRecipient, now: Int) async -> (RecipientOutcome, SendOutcome) {
+        let composed = composer.compose(
+            seq: recipient.seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
+            locale: recipient.locale, attempt: recipient.attempts, now: now
+        )
+        let raw: SendOutcome
+        switch composed {
+        case .failure:
+            raw = .rejected(code: SkipReason.payloadTooLarge.rawValue)
+        case .success(let request):
+            if let provider = providers[lane(for: recipient.platform)] {
+                raw = await provider.send(request)
+            } else {
+                raw = .halt(code: "provider_not_configured", message: "no \(lane(for: recipient.platform).rawValue) provider is configured for \(recipient.platform.rawValue) devices")
+            }
+        }
+        var random = SystemRandomNumberGenerator()
+        let mapped = mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)
+        return (mapped, raw)
+    }
+}

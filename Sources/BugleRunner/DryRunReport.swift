@@ -1,0 +1,84 @@
+import BugleCore
+import Foundation
+
+/// The dry run: renders every segment row's request exactly as a real run would, checks sizes, and counts
+/// what would be sent per platform / locale and what would be skipped per reason. Writes nothing anywhere
+/// but the optional preview CSV chunks it returns.
+public struct DryRunReport: Sendable {
+    /// Rows that would be sent, per platform.
+    public private(set) var wouldSend: [Platform: Int64] = [:]
+    /// Rows that would be sent, per resolved copy locale.
+    public private(set) var perLocale: [String: Int64] = [:]
+    /// Rows that would be skipped, per reason.
+    public private(set) var skipped: [SkipReason: Int64] = [:]
+    /// Rows read.
+    public private(set) var rowsRead: Int64 = 0
+    /// Largest rendered body per platform, in bytes.
+    public private(set) var largestBody: [Platform: Int] = [:]
+    /// One rendered request per platform (body JSON, and APNs headers), for the operator to eyeball.
+    public private(set) var samples: [Platform: PushRequest] = [:]
+
+    private let composer: NotificationComposer
+    private let now: Int
+    private var seq: Int64 = 0
+    /// CSV preview columns (same as the real report, status `would_send` or the skip reason).
+    public static let previewHeader = ["device_id", "user_id", "platform", "status", "reason", "locale", "body_bytes"]
+
+    /// - Parameter now: UNIX seconds used for `apns-expiration` in samples.
+    public init(campaign: Campaign, now: Int) {
+        self.composer = NotificationComposer(campaign: campaign, runID: 0)
+        self.now = now
+    }
+
+    /// Processes one page; returns CSV preview records for it when `csv` is set.
+    public mutating func add(_ rows: [SegmentRow], csv: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        for row in rows {
+            rowsRead += 1
+            seq += 1
+            switch RecipientValidator.validate(row) {
+            case .failure(let error):
+                skipped[error.reason, default: 0] += 1
+                if csv {
+                    CSVFormat.appendRecord(
+                        [row.deviceID.map(String.init) ?? "", row.userID ?? "", row.platform ?? "", "skipped", error.reason.rawValue, "", ""],
+                        to: &out
+                    )
+                }
+            case .success(let recipient):
+                let copy = composer.copy(for: recipient.locale)
+                switch composer.compose(seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform, locale: recipient.locale, attempt: 1, now: now) {
+                case .failure:
+                    skipped[.payloadTooLarge, default: 0] += 1
+                    if csv {
+                        CSVFormat.appendRecord(
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "skipped", SkipReason.payloadTooLarge.rawValue, copy.locale, ""],
+                            to: &out
+                        )
+                    }
+                case .success(let request):
+                    wouldSend[recipient.platform, default: 0] += 1
+                    perLocale[copy.locale, default: 0] += 1
+                    largestBody[recipient.platform] = max(largestBody[recipient.platform] ?? 0, request.body.count)
+                    if samples[recipient.platform] == nil { samples[recipient.platform] = request }
+                    if csv {
+                        CSVFormat.appendRecord(
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "would_send", "", copy.locale, String(request.body.count)],
+                            to: &out
+                        )
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// Adds rows the scan counted without paging (NULL device_id) and duplicate tokens found by the database.
+    public mutating func addUnpaged(_ reason: SkipReason, count: Int64) {
+        guard count > 0 else { return }
+        skipped[reason, default: 0] += count
+    }
+
+    /// Total rows that would be sent.
+    public var totalWouldSend: Int64 { wouldSend.values.reduce(0, +) }
+}

@@ -1,0 +1,156 @@
+import NIOSSL
+import PostgresNIO
+
+extension DatabaseConfiguration {
+    /// The postgres-nio client configuration for this database, with TLS set up per ``SSLMode``.
+    ///
+    /// - `disable` → `.disable`.
+    /// - `allow`, `prefer` → `.prefer`, certificate not verified (libpq semantics; plaintext when the server has no TLS).
+    /// - `require` → `.require`, never plaintext; certificate not verified unless ``sslRootCertificatePath`` is set,
+    ///   in which case the chain is verified as for `verify-ca`.
+    /// - `verify-ca` → `.require` with chain verification (`.noHostnameVerification`).
+    /// - `verify-full` → `.require` with `.fullVerification`.
+    ///
+    /// All TLS modes set `minimumTLSVersion = .tlsv12` (NIOSSL's client default is TLS 1.0).
+    /// - Returns: A configuration for `PostgresClient`.
+    /// - Throws: ``StoreError`` when TLS is requested over a Unix socket.
+    public func postgresClientConfiguration() throws -> PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
+        switch self.endpoint {
+        case .tcp(let host, let port):
+            configuration = PostgresClient.Configuration(
+                host: host,
+                port: port,
+                username: self.username,
+                password: self.password,
+                database: self.database,
+                tls: try self.tls()
+            )
+        case .unixSocket:
+            switch self.sslMode {
+            case .require, .verifyCA, .verifyFull:
+                throw StoreError(
+                    .unsupportedConfiguration,
+                    "sslmode=\(self.sslMode.rawValue) cannot be honoured over a Unix socket"
+                )
+            case .disable, .allow, .prefer:
+                break
+            }
+            configuration = PostgresClient.Configuration(
+                unixSocketPath: self.unixSocketPath ?? "",
+                username: self.username,
+                password: self.password,
+                database: self.database
+            )
+        }
+        configuration.options.connectTimeout = self.connectTimeout
+        configuration.options.additionalStartupParameters = [("application_name", self.applicationName)]
+        return configuration
+    }
+
+    /// The TLS decision for this configuration, as plain values (what `postgresClientConfiguration()` applies).
+    var tlsPlan: TLSPlan {
+        switch self.sslMode {
+        case .disable:
+            return TLSPlan(negotiation: .disable, verification: .none, trustRootsFile: nil)
+        case .allow, .prefer:
+            return TLSPlan(negotiation: .prefer, verification: .none, trustRootsFile: self.trustRootsFile)
+        case .require:
+            let verification: TLSPlan.Verification = self.sslRootCertificatePath == nil ? .none : .chainOnly
+            return TLSPlan(negotiation: .require, verification: verification, trustRootsFile: self.trustRootsFile)
+        case .verifyCA:
+            return TLSPlan(negotiation: .require, verification: .chainOnly, trustRootsFile: self.trustRootsFile)
+        case .verifyFull:
+            return TLSPlan(negotiation: .require, verification: .full, trustRootsFile: self.trustRootsFile)
+        }
+    }
+
+    private var trustRootsFile: String? {
+        guard let root = self.sslRootCertificatePath, root != "system" else { return nil }
+        return root
+    }
+
+    private func tlsConfiguration() -> TLSConfiguration {
+        let plan = self.tlsPlan
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        switch plan.verification {
+        case .none: tls.certificateVerification = .none
+        case .chainOnly: tls.certificateVerification = .noHostnameVerification
+        case .full: tls.certificateVerification = .fullVerification
+        }
+        if let file = plan.trustRootsFile {
+            tls.trustRoots = .file(file)
+        }
+        return tls
+    }
+
+    private func tls() throws -> PostgresClient.Configuration.TLS {
+        switch self.tlsPlan.negotiation {
+        case .disable: return .disable
+        case .prefer: return .prefer(self.tlsConfiguration())
+        case .require: return .require(self.tlsConfiguration())
+        }
+    }
+
+    /// The same settings for a single `PostgresConnection` (used to probe the server with a precise error).
+    /// - Returns: A connection configuration.
+    /// - Throws: ``StoreError`` when TLS is requested over a Unix socket or the TLS context cannot be built
+    ///   (for example an unreadable `sslrootcert`).
+    func postgresConnectionConfiguration() throws -> PostgresConnection.Configuration {
+        let clientConfiguration = try self.postgresClientConfiguration()
+        var configuration: PostgresConnection.Configuration
+        switch self.endpoint {
+        case .tcp(let host, let port):
+            let tls: PostgresConnection.Configuration.TLS
+            do {
+                switch self.tlsPlan.negotiation {
+                case .disable: tls = .disable
+                case .prefer: tls = .prefer(try NIOSSLContext(configuration: self.tlsConfiguration()))
+                case .require: tls = .require(try NIOSSLContext(configuration: self.tlsConfiguration()))
+                }
+            } catch {
+                throw StoreError(.unsupportedConfiguration, "cannot set up TLS (check sslrootcert)", underlying: error)
+            }
+            configuration = PostgresConnection.Configuration(
+                host: host,
+                port: port,
+                username: self.username,
+                password: self.password,
+                database: self.database,
+                tls: tls
+            )
+        case .unixSocket:
+            configuration = PostgresConnection.Configuration(
+                unixSocketPath: self.unixSocketPath ?? "",
+                username: self.username,
+                password: self.password,
+                database: self.database
+            )
+        }
+        configuration.options.connectTimeout = .seconds(clientConfiguration.options.connectTimeout.components.seconds)
+        configuration.options.additionalStartupParameters = clientConfiguration.options.additionalStartupParameters
+        return configuration
+    }
+}
+
+/// What TLS a ``DatabaseConfiguration`` asks postgres-nio for; TLS 1.2 is always the minimum version.
+struct TLSPlan: Sendable, Hashable {
+    /// Whether TLS is attempted and whether plaintext is acceptable.
+    enum Negotiation: Sendable, Hashable {
+        case disable
+        case prefer
+        case require
+    }
+
+    /// How the server certificate is checked.
+    enum Verification: Sendable, Hashable {
+        case none
+        case chainOnly
+        case full
+    }
+
+    var negotiation: Negotiation
+    var verification: Verification
+    var trustRootsFile: String? = nil
+}

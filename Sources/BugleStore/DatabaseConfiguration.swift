@@ -1,0 +1,182 @@
+import Foundation
+
+/// Where and how Bugle connects to PostgreSQL.
+///
+/// Build one from a libpq-style URL with ``init(url:)``:
+///
+/// ```
+/// postgres://user:pass@db.example.com:5432/app?sslmode=verify-full&sslrootcert=/etc/ssl/pg-ca.pem
+/// postgresql://bugle@/bugle?host=/var/lib/bugle/1234abcd/socket     (Unix socket directory)
+/// postgres://bugle@%2Ftmp%2Fpg/bugle                                 (percent-encoded socket directory)
+/// ```
+///
+/// Recognised query parameters: `sslmode` (`disable` | `allow` | `prefer` | `require` | `verify-ca` |
+/// `verify-full`), `sslrootcert` (a PEM file, or `system`), `host` (a host name, or an absolute path naming a
+/// Unix-socket directory), `port`, `user`, `password`, `dbname`, `application_name` and `connect_timeout`
+/// (seconds). Anything else is rejected by name. Special characters in the user or password (`@ / ? # :`) must be
+/// percent-encoded.
+///
+/// ``description`` prints the URL with the password replaced by `***`, and parse errors name the bad part of the
+/// URL without echoing its text, so neither can leak a password into a log. For the TLS mapping see
+/// ``SSLMode`` and `postgresClientConfiguration()`.
+public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// How the server is reached.
+    public enum Endpoint: Sendable, Hashable {
+        /// TCP to `host:port`.
+        case tcp(host: String, port: Int)
+        /// The Unix-domain socket `<directory>/.s.PGSQL.<port>`.
+        case unixSocket(directory: String, port: Int)
+    }
+
+    /// libpq's `sslmode`, and what Bugle does for each value.
+    ///
+    /// | mode | TCP behaviour |
+    /// | --- | --- |
+    /// | `disable` | plaintext only |
+    /// | `allow`, `prefer` | TLS when the server offers it, else plaintext (postgres-nio `.prefer`); the certificate is not checked |
+    /// | `require` | TLS or fail, never plaintext; the certificate is not checked unless `sslrootcert` is given (libpq semantics), so it protects against eavesdropping but not against an active attacker |
+    /// | `verify-ca` | TLS or fail; the chain must lead to `sslrootcert` (or the system roots); the host name is not checked |
+    /// | `verify-full` | TLS or fail; chain and host name are verified |
+    ///
+    /// Every TLS mode uses TLS 1.2 as the minimum version. Over a Unix socket the server never offers TLS, so
+    /// `allow`/`prefer` mean `disable` there and `require`/`verify-*` are rejected rather than silently ignored.
+    public enum SSLMode: String, Sendable, Hashable, CaseIterable {
+        /// Never use TLS.
+        case disable
+        /// Treated like ``prefer`` (postgres-nio has no "plaintext first" mode).
+        case allow
+        /// TLS if offered, plaintext otherwise. The default for TCP.
+        case prefer
+        /// TLS or fail; no certificate check unless a root certificate is configured.
+        case require
+        /// TLS or fail; verify the certificate chain but not the host name.
+        case verifyCA = "verify-ca"
+        /// TLS or fail; verify the chain and the host name.
+        case verifyFull = "verify-full"
+    }
+
+    /// How the server is reached.
+    public var endpoint: Endpoint
+    /// The role to log in as.
+    public var username: String
+    /// The password, if any. Never printed.
+    public var password: String?
+    /// The database to open; `nil` means the server default (the user name).
+    public var database: String?
+    /// The TLS mode; see ``SSLMode``.
+    public var sslMode: SSLMode
+    /// A PEM file of trusted root certificates (`sslrootcert`); `nil` means the system trust store.
+    public var sslRootCertificatePath: String?
+    /// Sent to the server as `application_name`, visible in `pg_stat_activity`.
+    public var applicationName: String
+    /// How long to wait for a TCP/Unix connection to open.
+    public var connectTimeout: Duration
+
+    /// Creates a configuration from its parts.
+    /// - Parameters:
+    ///   - endpoint: How the server is reached.
+    ///   - username: The role to log in as.
+    ///   - password: The password, if any.
+    ///   - database: The database to open; `nil` for the server default.
+    ///   - sslMode: The TLS mode; `nil` picks `prefer` for TCP and `disable` for a Unix socket.
+    ///   - sslRootCertificatePath: A PEM file of trusted roots, or `nil` for the system store.
+    ///   - applicationName: The `application_name` reported to the server.
+    ///   - connectTimeout: How long to wait for a connection to open.
+    public init(
+        endpoint: Endpoint,
+        username: String,
+        password: String? = nil,
+        database: String? = nil,
+        sslMode: SSLMode? = nil,
+        sslRootCertificatePath: String? = nil,
+        applicationName: String = "bugle",
+        connectTimeout: Duration = .seconds(10)
+    ) {
+        self.endpoint = endpoint
+        self.username = username
+        self.password = password
+        self.database = database
+        switch endpoint {
+        case .tcp: self.sslMode = sslMode ?? .prefer
+        case .unixSocket: self.sslMode = sslMode ?? .disable
+        }
+        self.sslRootCertificatePath = sslRootCertificatePath
+        self.applicationName = applicationName
+        self.connectTimeout = connectTimeout
+    }
+
+    /// A configuration for a server listening on a Unix-domain socket, such as the embedded cluster.
+    /// - Parameters:
+    ///   - directory: The socket directory (the server's `-k` / `unix_socket_directories`).
+    ///   - port: The port number that names the socket file `.s.PGSQL.<port>`.
+    ///   - username: The role to log in as.
+    ///   - database: The database to open.
+    /// - Returns: A configuration with TLS disabled and no password.
+    public static func unixSocket(
+        directory: String,
+        port: Int = 5432,
+        username: String,
+        database: String?
+    ) -> DatabaseConfiguration {
+        DatabaseConfiguration(
+            endpoint: .unixSocket(directory: directory, port: port),
+            username: username,
+            database: database,
+            sslMode: .disable
+        )
+    }
+
+    /// A copy that opens another database on the same server with the same credentials.
+    /// - Parameter database: The database name.
+    /// - Returns: The modified copy.
+    public func with(database: String?) -> DatabaseConfiguration {
+        var copy = self
+        copy.database = database
+        return copy
+    }
+
+    /// The full path of the Unix-domain socket file, or `nil` for TCP.
+    public var unixSocketPath: String? {
+        guard case .unixSocket(let directory, let port) = self.endpoint else { return nil }
+        let trimmed = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        return "\(trimmed)/.s.PGSQL.\(port)"
+    }
+
+    // MARK: - Descriptions
+
+    /// The configuration as a URL with the password replaced by `***`.
+    public var description: String {
+        var text = "postgres://" + Self.encode(self.username, allowed: .urlUserAllowed)
+        if self.password != nil {
+            text += ":***"
+        }
+        text += "@"
+        var query: [String] = []
+        switch self.endpoint {
+        case .tcp(let host, let port):
+            text += host.contains(":") ? "[\(host)]" : host
+            text += ":\(port)"
+        case .unixSocket(let directory, let port):
+            query.append("host=\(directory)")
+            query.append("port=\(port)")
+        }
+        text += "/" + Self.encode(self.database ?? "", allowed: .urlPathAllowed)
+        query.append("sslmode=\(self.sslMode.rawValue)")
+        if let root = self.sslRootCertificatePath {
+            query.append("sslrootcert=\(root)")
+        }
+        if self.applicationName != "bugle" {
+            query.append("application_name=\(self.applicationName)")
+        }
+        return text + "?" + query.joined(separator: "&")
+    }
+
+    /// Same as ``description``: redacted.
+    public var debugDescription: String { self.description }
+
+    private static func encode(_ text: String, allowed: CharacterSet) -> String {
+        var set = allowed
+        set.remove(charactersIn: ":@/?#")
+        return text.addingPercentEncoding(withAllowedCharacters: set) ?? text
+    }
+}

@@ -1,0 +1,163 @@
+import BugleCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Freezes a campaign's audience into the ledger before anything is sent (RELIABILITY.md §3.6).
+///
+/// Valid rows become `pending` recipients; invalid ones are recorded as `skipped_invalid` with their reason so
+/// the CSV and the summary show them; a token seen twice collapses into one recipient. The run goes from
+/// `materializing` to `ready` only when every page is written, so a partial audience is never sent.
+public struct Materializer: Sendable {
+    /// What materialization produced.
+    public struct Report: Sendable, Equatable {
+        public var runID: Int64
+        public var scan: SegmentScan
+        public var recipients: Int64
+        public var skipped: [SkipReason: Int64]
+    }
+
+    private let client: PostgresClient
+    private let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Reads the segment into the run's ledger and marks the run `ready`.
+    /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason).
+    public func materialize(runID: Int64, campaign: Campaign, reader: SegmentReader) async throws -> Report {
+        let resolver = LocaleResolver(locales: campaign.message.locales.keys, defaultLocale: campaign.message.defaultLocale)
+        let iosProvider = campaign.iosTransport == .legacy ? ProviderKind.legacyAPNs : .apns
+        var nextSeq: Int64 = 1
+        var inserted: Int64 = 0
+        var skipped: [SkipReason: Int64] = [:]
+        let scan: SegmentScan
+        do {
+            scan = try await reader.read { rows in
+                var batch = PageBatch(capacity: rows.count)
+                for row in rows {
+                    let seq = nextSeq
+                    nextSeq += 1
+                    switch RecipientValidator.validate(row) {
+                    case .success(let recipient):
+                        let provider = recipient.platform == .ios ? iosProvider : .fcm
+                        batch.append(
+                            seq: seq, deviceID: recipient.deviceID, userID: recipient.userID, token: recipient.token,
+                            platform: recipient.platform.rawValue, provider: provider.rawValue,
+                            locale: resolver.resolve(recipient.locale), timezone: recipient.timezone ?? "",
+                            variables: Self.encodeVariables(recipient.variables), state: RecipientState.pending.rawValue, code: ""
+                        )
+                    case .failure(let error):
+                        skipped[error.reason, default: 0] += 1
+                        batch.append(
+                            seq: seq, deviceID: row.deviceID ?? 0, userID: row.userID ?? "", token: "",
+                            platform: String((row.platform ?? "").prefix(32)), provider: ProviderKind.none.rawValue,
+                            locale: "", timezone: "", variables: "", state: RecipientState.skippedInvalid.rawValue,
+                            code: error.reason.rawValue
+                        )
+                    }
+                }
+                let written = try await insert(runID: runID, batch)
+                let valid = Int64(batch.validCount)
+                inserted += written - (Int64(batch.seqs.count) - valid)
+                if written < Int64(batch.seqs.count) {
+                    skipped[.duplicateToken, default: 0] += Int64(batch.seqs.count) - written
+                }
+            }
+        } catch {
+            try? await markFailed(runID: runID, reason: String(describing: error))
+            throw error
+        }
+        if scan.nullDeviceIDs > 0 { skipped[.missingDeviceID, default: 0] += scan.nullDeviceIDs }
+        let duplicates = skipped[.duplicateToken] ?? 0
+        _ = try await client.query(
+            """
+            UPDATE bugle.runs SET status = 'ready', recipients_total = \(inserted), rows_scanned = \(scan.rowsRead + scan.nullDeviceIDs),
+                   duplicates_collapsed = \(duplicates), upper_device_id = \(scan.upperDeviceID)
+             WHERE id = \(runID) AND status = 'materializing'
+            """,
+            logger: logger
+        ).collect()
+        return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
+    }
+
+    private func insert(runID: Int64, _ batch: PageBatch) async throws -> Int64 {
+        let rows = try await client.query(
+            """
+            INSERT INTO bugle.run_recipients
+                   (run_id, seq, device_id, user_id, token, platform, provider, locale, timezone, variables, state, outcome_code, finished_at)
+            SELECT \(runID), v.seq, v.device_id, NULLIF(v.user_id, ''), NULLIF(v.token, ''), v.platform, v.provider,
+                   NULLIF(v.locale, ''), NULLIF(v.timezone, ''), NULLIF(v.vars, '')::jsonb, v.state, NULLIF(v.code, ''),
+                   CASE WHEN v.state = 'pending' THEN NULL ELSE now() END
+              FROM unnest(\(batch.seqs)::bigint[], \(batch.deviceIDs)::bigint[], \(batch.userIDs)::text[], \(batch.tokens)::text[],
+                          \(batch.platforms)::text[], \(batch.providers)::text[], \(batch.locales)::text[], \(batch.timezones)::text[],
+                          \(batch.variables)::text[], \(batch.states)::text[], \(batch.codes)::text[])
+                   AS v(seq, device_id, user_id, token, platform, provider, locale, timezone, vars, state, code)
+            ON CONFLICT (run_id, platform, token) DO NOTHING
+            RETURNING seq
+            """,
+            logger: logger
+        )
+        var count: Int64 = 0
+        for try await _ in rows { count += 1 }
+        return count
+    }
+
+    private func markFailed(runID: Int64, reason: String) async throws {
+        _ = try await client.query(
+            "UPDATE bugle.runs SET status = 'failed', failure_reason = \(reason), finished_at = now() WHERE id = \(runID)",
+            logger: logger
+        ).collect()
+    }
+
+    static func encodeVariables(_ variables: [String: String?]) -> String {
+        guard !variables.isEmpty else { return "" }
+        var json = JSONWriter(capacity: 64)
+        json.beginObject()
+        for (key, value) in variables.sorted(by: { $0.key < $1.key }) {
+            if let value { json.field(key, value) }
+        }
+        json.endObject()
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+}
+
+/// Column arrays of one page, bound as `unnest` arrays (one statement per page).
+private struct PageBatch {
+    var seqs: [Int64] = []
+    var deviceIDs: [Int64] = []
+    var userIDs: [String] = []
+    var tokens: [String] = []
+    var platforms: [String] = []
+    var providers: [String] = []
+    var locales: [String] = []
+    var timezones: [String] = []
+    var variables: [String] = []
+    var states: [String] = []
+    var codes: [String] = []
+    var validCount = 0
+
+    init(capacity: Int) {
+        seqs.reserveCapacity(capacity)
+        deviceIDs.reserveCapacity(capacity)
+        userIDs.reserveCapacity(capacity)
+        tokens.reserveCapacity(capacity)
+    }
+
+    mutating func append(seq: Int64, deviceID: Int64, userID: String, token: String, platform: String, provider: String, locale: String, timezone: String, variables: String, state: String, code: String) {
+        seqs.append(seq)
+        deviceIDs.append(deviceID)
+        userIDs.append(userID)
+        tokens.append(token)
+        platforms.append(platform)
+        providers.append(provider)
+        locales.append(locale)
+        timezones.append(timezone)
+        self.variables.append(variables)
+        states.append(state)
+        codes.append(code)
+        if state == RecipientState.pending.rawValue { validCount += 1 }
+    }
+}

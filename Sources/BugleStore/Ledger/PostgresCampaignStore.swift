@@ -1,0 +1,310 @@
+import BugleCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The delivery ledger on PostgreSQL (RELIABILITY.md §3.4): lease with fencing epoch, claim with a hard
+/// in-flight window and dedupe reservation, group-committed outcomes with token deactivation.
+public struct PostgresCampaignStore: CampaignStore {
+    private let client: PostgresClient
+    private let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    // MARK: Lease
+
+    public func acquireLease(runID: Int64, owner: String, ttlSeconds: Int) async throws -> Lease? {
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection -> Lease? in
+            let rows = try await connection.query(
+                """
+                UPDATE bugle.runs
+                   SET lease_owner = \(owner), lease_epoch = lease_epoch + 1,
+                       lease_expires_at = now() + make_interval(secs => \(Double(ttlSeconds))),
+                       status = 'running', started_at = coalesce(started_at, now()), pause_reason = NULL
+                 WHERE id = \(runID) AND status IN ('ready', 'running', 'paused')
+                   AND (lease_expires_at IS NULL OR lease_expires_at < now() OR lease_owner = \(owner))
+                RETURNING lease_epoch, ambiguous_policy
+                """,
+                logger: logger
+            )
+            var grant: (Int64, String)?
+            for try await (epoch, policy) in rows.decode((Int64, String).self) { grant = (epoch, policy) }
+            guard let (epoch, policy) = grant else { return nil }
+            let resend = policy == AmbiguousPolicy.resend.rawValue
+            let recovered = try await connection.query(
+                """
+                UPDATE bugle.run_recipients
+                   SET state = CASE WHEN \(resend) THEN 'retry_wait' ELSE 'unknown' END,
+                       next_attempt_at = now(), outcome_code = 'crash_recovered',
+                       finished_at = CASE WHEN \(resend) THEN NULL ELSE now() END
+                 WHERE run_id = \(runID) AND state = 'in_flight' AND claim_epoch < \(epoch)
+                RETURNING seq
+                """,
+                logger: logger
+            )
+            var count: Int64 = 0
+            for try await _ in recovered { count += 1 }
+            return Lease(runID: runID, owner: owner, epoch: epoch, recoveredInFlight: count)
+        }
+    }
+
+    public func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> Bool {
+        let rows = try await client.query(
+            """
+            UPDATE bugle.runs SET lease_expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
+             WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) AND status = 'running'
+            RETURNING id
+            """,
+            logger: logger
+        )
+        var renewed = false
+        for try await _ in rows { renewed = true }
+        return renewed
+    }
+
+    // MARK: Claim
+
+    public func claim(_ lease: Lease, limit: Int) async throws -> ClaimResult {
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection -> ClaimResult in
+            // Statement 1: fence and serialise claimers of this run.
+            let fence = try await connection.query(
+                """
+                SELECT in_flight_window, notification_type, period_key FROM bugle.runs
+                 WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) AND status = 'running'
+                   AND lease_expires_at > now()
+                FOR UPDATE
+                """,
+                logger: logger
+            )
+            var run: (Int, String, String?)?
+            for try await row in fence.decode((Int, String, String?).self) { run = row }
+            guard let (window, notificationType, periodKey) = run else {
+                return .fenced(try await status(of: lease.runID, connection))
+            }
+            // Statement 2: a fresh snapshot after the lock, so the in-flight count is current.
+            let rows = try await connection.query(
+                """
+                WITH room AS (
+                  SELECT greatest(0, \(window) - count(*)) AS n FROM bugle.run_recipients
+                   WHERE run_id = \(lease.runID) AND state = 'in_flight'),
+                picked AS (
+                  SELECT seq FROM bugle.run_recipients
+                   WHERE run_id = \(lease.runID) AND state IN ('pending', 'retry_wait') AND next_attempt_at <= now()
+                   ORDER BY next_attempt_at, seq
+                   LIMIT least(\(limit), coalesce((SELECT n FROM room), 0))
+                   FOR UPDATE SKIP LOCKED)
+                UPDATE bugle.run_recipients r
+                   SET state = 'in_flight', claim_epoch = \(lease.epoch), claimed_at = now(), attempts = r.attempts + 1
+                  FROM picked
+                 WHERE r.run_id = \(lease.runID) AND r.seq = picked.seq
+                RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts
+                """,
+                logger: logger
+            )
+            var claimed: [ClaimedRecipient] = []
+            claimed.reserveCapacity(limit)
+            for try await (seq, deviceID, userID, token, platform, locale, timezone, variables, attempts) in rows.decode(
+                (Int64, Int64?, String?, String?, String, String?, String?, String?, Int).self
+            ) {
+                guard let deviceID, let userID, let token, let platform = Platform(rawValue: platform) else { continue }
+                claimed.append(
+                    ClaimedRecipient(
+                        seq: seq, deviceID: deviceID, userID: userID, token: token, platform: platform,
+                        locale: locale, timezone: timezone, variables: Self.decodeVariables(variables), attempts: attempts
+                    )
+                )
+            }
+            guard !claimed.isEmpty else { return .claimed([]) }
+            let seqs = claimed.map(\.seq)
+            var skipped = Set<Int64>()
+            // Tokens deactivated since the segment was read are not sent.
+            let inactive = try await connection.query(
+                """
+                UPDATE bugle.run_recipients r
+                   SET state = 'skipped_inactive', outcome_code = 'device_inactive', finished_at = now(), attempts = r.attempts - 1
+                  FROM bugle.devices d
+                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND d.id = r.device_id AND d.token = r.token
+                   AND NOT d.is_active
+                RETURNING r.seq
+                """,
+                logger: logger
+            )
+            for try await (seq,) in inactive.decode((Int64,).self) { skipped.insert(seq) }
+            if let periodKey {
+                // Reserve the notification log for these users in this transaction; the primary key arbitrates
+                // between concurrent campaigns. Users reserved by another run are skipped.
+                _ = try await connection.query(
+                    """
+                    INSERT INTO bugle.notification_log (user_id, notification_type, period_key, run_id, status)
+                    SELECT u.user_id, \(notificationType), \(periodKey), \(lease.runID), 'reserved'
+                      FROM (SELECT DISTINCT r.user_id FROM bugle.run_recipients r
+                             WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight') u
+                     ORDER BY u.user_id  -- one lock order for every claimer: concurrent campaigns cannot deadlock
+                    ON CONFLICT DO NOTHING
+                    """,
+                    logger: logger
+                ).collect()
+                let deduped = try await connection.query(
+                    """
+                    UPDATE bugle.run_recipients r
+                       SET state = 'skipped_dedup', outcome_code = 'already_notified', finished_at = now(), attempts = r.attempts - 1
+                      FROM bugle.notification_log l
+                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight'
+                       AND l.user_id = r.user_id AND l.notification_type = \(notificationType)
+                       AND l.period_key = \(periodKey) AND l.run_id <> \(lease.runID)
+                    RETURNING r.seq
+                    """,
+                    logger: logger
+                )
+                for try await (seq,) in deduped.decode((Int64,).self) { skipped.insert(seq) }
+            }
+            if skipped.isEmpty { return .claimed(claimed) }
+            return .claimed(claimed.filter { !skipped.contains($0.seq) })
+        }
+    }
+
+    private func status(of runID: Int64, _ connection: PostgresConnection) async throws -> RunStatus? {
+        let rows = try await connection.query("SELECT status FROM bugle.runs WHERE id = \(runID)", logger: logger)
+        var status: RunStatus?
+        for try await (raw,) in rows.decode((String,).self) { status = RunStatus(rawValue: raw) }
+        return status
+    }
+
+    // MARK: Record
+
+    public func record(_ lease: Lease, outcomes: [RecipientOutcome]) async throws -> Bool {
+        guard !outcomes.isEmpty else { return true }
+        let logger = self.logger
+        var seqs: [Int64] = []
+        var states: [String] = []
+        var codes: [String] = []
+        var messageIDs: [String] = []
+        var delays: [Double] = []
+        var refunds: [Int] = []
+        var deactivateIDs: [Int64] = []
+        var deactivateReasons: [String] = []
+        var deactivateSince: [Double] = []
+        var sentSeqs: [Int64] = []
+        for outcome in outcomes {
+            seqs.append(outcome.seq)
+            states.append(outcome.state.rawValue)
+            codes.append(outcome.code)
+            messageIDs.append(outcome.providerMessageID ?? "")
+            delays.append(outcome.retryAfterSeconds ?? 0)
+            refunds.append(outcome.refundAttempt ? 1 : 0)
+            if let deactivation = outcome.deactivate {
+                deactivateIDs.append(deactivation.deviceID)
+                deactivateReasons.append(deactivation.reason)
+                deactivateSince.append(deactivation.invalidSince?.timeIntervalSince1970 ?? 0)
+            }
+            if outcome.state == .sent { sentSeqs.append(outcome.seq) }
+        }
+        return try await client.withTransaction(logger: logger) { connection -> Bool in
+            let fence = try await connection.query(
+                "SELECT notification_type, period_key FROM bugle.runs WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) FOR SHARE",
+                logger: logger
+            )
+            var run: (String, String?)?
+            for try await row in fence.decode((String, String?).self) { run = row }
+            guard let (notificationType, periodKey) = run else { return false }
+            let updated = try await connection.query(
+                """
+                UPDATE bugle.run_recipients r
+                   SET state = v.state, outcome_code = v.code, provider_message_id = NULLIF(v.msg, ''),
+                       next_attempt_at = CASE WHEN v.state = 'retry_wait' THEN now() + make_interval(secs => v.delay)
+                                              ELSE r.next_attempt_at END,
+                       attempts = r.attempts - v.refund,
+                       finished_at = CASE WHEN v.state = 'retry_wait' THEN NULL ELSE now() END
+                  FROM unnest(\(seqs)::bigint[], \(states)::text[], \(codes)::text[], \(messageIDs)::text[],
+                              \(delays)::float8[], \(refunds)::int[]) AS v(seq, state, code, msg, delay, refund)
+                 WHERE r.run_id = \(lease.runID) AND r.seq = v.seq AND r.state = 'in_flight' AND r.claim_epoch = \(lease.epoch)
+                RETURNING r.seq
+                """,
+                logger: logger
+            )
+            var count = 0
+            for try await _ in updated { count += 1 }
+            if !deactivateIDs.isEmpty {
+                // The 410 rule: a token that re-registered after the provider's timestamp stays active.
+                _ = try await connection.query(
+                    """
+                    UPDATE bugle.devices d
+                       SET is_active = false, deactivated_at = now(), deactivation_reason = v.reason
+                      FROM unnest(\(deactivateIDs)::bigint[], \(deactivateReasons)::text[], \(deactivateSince)::float8[])
+                           AS v(id, reason, since)
+                     WHERE d.id = v.id AND d.is_active AND (v.since = 0 OR d.registered_at < to_timestamp(v.since))
+                    """,
+                    logger: logger
+                ).collect()
+            }
+            if let periodKey, !sentSeqs.isEmpty {
+                _ = try await connection.query(
+                    """
+                    UPDATE bugle.notification_log l SET status = 'sent', updated_at = now()
+                      FROM bugle.run_recipients r
+                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs)) AND l.user_id = r.user_id
+                       AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)
+                       AND l.run_id = \(lease.runID) AND l.status = 'reserved'
+                    """,
+                    logger: logger
+                ).collect()
+            }
+            return count == outcomes.count
+        }
+    }
+
+    // MARK: Progress and finish
+
+    public func progress(runID: Int64) async throws -> RunProgress {
+        let rows = try await client.query(
+            """
+            SELECT count(*) FILTER (WHERE state = 'pending')::bigint,
+                   count(*) FILTER (WHERE state = 'in_flight')::bigint,
+                   count(*) FILTER (WHERE state = 'retry_wait')::bigint,
+                   extract(epoch FROM greatest(min(next_attempt_at) FILTER (WHERE state IN ('pending', 'retry_wait')), now()) - now())::float8
+              FROM bugle.run_recipients
+             WHERE run_id = \(runID) AND state IN ('pending', 'in_flight', 'retry_wait')
+            """,
+            logger: logger
+        )
+        var progress = RunProgress(pending: 0, inFlight: 0, retryWait: 0, secondsUntilNextDue: nil)
+        for try await (pending, inFlight, retryWait, due) in rows.decode((Int64, Int64, Int64, Double?).self) {
+            progress = RunProgress(pending: pending, inFlight: inFlight, retryWait: retryWait, secondsUntilNextDue: due.map { max(0, $0) })
+        }
+        return progress
+    }
+
+    public func finish(_ lease: Lease, status: RunStatus, reason: String?) async throws {
+        let logger = self.logger
+        try await client.withTransaction(logger: logger) { connection in
+            _ = try await connection.query(
+                """
+                UPDATE bugle.runs
+                   SET status = \(status.rawValue), pause_reason = \(reason),
+                       finished_at = CASE WHEN \(status.rawValue) IN ('completed', 'failed', 'cancelled') THEN now() ELSE finished_at END,
+                       lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch)
+                """,
+                logger: logger
+            ).collect()
+            if status == .completed || status == .cancelled {
+                try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
+            }
+            try await RunSummaries.rebuild(runID: lease.runID, connection, logger: logger)
+        }
+    }
+
+    static func decodeVariables(_ json: String?) -> [String: String?] {
+        guard let json, let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        var result: [String: String?] = [:]
+        for (key, value) in object {
+            result[key] = value as? String
+        }
+        return result
+    }
+}

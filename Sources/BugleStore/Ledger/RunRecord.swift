@@ -1,0 +1,31 @@
+import BugleCore
+
+/// One row of `bugle.runs`, as `bugle runs` and `bugle report` show it.
+public struct RunRecord: Sendable, Equatable {
+    public var id: Int64
+    public var campaign: String
+    public var notificationType: String
+    public var periodKey: String?
+    public var status: RunStatus
+    public var campaignFile: String?
+    public var campaignYAML: String
+    public var recipientsTotal: Int64?
+    public var rowsScanned: Int64?
+    public var duplicatesCollapsed: Int64
+    public var pauseReason: String?
+    public var failureReason: String?
+    /// ISO 8601 UTC, or nil.
+    public var createdAt: String
+    public var startedAt: String?
+    public var finishedAt: String?
+    /// finished − started, seconds.
+    public var durationSeconds: Double?
+}
+
+/// One summary line: run × platform × status × reason.
+public struct SummaryLine: Sendable, Equatable {
+    public var platform: String
+    public var status: String
+    public var reason: String
+    public var count: Int64
+}

@@ -1,0 +1,134 @@
+import BugleCore
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Creates runs and reads them back (`bugle runs`, `bugle report`), and acts on them from outside a worker.
+public struct RunRepository: Sendable {
+    private let client: PostgresClient
+    private let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Inserts a run in state `materializing`.
+    /// - Parameters:
+    ///   - yaml: the campaign file's text (kept so `resume` rebuilds the exact campaign).
+    ///   - periodKey: the dedupe period key (nil when `dedupe: none`).
+    public func createRun(campaign: Campaign, yaml: String, periodKey: String?) async throws -> Int64 {
+        let sha = SHA256.hash(data: Array(yaml.utf8)).map { String(format: "%02x", $0) }.joined()
+        let segmentSHA = SHA256.hash(data: Array(campaign.segment.sql.utf8)).map { String(format: "%02x", $0) }.joined()
+        let rows = try await client.query(
+            """
+            INSERT INTO bugle.runs (campaign, notification_type, period_key, status, campaign_file, campaign_yaml, campaign_sha256,
+                                    ambiguous_policy, in_flight_window, max_attempts, segment_sha256)
+            VALUES (\(campaign.name), \(campaign.notificationType), \(periodKey), 'materializing', \(campaign.sourcePath), \(yaml), \(sha),
+                    \(campaign.delivery.ambiguousPolicy.rawValue), \(campaign.delivery.inFlightWindow), \(campaign.delivery.maxAttempts), \(segmentSHA))
+            RETURNING id
+            """,
+            logger: logger
+        )
+        for try await (id,) in rows.decode((Int64,).self) { return id }
+        throw StoreError(.query, "could not create the run")
+    }
+
+    private static let columns = """
+        id, campaign, notification_type, period_key, status, campaign_file, campaign_yaml, recipients_total, rows_scanned,
+        duplicates_collapsed, pause_reason, failure_reason,
+        to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+        to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+        to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+        extract(epoch FROM finished_at - started_at)::float8
+        """
+
+    /// One run, or nil.
+    public func run(id: Int64) async throws -> RunRecord? {
+        try await fetch(PostgresQuery(unsafeSQL: "SELECT \(Self.columns) FROM bugle.runs WHERE id = $1", binds: Self.bind(id))).first
+    }
+
+    /// The most recent runs, newest first.
+    public func list(limit: Int = 50) async throws -> [RunRecord] {
+        try await fetch(PostgresQuery(unsafeSQL: "SELECT \(Self.columns) FROM bugle.runs ORDER BY id DESC LIMIT $1", binds: Self.bind(Int64(limit))))
+    }
+
+    private static func bind(_ value: Int64) -> PostgresBindings {
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(value)
+        return binds
+    }
+
+    private func fetch(_ query: PostgresQuery) async throws -> [RunRecord] {
+        let rows = try await client.query(query, logger: logger)
+        var result: [RunRecord] = []
+        for try await row in rows {
+            let c = row.makeRandomAccess()
+            let status = RunStatus(rawValue: try c[4].decode(String.self)) ?? .failed
+            result.append(
+                RunRecord(
+                    id: try c[0].decode(Int64.self), campaign: try c[1].decode(String.self),
+                    notificationType: try c[2].decode(String.self), periodKey: try c[3].decode(String?.self),
+                    status: status, campaignFile: try c[5].decode(String?.self), campaignYAML: try c[6].decode(String.self),
+                    recipientsTotal: try c[7].decode(Int64?.self), rowsScanned: try c[8].decode(Int64?.self),
+                    duplicatesCollapsed: try c[9].decode(Int64.self), pauseReason: try c[10].decode(String?.self),
+                    failureReason: try c[11].decode(String?.self), createdAt: try c[12].decode(String.self),
+                    startedAt: try c[13].decode(String?.self), finishedAt: try c[14].decode(String?.self),
+                    durationSeconds: try c[15].decode(Double?.self)
+                )
+            )
+        }
+        return result
+    }
+
+    /// The run's summary lines (rebuilt from the ledger first when `rebuild` is set).
+    public func summary(runID: Int64, rebuild: Bool = true) async throws -> [SummaryLine] {
+        if rebuild {
+            let logger = self.logger
+            try await client.withTransaction(logger: logger) { connection in
+                try await RunSummaries.rebuild(runID: runID, connection, logger: logger)
+            }
+        }
+        let rows = try await client.query(
+            "SELECT platform, status, reason, count FROM bugle.run_summary WHERE run_id = \(runID) ORDER BY platform, status, reason",
+            logger: logger
+        )
+        var lines: [SummaryLine] = []
+        for try await (platform, status, reason, count) in rows.decode((String, String, String, Int64).self) {
+            lines.append(SummaryLine(platform: platform, status: status, reason: reason, count: count))
+        }
+        return lines
+    }
+
+    /// Sets a run's status from outside its worker (`bugle pause`, `bugle cancel`). Running workers are fenced
+    /// at their next claim. Cancel also moves unsent recipients to `cancelled`.
+    /// - Returns: false when the run does not exist or is already final.
+    public func setStatus(runID: Int64, to status: RunStatus, reason: String) async throws -> Bool {
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection -> Bool in
+            let rows = try await connection.query(
+                """
+                UPDATE bugle.runs SET status = \(status.rawValue), pause_reason = \(reason),
+                       finished_at = CASE WHEN \(status.rawValue) = 'cancelled' THEN now() ELSE finished_at END
+                 WHERE id = \(runID) AND status NOT IN ('completed', 'failed', 'cancelled')
+                RETURNING id
+                """,
+                logger: logger
+            )
+            var changed = false
+            for try await _ in rows { changed = true }
+            guard changed, status == .cancelled else { return changed }
+            _ = try await connection.query(
+                """
+                UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = 'run_cancelled', finished_at = now()
+                 WHERE run_id = \(runID) AND state IN ('pending', 'retry_wait')
+                """,
+                logger: logger
+            ).collect()
+            try await RunSummaries.releaseUnusedReservations(runID: runID, connection, logger: logger)
+            try await RunSummaries.rebuild(runID: runID, connection, logger: logger)
+            return true
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import Logging
+import PostgresNIO
+
+/// Builds the per-run summary tables from the ledger, so CSV and summary always agree.
+enum RunSummaries {
+    /// Rewrites `bugle.run_summary` and `runs.totals` for a run from `bugle.run_recipients`.
+    static func rebuild(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query("DELETE FROM bugle.run_summary WHERE run_id = \(runID)", logger: logger).collect()
+        _ = try await connection.query(
+            """
+            INSERT INTO bugle.run_summary (run_id, platform, status, reason, count)
+            SELECT \(runID), platform, state, coalesce(outcome_code, ''), count(*)
+              FROM bugle.run_recipients WHERE run_id = \(runID)
+             GROUP BY platform, state, coalesce(outcome_code, '')
+            """,
+            logger: logger
+        ).collect()
+        _ = try await connection.query(
+            """
+            UPDATE bugle.runs SET totals = coalesce(
+                (SELECT jsonb_object_agg(status, n) FROM
+                    (SELECT status, sum(count)::bigint AS n FROM bugle.run_summary WHERE run_id = \(runID) GROUP BY status) x),
+                '{}'::jsonb)
+             WHERE id = \(runID)
+            """,
+            logger: logger
+        ).collect()
+    }
+
+    /// Frees dedupe reservations of users none of whose devices was notified (so a later campaign may reach them).
+    static func releaseUnusedReservations(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            DELETE FROM bugle.notification_log l
+             WHERE l.run_id = \(runID) AND l.status = 'reserved'
+               AND NOT EXISTS (SELECT 1 FROM bugle.run_recipients r
+                                WHERE r.run_id = \(runID) AND r.user_id = l.user_id
+                                  AND r.state IN ('sent', 'pending', 'in_flight', 'retry_wait'))
+            """,
+            logger: logger
+        ).collect()
+    }
+}

@@ -1,0 +1,70 @@
+import PostgresNIO
+
+extension Migration {
+    /// Every migration this build knows, in version order.
+    public static let all: [Migration] = [.initialSchema]
+
+    /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
+    ///
+    /// Other modules (segment reader, ledger, runner) are written against exactly this shape; change it only by
+    /// adding a new migration.
+    public static let initialSchema = Migration(
+        version: 1,
+        name: "initial_schema",
+        statements: [
+            """
+            CREATE TABLE bugle.devices (
+              id bigserial PRIMARY KEY, user_id text NOT NULL, token text NOT NULL,
+              platform text NOT NULL CHECK (platform IN ('ios','android','web')),
+              locale text, timezone text, app_version text,
+              is_active boolean NOT NULL DEFAULT true,
+              registered_at timestamptz NOT NULL DEFAULT now(),
+              last_seen timestamptz NOT NULL DEFAULT now(),
+              deactivated_at timestamptz, deactivation_reason text,
+              UNIQUE (platform, token))
+            """,
+            "CREATE INDEX devices_user_id_idx ON bugle.devices (user_id)",
+            """
+            CREATE TABLE bugle.runs (
+              id bigserial PRIMARY KEY, campaign text NOT NULL, notification_type text NOT NULL, period_key text,
+              status text NOT NULL CHECK (status IN ('materializing','ready','running','paused','completed','failed','cancelled')),
+              campaign_file text, campaign_yaml text NOT NULL, campaign_sha256 text NOT NULL,
+              ambiguous_policy text NOT NULL CHECK (ambiguous_policy IN ('resend','drop')),
+              in_flight_window int NOT NULL CHECK (in_flight_window BETWEEN 1 AND 10000), max_attempts int NOT NULL,
+              lease_owner text, lease_epoch bigint NOT NULL DEFAULT 0, lease_expires_at timestamptz,
+              pause_reason text, failure_reason text,
+              recipients_total bigint, rows_scanned bigint, duplicates_collapsed bigint NOT NULL DEFAULT 0,
+              segment_sha256 text, upper_device_id bigint,
+              created_at timestamptz NOT NULL DEFAULT now(), started_at timestamptz, finished_at timestamptz,
+              totals jsonb)
+            """,
+            """
+            CREATE TABLE bugle.run_recipients (
+              run_id bigint NOT NULL REFERENCES bugle.runs(id) ON DELETE CASCADE, seq bigint NOT NULL,
+              device_id bigint, user_id text, token text, platform text NOT NULL, provider text NOT NULL,
+              locale text, timezone text, variables jsonb, variant text,
+              state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending','in_flight','retry_wait','sent','invalid_token','failed_permanent','unknown','skipped_dedup','skipped_inactive','skipped_invalid','cancelled')),
+              attempts int NOT NULL DEFAULT 0, next_attempt_at timestamptz NOT NULL DEFAULT '-infinity',
+              claim_epoch bigint, claimed_at timestamptz, finished_at timestamptz,
+              outcome_code text, provider_message_id text,
+              PRIMARY KEY (run_id, seq), UNIQUE (run_id, platform, token))
+            """,
+            """
+            CREATE INDEX run_recipients_ready_idx ON bugle.run_recipients (run_id, next_attempt_at, seq) \
+            WHERE state IN ('pending','retry_wait')
+            """,
+            "CREATE INDEX run_recipients_inflight_idx ON bugle.run_recipients (run_id) WHERE state = 'in_flight'",
+            """
+            CREATE TABLE bugle.notification_log (
+              user_id text NOT NULL, notification_type text NOT NULL, period_key text NOT NULL,
+              run_id bigint NOT NULL, status text NOT NULL CHECK (status IN ('reserved','sent')),
+              updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (user_id, notification_type, period_key))
+            """,
+            """
+            CREATE TABLE bugle.run_summary (
+              run_id bigint NOT NULL REFERENCES bugle.runs(id) ON DELETE CASCADE, platform text NOT NULL, status text NOT NULL,
+              reason text NOT NULL DEFAULT '', count bigint NOT NULL, PRIMARY KEY (run_id, platform, status, reason))
+            """,
+        ]
+    )
+}

@@ -1,0 +1,252 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Applies Bugle's versioned schema migrations into schema `bugle`.
+///
+/// Each migration runs in its own transaction together with its row in `bugle.schema_migrations`, after taking
+/// `pg_advisory_xact_lock`, so several processes migrating the same database at once apply each version exactly
+/// once. Running ``migrate()`` again is a no-op.
+///
+/// After the versioned migrations, ``migrate()`` also tries to set up the NOLOGIN role `bugle_segment_reader`
+/// (member of `pg_read_all_data`, granted to the current user) that the segment reader assumes with
+/// `SET LOCAL ROLE`. That needs PostgreSQL 14 or later and a superuser or CREATEROLE login; when either is missing
+/// it is skipped silently, and ``segmentReaderRoleAvailable()`` reports `false`.
+public struct Migrator: Sendable {
+    /// The name of the role the segment reader switches to.
+    public static let segmentReaderRole = "bugle_segment_reader"
+    /// The advisory-lock key that serialises migrations (ASCII "bugle" + 1).
+    static let lockKey: Int64 = 0x62_75_67_6c_65_01
+
+    private let client: PostgresClient
+    private let logger: Logger
+    private let migrations: [Migration]
+
+    /// Creates a migrator.
+    /// - Parameters:
+    ///   - client: A running client.
+    ///   - logger: Receives one line per applied migration.
+    ///   - migrations: The migrations to apply; ``Migration/all`` unless testing.
+    public init(client: PostgresClient, logger: Logger, migrations: [Migration] = Migration.all) {
+        self.client = client
+        self.logger = logger
+        self.migrations = migrations.sorted { $0.version < $1.version }
+    }
+
+    /// Applies every pending migration, then (best effort) the segment-reader role.
+    /// - Returns: The versions applied by this call, in order; empty when the schema was current.
+    /// - Throws: ``StoreError`` with code `unknownMigration` when the database is newer than this build, or
+    ///   `migrationFailed` when a migration fails (it is rolled back; earlier ones stay applied).
+    @discardableResult
+    public func migrate() async throws -> [Int] {
+        try await self.bootstrap()
+        let applied = try await self.appliedVersions()
+        let known = Set(self.migrations.map(\.version))
+        if let unknown = applied.keys.filter({ !known.contains($0) }).max() {
+            throw StoreError(
+                .unknownMigration,
+                "the database has schema version \(unknown), which this build of Bugle does not know "
+                    + "(it knows up to \(known.max() ?? 0)); upgrade Bugle"
+            )
+        }
+        var newlyApplied: [Int] = []
+        for migration in self.migrations where applied[migration.version] == nil {
+            if try await self.apply(migration) {
+                newlyApplied.append(migration.version)
+            }
+        }
+        await self.ensureSegmentReaderRole()
+        return newlyApplied
+    }
+
+    /// Lists every known migration with its state, plus versions in the database that this build does not know.
+    /// - Returns: Status lines in version order.
+    /// - Throws: Query errors.
+    public func status() async throws -> [MigrationStatus] {
+        let applied = try await self.appliedVersions()
+        var lines = self.migrations.map {
+            MigrationStatus(version: $0.version, name: $0.name, appliedAt: applied[$0.version]?.appliedAt, isKnown: true)
+        }
+        let known = Set(self.migrations.map(\.version))
+        for (version, row) in applied where !known.contains(version) {
+            lines.append(MigrationStatus(version: version, name: row.name, appliedAt: row.appliedAt, isKnown: false))
+        }
+        return lines.sorted { $0.version < $1.version }
+    }
+
+    /// Whether the current user can `SET ROLE bugle_segment_reader`.
+    /// - Returns: `true` when the role exists and the current user is a member of it (superusers always are).
+    /// - Throws: Query errors.
+    public func segmentReaderRoleAvailable() async throws -> Bool {
+        let rows = try await self.client.query(
+            """
+            SELECT COALESCE((SELECT pg_has_role(current_user, r.oid, 'MEMBER') \
+            FROM pg_roles r WHERE r.rolname = \(Self.segmentReaderRole)), false)
+            """,
+            logger: self.logger
+        )
+        var available = false
+        for try await value in rows.decode(Bool.self) {
+            available = value
+        }
+        return available
+    }
+
+    // MARK: - Steps
+
+    private func bootstrap() async throws {
+        do {
+            try await self.client.withTransaction(logger: self.logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
+                let rows = try await connection.query(
+                    "SELECT to_regnamespace('bugle') IS NOT NULL, to_regclass('bugle.schema_migrations') IS NOT NULL",
+                    logger: self.logger
+                )
+                var schemaExists = false
+                var tableExists = false
+                for try await (schema, table) in rows.decode((Bool, Bool).self) {
+                    schemaExists = schema
+                    tableExists = table
+                }
+                if !schemaExists {
+                    try await connection.query("CREATE SCHEMA IF NOT EXISTS bugle", logger: self.logger)
+                }
+                if !tableExists {
+                    try await connection.query(
+                        """
+                        CREATE TABLE IF NOT EXISTS bugle.schema_migrations (
+                          version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
+                        """,
+                        logger: self.logger
+                    )
+                }
+            }
+        } catch {
+            throw StoreError(.migrationFailed, "cannot create schema bugle and its migration table", underlying: error)
+        }
+    }
+
+    private func appliedVersions() async throws -> [Int: (name: String, appliedAt: Date)] {
+        let exists = try await self.client.query(
+            "SELECT to_regclass('bugle.schema_migrations') IS NOT NULL",
+            logger: self.logger
+        )
+        var tableExists = false
+        for try await value in exists.decode(Bool.self) {
+            tableExists = value
+        }
+        guard tableExists else { return [:] }
+        let rows = try await self.client.query(
+            "SELECT version, name, applied_at FROM bugle.schema_migrations",
+            logger: self.logger
+        )
+        var result: [Int: (name: String, appliedAt: Date)] = [:]
+        for try await (version, name, appliedAt) in rows.decode((Int, String, Date).self) {
+            result[version] = (name, appliedAt)
+        }
+        return result
+    }
+
+    /// Applies one migration under the lock; returns `false` when another process applied it meanwhile.
+    private func apply(_ migration: Migration) async throws -> Bool {
+        do {
+            let applied = try await self.client.withTransaction(logger: self.logger) { connection -> Bool in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
+                let rows = try await connection.query(
+                    "SELECT count(*) FROM bugle.schema_migrations WHERE version = \(migration.version)",
+                    logger: self.logger
+                )
+                var count: Int64 = 0
+                for try await value in rows.decode(Int64.self) {
+                    count = value
+                }
+                guard count == 0 else { return false }
+                for statement in migration.statements {
+                    try await connection.query(statement, logger: self.logger)
+                }
+                try await connection.query(
+                    "INSERT INTO bugle.schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                    logger: self.logger
+                )
+                return true
+            }
+            if applied {
+                self.logger.info(
+                    "applied migration",
+                    metadata: ["version": "\(migration.version)", "name": "\(migration.name)"]
+                )
+            }
+            return applied
+        } catch {
+            throw StoreError(
+                .migrationFailed,
+                "migration \(migration.version) (\(migration.name)) failed and was rolled back",
+                underlying: error
+            )
+        }
+    }
+
+    /// Best effort: creates `bugle_segment_reader` when the server and our privileges allow it.
+    private func ensureSegmentReaderRole() async {
+        do {
+            let rows = try await self.client.query(
+                """
+                SELECT current_setting('server_version_num')::int >= 140000, \
+                COALESCE((SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user), false)
+                """,
+                logger: self.logger
+            )
+            var supported = false
+            var privileged = false
+            for try await (version, mayCreate) in rows.decode((Bool, Bool).self) {
+                supported = version
+                privileged = mayCreate
+            }
+            guard supported, privileged else {
+                self.logger.debug("segment reader role skipped", metadata: ["supported": "\(supported)"])
+                return
+            }
+            // Races with other databases of the same cluster migrating at once are absorbed by the handlers.
+            try await self.client.query(
+                """
+                DO $bugle$
+                BEGIN
+                  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bugle_segment_reader') THEN
+                    BEGIN
+                      CREATE ROLE bugle_segment_reader NOLOGIN;
+                    EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+                    END;
+                  END IF;
+                  IF NOT EXISTS (SELECT 1 FROM pg_auth_members m
+                                 JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member
+                                 WHERE g.rolname = 'pg_read_all_data' AND u.rolname = 'bugle_segment_reader') THEN
+                    BEGIN
+                      GRANT pg_read_all_data TO bugle_segment_reader;
+                    EXCEPTION WHEN unique_violation THEN NULL;
+                    END;
+                  END IF;
+                  IF NOT EXISTS (SELECT 1 FROM pg_auth_members m
+                                 JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member
+                                 WHERE g.rolname = 'bugle_segment_reader' AND u.rolname = current_user) THEN
+                    BEGIN
+                      EXECUTE format('GRANT bugle_segment_reader TO %I', current_user);
+                    EXCEPTION WHEN unique_violation THEN NULL;
+                    END;
+                  END IF;
+                END
+                $bugle$
+                """,
+                logger: self.logger
+            )
+        } catch {
+            if StoreError.sqlState(of: error) == "42501" {
+                self.logger.debug("segment reader role skipped: insufficient privilege")
+            } else {
+                self.logger.warning(
+                    "could not set up the segment reader role",
+                    metadata: ["error": "\(StoreError.safeDescription(of: error))"]
+                )
+            }
+        }
+    }
+}

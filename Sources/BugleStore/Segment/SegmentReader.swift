@@ -1,0 +1,216 @@
+import BugleCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Streams a campaign segment out of PostgreSQL in keyset pages on `device_id`, never holding more than a page.
+///
+/// Safety layers (RELIABILITY.md §1.12): the SQL runs inside a `REPEATABLE READ READ ONLY` transaction (one
+/// snapshot for every page) with a per-statement `statement_timeout`, as the `bugle_segment_reader` role when the
+/// server has it (read-only privileges), through the extended protocol (one statement only: `SELECT 1; DROP …`
+/// is refused by the server), and wrapped as a subquery (a data-modifying `WITH` or a bare `DELETE` is a syntax
+/// error there). The upper bound is fixed at the start, so devices added during the run are not picked up.
+public struct SegmentReader: Sendable {
+    static let required = ["device_id", "user_id", "token", "platform"]
+    static let known: Set<String> = ["device_id", "user_id", "token", "platform", "locale", "timezone"]
+
+    private let client: PostgresClient
+    private let segment: Segment
+    private let logger: Logger
+    private let useReaderRole: Bool
+
+    /// - Parameters:
+    ///   - useReaderRole: run as `bugle_segment_reader` (see ``Migrator``) when available.
+    public init(client: PostgresClient, segment: Segment, useReaderRole: Bool, logger: Logger) {
+        self.client = client
+        self.segment = segment
+        self.useReaderRole = useReaderRole
+        self.logger = logger
+    }
+
+    /// Reads every page and hands it to `onPage` (which may write elsewhere; it runs between FETCHes).
+    /// - Throws: ``SegmentError`` for bad SQL, missing columns, timeouts and over-cap segments.
+    public func read(
+        isolation: isolated (any Actor)? = #isolation,
+        _ onPage: ([SegmentRow]) async throws -> Void
+    ) async throws -> SegmentScan {
+        try await client.withConnection(isolation: isolation) { connection in
+            try await run(on: connection, isolation: isolation, onPage)
+        }
+    }
+
+    private func run(on connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
+        try await exec(connection, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        do {
+            let scan = try await scanInTransaction(connection, isolation: isolation, onPage)
+            try await exec(connection, "ROLLBACK")
+            return scan
+        } catch {
+            try? await exec(connection, "ROLLBACK")
+            if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
+            throw error
+        }
+    }
+
+    private func scanInTransaction(_ connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
+        let timeout = "\(segment.statementTimeoutSeconds)s"
+        _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
+        if useReaderRole {
+            try await exec(connection, "SET LOCAL ROLE bugle_segment_reader")
+        }
+        let body = Self.wrap(segment.sql)
+        var scan = SegmentScan()
+
+        // Columns, from the first row (an empty segment has nothing to page).
+        let probe = PostgresQuery(unsafeSQL: "SELECT to_jsonb(s)::text FROM \(body) LIMIT $1", binds: binds(1))
+        var firstRow: String?
+        for try await (json,) in try await userQuery(connection, probe).decode((String?,).self) { firstRow = json }
+        guard let firstRow else { return scan }
+        let columns = try Self.columns(ofJSONRow: firstRow)
+        scan.columns = columns
+        for name in Self.required where !columns.contains(name) {
+            throw SegmentError("the segment must return a column named \(name) (it returns: \(columns.joined(separator: ", ")))")
+        }
+
+        let boundsQuery = PostgresQuery(
+            unsafeSQL: "SELECT max(s.device_id)::bigint, count(*) FILTER (WHERE s.device_id IS NULL)::bigint, count(*)::bigint FROM \(body) WHERE $1::int = 1",
+            binds: binds(1)
+        )
+        var total: Int64 = 0
+        for try await (upper, nulls, count) in try await userQuery(connection, boundsQuery).decode((Int64?, Int64, Int64).self) {
+            scan.upperDeviceID = upper
+            scan.nullDeviceIDs = nulls
+            total = count
+        }
+        guard total <= Int64(segment.maxRows) else {
+            throw SegmentError("the segment returns \(total) rows, over segment.max_rows (\(segment.maxRows))")
+        }
+        guard let upper = scan.upperDeviceID else { return scan }
+
+        let hasLocale = columns.contains("locale")
+        let hasTimezone = columns.contains("timezone")
+        let extra = columns.filter { !Self.known.contains($0) }
+        let select = [
+            "s.device_id::bigint", "s.user_id::text", "s.token::text", "s.platform::text",
+            hasLocale ? "s.locale::text" : "NULL::text",
+            hasTimezone ? "s.timezone::text" : "NULL::text",
+            extra.isEmpty ? "NULL::text" : "to_jsonb(s)::text",
+        ].joined(separator: ", ")
+        let pageSQL = "SELECT \(select) FROM \(body) WHERE s.device_id > $1 AND s.device_id <= $2 ORDER BY s.device_id LIMIT $3"
+
+        var last = Int64.min
+        var page: [SegmentRow] = []
+        page.reserveCapacity(segment.pageSize)
+        while true {
+            var binds = PostgresBindings(capacity: 3)
+            binds.append(last)
+            binds.append(upper)
+            binds.append(Int64(segment.pageSize))
+            let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: pageSQL, binds: binds))
+            page.removeAll(keepingCapacity: true)
+            for try await (deviceID, userID, token, platform, locale, timezone, json) in rows.decode(
+                (Int64, String?, String?, String?, String?, String?, String?).self
+            ) {
+                let variables = try json.map { try Self.variables(ofJSONRow: $0, names: extra) } ?? [:]
+                page.append(SegmentRow(deviceID: deviceID, userID: userID, token: token, platform: platform, locale: locale, timezone: timezone, variables: variables))
+                last = deviceID
+            }
+            if page.isEmpty { break }
+            scan.pages += 1
+            scan.rowsRead += Int64(page.count)
+            try await onPage(page)
+            if page.count < segment.pageSize { break }
+        }
+        return scan
+    }
+
+    /// `(<user sql>\n) AS s` — the newline ends a trailing `--` comment inside the user's SQL.
+    static func wrap(_ sql: String) -> String {
+        var trimmed = sql.trimmingCharacters(in: .whitespacesAndNewlines)
+        while trimmed.hasSuffix(";") { trimmed = String(trimmed.dropLast()).trimmingCharacters(in: .whitespacesAndNewlines) }
+        return "(\n" + trimmed + "\n) AS s"
+    }
+
+    private func binds(_ value: Int) -> PostgresBindings {
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(value)
+        return binds
+    }
+
+    private func exec(_ connection: PostgresConnection, _ sql: String) async throws {
+        _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+    }
+
+    private func userQuery(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRowSequence {
+        do {
+            return try await connection.query(query, logger: logger)
+        } catch {
+            throw SegmentError(Self.serverMessage(error))
+        }
+    }
+
+    static func serverMessage(_ error: any Error) -> String {
+        if let psql = error as? PSQLError, let message = psql.serverInfo?[.message] {
+            let state = psql.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return message + state
+        }
+        return "the statement failed: \(type(of: error))"
+    }
+
+    static func columns(ofJSONRow json: String) throws -> [String] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
+            throw SegmentError("the segment's rows are not records")
+        }
+        return object.keys.sorted()
+    }
+
+    static func variables(ofJSONRow json: String, names: [String]) throws -> [String: String?] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        var result: [String: String?] = [:]
+        for name in names {
+            switch object[name] {
+            case nil, is NSNull: result[name] = .some(nil)
+            case let value as String: result[name] = value
+            case let value as NSNumber: result[name] = value.stringValue
+            case let value?:
+                let data = try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys])
+                result[name] = String(decoding: data, as: UTF8.self)
+            }
+        }
+        return result
+    }
+}
+
+extension SegmentReader {
+    /// Rows sharing a (platform, token) with an earlier row — what a real run collapses — counted by the
+    /// database in its own read-only transaction (used by the dry run, which keeps no token set in memory).
+    public func duplicateTokenCount() async throws -> Int64 {
+        try await client.withConnection { connection in
+            _ = try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger).collect()
+            do {
+                let timeout = "\(segment.statementTimeoutSeconds)s"
+                _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
+                if useReaderRole {
+                    _ = try await connection.query("SET LOCAL ROLE bugle_segment_reader", logger: logger).collect()
+                }
+                var binds = PostgresBindings(capacity: 1)
+                binds.append(1)
+                let sql = "SELECT (count(*) - count(DISTINCT (lower(s.platform::text), s.token::text)))::bigint FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
+                let rows: PostgresRowSequence
+                do {
+                    rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+                } catch {
+                    throw SegmentError(Self.serverMessage(error))
+                }
+                var count: Int64 = 0
+                for try await (value,) in rows.decode((Int64,).self) { count = value }
+                _ = try await connection.query("ROLLBACK", logger: logger).collect()
+                return count
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger).collect()
+                if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
+                throw error
+            }
+        }
+    }
+}

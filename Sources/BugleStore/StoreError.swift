@@ -1,0 +1,120 @@
+import PostgresNIO
+
+/// An error raised by BugleStore: configuration parsing, the embedded cluster, migrations and device storage.
+///
+/// Like `PSQLError`, the ``description`` is written for operators and never contains secrets: no passwords,
+/// no device tokens, no query binds. Underlying errors are kept for programmatic inspection only and are
+/// summarised through ``safeDescription(of:)``, which prints the SQLSTATE and the server's primary message
+/// (never its `DETAIL`, which can echo row values).
+public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What went wrong, as an open-ended set of static members.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable, Hashable {
+            case invalidDatabaseURL = "invalid_database_url"
+            case unsupportedConfiguration = "unsupported_configuration"
+            case connectionFailed = "connection_failed"
+            case postgresNotInstalled = "postgres_not_installed"
+            case clusterCommandFailed = "cluster_command_failed"
+            case clusterDirectory = "cluster_directory"
+            case migrationFailed = "migration_failed"
+            case unknownMigration = "unknown_migration"
+            case invalidInput = "invalid_input"
+            case fileUnreadable = "file_unreadable"
+            case query = "query_failed"
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
+        /// A database URL could not be parsed; the message names the part at fault.
+        public static let invalidDatabaseURL = Self(.invalidDatabaseURL)
+        /// The configuration asks for something Bugle cannot honour (for example TLS over a Unix socket).
+        public static let unsupportedConfiguration = Self(.unsupportedConfiguration)
+        /// The database server could not be reached or refused the connection.
+        public static let connectionFailed = Self(.connectionFailed)
+        /// `initdb`/`pg_ctl`/`postgres` were not found on this machine.
+        public static let postgresNotInstalled = Self(.postgresNotInstalled)
+        /// `initdb` or `pg_ctl` exited with a failure status.
+        public static let clusterCommandFailed = Self(.clusterCommandFailed)
+        /// The embedded cluster's directory could not be created or is unusable.
+        public static let clusterDirectory = Self(.clusterDirectory)
+        /// A schema migration failed and was rolled back.
+        public static let migrationFailed = Self(.migrationFailed)
+        /// The database has migrations applied that this build of Bugle does not know (it is newer).
+        public static let unknownMigration = Self(.unknownMigration)
+        /// A value passed to a store API was rejected (for example a malformed device token).
+        public static let invalidInput = Self(.invalidInput)
+        /// A file (for example a device CSV) could not be opened or read.
+        public static let fileUnreadable = Self(.fileUnreadable)
+        /// A query failed.
+        public static let query = Self(.query)
+
+        /// The stable snake_case name of the code.
+        public var description: String { self.base.rawValue }
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A human-readable, secret-free explanation.
+    public var message: String
+    /// The error that caused this one, if any. Not printed by ``description``.
+    public var underlying: (any Error)?
+
+    /// Creates a store error.
+    /// - Parameters:
+    ///   - code: What went wrong.
+    ///   - message: A secret-free explanation; never put passwords, tokens or bind values in it.
+    ///   - underlying: The error that caused this one, kept for inspection but not printed.
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    /// `"<code>: <message>"`, plus a secret-free summary of the underlying error.
+    public var description: String {
+        if let underlying {
+            return "\(self.code): \(self.message) (\(Self.safeDescription(of: underlying)))"
+        }
+        return "\(self.code): \(self.message)"
+    }
+
+    /// Same as ``description``: the debug form must not leak secrets either.
+    public var debugDescription: String { self.description }
+
+    /// A description of any error that is safe to print: for `PSQLError` the code, SQLSTATE and the server's
+    /// primary message (never `DETAIL`, the query or its binds); for ``StoreError`` its description; otherwise
+    /// `String(describing:)`.
+    /// - Parameter error: The error to describe.
+    /// - Returns: A single line of text.
+    public static func safeDescription(of error: any Error) -> String {
+        switch error {
+        case let error as StoreError:
+            return error.description
+        case let error as PSQLError:
+            var parts = ["postgres error \(error.code)"]
+            if let state = error.serverInfo?[.sqlState] {
+                parts.append("SQLSTATE \(state)")
+            }
+            if let message = error.serverInfo?[.message] {
+                parts.append(message)
+            }
+            if error.serverInfo == nil, let underlying = error.underlying {
+                parts.append(String(describing: underlying))
+            }
+            return parts.joined(separator: ": ")
+        default:
+            return String(describing: error)
+        }
+    }
+
+    /// The SQLSTATE of a server error, if `error` is one.
+    /// - Parameter error: Any error.
+    /// - Returns: The five-character SQLSTATE, or `nil` when `error` is not a server error.
+    public static func sqlState(of error: any Error) -> String? {
+        (error as? PSQLError)?.serverInfo?[.sqlState]
+    }
+}

@@ -1,0 +1,22 @@
+import ArgumentParser
+
+/// The `bugle` command: push-notification campaigns from PostgreSQL to APNs and FCM.
+@main
+struct Bugle: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bugle",
+        abstract: "Send push-notification campaigns from a PostgreSQL segment to APNs and FCM.",
+        discussion: """
+            Exit codes: 0 completed; 1 usage or validation error (nothing written); 2 run failed or halted; \
+            3 run paused (resumable with `bugle resume RUN`).
+
+            Database: BUGLE_DATABASE_URL or --database-url selects a server; with neither, Bugle starts and uses \
+            its own embedded PostgreSQL cluster under $BUGLE_HOME (default ~/.bugle).
+            """,
+        version: "0.1.0",
+        subcommands: [
+            RunCommand.self, ValidateCommand.self, ReportCommand.self, RunsCommand.self, DBCommand.self,
+            DevicesCommand.self, DemoCommand.self,
+        ]
+    )
+}

@@ -1,0 +1,130 @@
+import ArgumentParser
+import BugleCore
+import BugleStore
+import Foundation
+
+/// `bugle devices import|register|unregister|prune`.
+struct DevicesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices",
+        abstract: "Manage device tokens in bugle.devices.",
+        subcommands: [Import.self, Register.self, Unregister.self, Prune.self]
+    )
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Bulk upsert devices from a CSV file.",
+            discussion: """
+                The header row names the columns: user_id, token, platform (ios|android|web), and optionally locale, \
+                timezone, app_version. Re-registering a token reactivates it and updates last_seen; a token that moved \
+                to another user moves with it. Bad rows are reported by line and skipped.
+                """
+        )
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The CSV file.") var file: String
+
+        func run() async throws {
+            let logger = global.makeLogger()
+            let path = file
+            try await ExitCodes.guarding {
+                guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("\(path): cannot read the file") }
+                let report = try await DatabaseSession.with(global, logger: logger) { client in
+                    try await DeviceStore(client: client, logger: logger).importCSV(path: path)
+                }
+                print(report.description)
+                return ExitCodes.completed
+            }
+        }
+    }
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register (or re-register) one device token.")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "The application's user id.") var user: String
+        @Option(help: "The device token.") var token: String
+        @Option(help: "ios, android or web.") var platform: String
+        @Option(help: "Locale tag (en, pt-BR).") var locale: String?
+        @Option(help: "IANA time zone (Europe/Berlin).") var timezone: String?
+        @Option(name: .customLong("app-version"), help: "The app's version.") var appVersion: String?
+
+        func validate() throws {
+            guard Platform(rawValue: platform.lowercased()) != nil else { throw ValidationError("--platform must be ios, android or web") }
+        }
+
+        func run() async throws {
+            let logger = global.makeLogger()
+            let (user, token, locale, timezone, appVersion) = (self.user, self.token, self.locale, self.timezone, self.appVersion)
+            let platform = Platform(rawValue: self.platform.lowercased()) ?? .ios
+            try await ExitCodes.guarding {
+                let result = try await DatabaseSession.with(global, logger: logger) { client in
+                    try await DeviceStore(client: client, logger: logger).register(
+                        userID: user, token: token, platform: platform, locale: locale, timezone: timezone, appVersion: appVersion
+                    )
+                }
+                print("registered: \(result)")
+                return ExitCodes.completed
+            }
+        }
+    }
+
+    struct Unregister: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Sign-out: mark a token inactive (the row is kept).")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "The device token.") var token: String
+        @Option(help: "ios, android or web.") var platform: String
+
+        func validate() throws {
+            guard Platform(rawValue: platform.lowercased()) != nil else { throw ValidationError("--platform must be ios, android or web") }
+        }
+
+        func run() async throws {
+            let logger = global.makeLogger()
+            let token = self.token
+            let platform = Platform(rawValue: self.platform.lowercased()) ?? .ios
+            try await ExitCodes.guarding {
+                let count = try await DatabaseSession.with(global, logger: logger) { client in
+                    try await DeviceStore(client: client, logger: logger).unregister(token: token, platform: platform)
+                }
+                print(count == 0 ? "no active device with that token" : "unregistered \(count) device(s)")
+                return ExitCodes.completed
+            }
+        }
+    }
+
+    struct Prune: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Deactivate devices that have not re-registered for a while.")
+        @OptionGroup var global: GlobalOptions
+        @Option(name: .customLong("not-seen-for"), help: "Age like 90d, 12h, 30m or seconds.") var notSeenFor: String
+        @Flag(name: .customLong("dry-run"), help: "Only count.") var dryRun = false
+
+        func validate() throws {
+            guard DurationText.seconds(notSeenFor) != nil else { throw ValidationError("--not-seen-for: expected a duration like 90d, 12h or 3600") }
+        }
+
+        func run() async throws {
+            let logger = global.makeLogger()
+            let seconds = DurationText.seconds(notSeenFor) ?? 0
+            let dryRun = self.dryRun
+            try await ExitCodes.guarding {
+                let count = try await DatabaseSession.with(global, logger: logger) { client in
+                    try await DeviceStore(client: client, logger: logger).prune(notSeenFor: seconds, dryRun: dryRun)
+                }
+                print(dryRun ? "\(count) device(s) would be deactivated" : "deactivated \(count) device(s)")
+                return ExitCodes.completed
+            }
+        }
+    }
+}
+
+/// `90d`, `12h`, `30m`, `45s`, `3600` → seconds.
+enum DurationText {
+    static func seconds(_ text: String) -> Int? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800]
+        if let last = trimmed.last, let unit = units[last], let value = Int(trimmed.dropLast()), value >= 0 {
+            return value * unit
+        }
+        if let value = Int(trimmed), value >= 0 { return value }
+        return nil
+    }
+}

@@ -1,0 +1,33 @@
+import BugleCore
+import BugleRunner
+import BugleStore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Wiring for dry runs: stream the segment through a ``DryRunReport``, optionally writing the preview CSV.
+enum DryRunExecution {
+    static func execute(campaign: Campaign, client: PostgresClient, csvPath: String?, logger: Logger) async throws -> DryRunReport {
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+        let writer = try csvPath.map { try AtomicFileWriter(path: $0) }
+        var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
+        do {
+            if let writer {
+                var header: [UInt8] = []
+                CSVFormat.appendRecord(DryRunReport.previewHeader, to: &header)
+                try writer.write(header)
+            }
+            let scan = try await reader.read { rows in
+                let chunk = report.add(rows, csv: writer != nil)
+                if let writer { try writer.write(chunk) }
+            }
+            report.addUnpaged(.missingDeviceID, count: scan.nullDeviceIDs)
+            report.addUnpaged(.duplicateToken, count: try await reader.duplicateTokenCount())
+            try writer?.commit()
+        } catch {
+            writer?.abandon()
+            throw error
+        }
+        return report
+    }
+}

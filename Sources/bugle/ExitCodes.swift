@@ -1,0 +1,55 @@
+import ArgumentParser
+import BugleCore
+import BugleStore
+import Foundation
+
+/// The one place errors become exit codes (documented in the README).
+enum ExitCodes {
+    /// 0: the run completed.
+    static let completed: Int32 = 0
+    /// 1: usage or validation error; nothing was written.
+    static let usage: Int32 = 1
+    /// 2: the run failed or was halted.
+    static let failed: Int32 = 2
+    /// 3: the run is paused and can be resumed.
+    static let paused: Int32 = 3
+
+    /// Runs a command body, printing errors to stderr and mapping them to Bugle's exit codes.
+    static func guarding(_ body: () async throws -> Int32) async throws {
+        let code: Int32
+        do {
+            code = try await body()
+        } catch let error as ConfigurationError {
+            printError(error.description)
+            code = usage
+        } catch let error as UsageError {
+            printError(error.message)
+            code = usage
+        } catch let error as SegmentError {
+            printError(error.description)
+            code = failed
+        } catch let error as StoreError {
+            printError(error.description)
+            code = failed
+        } catch let error as FileWriteError {
+            printError(error.description)
+            code = failed
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            printError("error: \(error)")
+            code = failed
+        }
+        if code != completed { throw ExitCode(code) }
+    }
+
+    static func printError(_ message: String) {
+        FileHandle.standardError.write(Data(("bugle: " + message + "\n").utf8))
+    }
+}
+
+/// A usage mistake found after parsing (missing file, bad combination): exit 1, nothing written.
+struct UsageError: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}

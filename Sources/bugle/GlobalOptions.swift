@@ -1,0 +1,26 @@
+import ArgumentParser
+import Logging
+
+/// Options every command that touches the database shares.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .customLong("database-url"),
+        help: ArgumentHelp(
+            "PostgreSQL URL (postgres://user@host:port/db?sslmode=require). Defaults to $BUGLE_DATABASE_URL, else the embedded cluster.",
+            valueName: "url"
+        )
+    )
+    var databaseURL: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .warning
+
+    /// A logger writing to stderr at the chosen level.
+    func makeLogger(label: String = "bugle") -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = logLevel
+        return logger
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -1,0 +1,64 @@
+import BugleCore
+import BugleRunner
+import BugleStore
+import Foundation
+
+/// Terminal output of a dry run.
+enum DryRunPrinter {
+    static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, csvPath: String?) {
+        Swift.print("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
+        Swift.print("  per platform:")
+        for platform in Platform.allCases {
+            guard let n = report.wouldSend[platform] else { continue }
+            Swift.print("    \(platform.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)  (largest body \(report.largestBody[platform] ?? 0) bytes)")
+        }
+        Swift.print("  per locale:")
+        for (locale, n) in report.perLocale.sorted(by: { $0.key < $1.key }) {
+            Swift.print("    \(locale.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
+        }
+        if !report.skipped.isEmpty {
+            Swift.print("  skipped:")
+            for (reason, n) in report.skipped.sorted(by: { $0.key < $1.key }) {
+                Swift.print("    \(reason.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
+            }
+        }
+        if samples > 0 {
+            for platform in Platform.allCases {
+                guard let request = report.samples[platform] else { continue }
+                Swift.print("  sample \(platform.rawValue) (\(request.body.count) bytes):")
+                if let apns = request.apns {
+                    var headers = "apns-push-type: \(apns.pushType.rawValue), apns-priority: \(apns.priority), apns-id: \(apns.apnsID)"
+                    if let collapse = apns.collapseID { headers += ", apns-collapse-id: \(collapse)" }
+                    if let expiration = apns.expiration { headers += ", apns-expiration: \(expiration)" }
+                    Swift.print("    headers: " + headers)
+                }
+                Swift.print("    body: " + redactedBody(request))
+            }
+        }
+        if let csvPath { Swift.print("preview: \(csvPath)") }
+    }
+
+    /// The body with the device token replaced by its fingerprint.
+    static func redactedBody(_ request: PushRequest) -> String {
+        String(decoding: request.body, as: UTF8.self).replacingOccurrences(of: request.token, with: TokenFingerprint.of(request.token))
+    }
+}
+
+/// Terminal output of a run summary.
+enum SummaryPrinter {
+    static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine]) {
+        if let record {
+            var header = "run \(runID) · \(record.campaign) · \(record.status.rawValue)"
+            if let duration = record.durationSeconds, let total = record.recipientsTotal, duration > 0 {
+                header += String(format: " · %.1fs · %.0f/s", duration, Double(total) / duration)
+            }
+            Swift.print(header)
+            if let reason = record.pauseReason { Swift.print("  reason: \(reason)") }
+            if record.duplicatesCollapsed > 0 { Swift.print("  duplicate tokens collapsed: \(record.duplicatesCollapsed)") }
+        }
+        for line in lines {
+            let reason = line.reason.isEmpty ? "" : " (\(line.reason))"
+            Swift.print("  \(line.platform.padding(toLength: 8, withPad: " ", startingAt: 0)) \(line.status.padding(toLength: 17, withPad: " ", startingAt: 0)) \(line.count)\(reason)")
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import ArgumentParser
+import BugleCore
+import BugleStore
+
+/// `bugle report RUN`: prints the summary and regenerates the CSV from the ledger.
+struct ReportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Print a run's summary and regenerate its CSV report from the ledger.",
+        discussion: "The summary table is rebuilt from bugle.run_recipients first, so CSV and summary always agree."
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The run id (see `bugle runs`).")
+    var run: Int64
+
+    @Option(help: "Where to write the CSV (default ./bugle-run-<id>.csv).")
+    var csv: String?
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        let runID = run
+        let path = csv ?? "bugle-run-\(runID).csv"
+        try await ExitCodes.guarding {
+            try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+                guard try await RunRepository(client: client, logger: logger).run(id: runID) != nil else {
+                    throw UsageError("run \(runID) does not exist")
+                }
+                try await RunExecution.report(runID: runID, client: client, csvPath: path, logger: logger)
+                return ExitCodes.completed
+            }
+        }
+    }
+}

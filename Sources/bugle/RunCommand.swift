@@ -1,0 +1,94 @@
+import ArgumentParser
+import BugleCore
+import BugleRunner
+import BugleStore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// `bugle run FILE`: materialize the segment into a run ledger, send, report.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a campaign: read its segment, send to APNs/FCM, write a CSV report and a DB summary.",
+        discussion: """
+            --dry-run renders every recipient's APNs payload/headers and FCM message, checks sizes, and prints counts \
+            per platform, locale and skip reason with sample payloads. It writes nothing to the database; with --csv \
+            it writes a preview CSV (status would_send, or the skip reason).
+
+            Exit codes: 0 completed, 1 validation error (nothing written), 2 failed or halted, 3 paused (resumable).
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The campaign YAML file.")
+    var file: String
+
+    @Option(help: "Providers file (overrides the campaign's `providers:`).")
+    var providers: String?
+
+    @Flag(name: .customLong("dry-run"), help: "Render and count without sending or writing to the database.")
+    var dryRun = false
+
+    @Option(help: "Where to write the CSV report (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
+    var csv: String?
+
+    @Option(help: "Sample payloads to print in a dry run (per platform, 0 to hide).")
+    var samples: Int = 1
+
+    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
+    var allowReadableKeys = false
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        try await ExitCodes.guarding {
+            let yaml: String
+            do {
+                yaml = try String(contentsOfFile: file, encoding: .utf8)
+            } catch {
+                throw UsageError("\(file): cannot read the campaign file")
+            }
+            let campaign = try CampaignLoader.load(yaml: yaml, path: file)
+            if dryRun { return try await runDry(campaign, logger: logger) }
+            guard let providersPath = providers ?? campaign.providersPath else {
+                throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
+            }
+            let settings = try ProviderSettingsLoader.load(path: providersPath)
+            let lanes = try ProviderLanes.make(settings: settings, allowReadableKeys: allowReadableKeys, logger: logger)
+            return try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+        }
+    }
+
+    private func runReal(_ campaign: Campaign, yaml: String, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
+        let csvPath = csv
+        let result = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+            let repository = RunRepository(client: client, logger: logger)
+            let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
+            print("run \(runID): reading segment of \(campaign.name)")
+            let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
+            let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            print("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + Self.describe(materialized.skipped))
+            let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
+            try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+            return code
+        }
+        for lane in lanes.values { await lane.shutdown() }
+        return result
+    }
+
+    static func describe(_ skipped: [SkipReason: Int64]) -> String {
+        guard !skipped.isEmpty else { return "" }
+        return "; skipped: " + skipped.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")
+    }
+
+    private func runDry(_ campaign: Campaign, logger: Logger) async throws -> Int32 {
+        let csvPath = csv
+        let report = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
+            try await DryRunExecution.execute(campaign: campaign, client: client, csvPath: csvPath, logger: logger)
+        }
+        DryRunPrinter.print(report, campaign: campaign, samples: samples, csvPath: csvPath)
+        return ExitCodes.completed
+    }
+}

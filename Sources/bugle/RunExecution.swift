@@ -1,0 +1,43 @@
+import BugleCore
+import BugleRunner
+import BugleStore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Wiring shared by `run`, `resume` and `demo`: drive a materialized run and map its ending to an exit code.
+enum RunExecution {
+    /// Sends a run's recipients through `lanes` and returns the exit code.
+    static func execute(campaign: Campaign, runID: Int64, client: PostgresClient, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
+        let store = PostgresCampaignStore(client: client, logger: logger)
+        let control = RunControl()
+        let trap = SignalTrap(control: control)
+        defer { trap.cancel() }
+        let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes, control: control, logger: logger)
+        let owner = "\(ProcessInfo.processInfo.hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
+        let result = try await runner.run(owner: owner)
+        switch result.ending {
+        case .completed:
+            print("run \(runID): completed")
+            return ExitCodes.completed
+        case .paused(let why):
+            print("run \(runID): paused (\(why)); resume with `bugle resume \(runID)`")
+            return ExitCodes.paused
+        case .halted(let code, let message):
+            ExitCodes.printError("run \(runID) halted: \(code): \(message). Fix the configuration, then `bugle resume \(runID)`.")
+            return ExitCodes.failed
+        case .fenced(let status):
+            ExitCodes.printError("run \(runID): stopped, the run is \(status?.rawValue ?? "held by another worker")")
+            return status == .paused ? ExitCodes.paused : ExitCodes.failed
+        }
+    }
+
+    /// Writes the CSV report and prints the summary.
+    static func report(runID: Int64, client: PostgresClient, csvPath: String, logger: Logger) async throws {
+        let repository = RunRepository(client: client, logger: logger)
+        let lines = try await repository.summary(runID: runID)
+        let rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csvPath)
+        SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: lines)
+        print("report: \(csvPath) (\(rows) row(s))")
+    }
+}

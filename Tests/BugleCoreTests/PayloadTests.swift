@@ -1,0 +1,146 @@
+import BugleCore
+import Foundation
+import Testing
+
+@Suite("Payload rendering and size limits")
+struct PayloadTests {
+    static func template(title: String = "Hi", body: String = "There", pushType: APNsPushType = .alert, priority: Int = 10) -> MessageTemplate {
+        MessageTemplate(
+            defaultLocale: "en",
+            locales: ["en": LocalizedCopy(title: title, body: body), "pt": LocalizedCopy(title: "Olá", body: "Tudo bem")],
+            data: ["deeplink": "app://x", "n": "1"],
+            badge: 3,
+            sound: "default",
+            apns: APNsOptions(pushType: pushType, priority: priority, collapseID: "c", expirationSeconds: 3600, threadID: "t"),
+            android: AndroidOptions(channelID: "promos", priority: .high, ttlSeconds: 3600, collapseKey: "k")
+        )
+    }
+
+    static func object(_ bytes: [UInt8]) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+    }
+
+    @Test("APNs alert payload: aps fields and custom data at top level")
+    func apnsAlert() throws {
+        let builder = APNsPayloadBuilder(template: Self.template())
+        let json = try Self.object(try builder.payload(for: RenderedCopy(locale: "en", title: "Hi", body: "There")))
+        let aps = try #require(json["aps"] as? [String: Any])
+        let alert = try #require(aps["alert"] as? [String: Any])
+        #expect(alert["title"] as? String == "Hi")
+        #expect(alert["body"] as? String == "There")
+        #expect(aps["badge"] as? Int == 3)
+        #expect(aps["sound"] as? String == "default")
+        #expect(aps["thread-id"] as? String == "t")
+        #expect(json["deeplink"] as? String == "app://x")
+        #expect(json["n"] as? String == "1")
+    }
+
+    @Test("APNs background payload has content-available and no alert")
+    func apnsBackground() throws {
+        let builder = APNsPayloadBuilder(template: Self.template(pushType: .background, priority: 5))
+        let json = try Self.object(try builder.payload(for: RenderedCopy(locale: "en", title: "Hi", body: "There")))
+        let aps = try #require(json["aps"] as? [String: Any])
+        #expect(aps["alert"] == nil)
+        #expect(aps["content-available"] as? Int == 1)
+    }
+
+    @Test("APNs headers: expiration relative to now, collapse id, deterministic apns-id")
+    func apnsHeaders() {
+        let builder = APNsPayloadBuilder(template: Self.template())
+        let id = NotificationID.apnsID(runID: 7, seq: 42)
+        let headers = builder.headers(apnsID: id, now: 1_000_000)
+        #expect(headers.expiration == 1_003_600)
+        #expect(headers.collapseID == "c")
+        #expect(headers.priority == 10)
+        #expect(id == NotificationID.apnsID(runID: 7, seq: 42))
+        #expect(id != NotificationID.apnsID(runID: 7, seq: 43))
+        #expect(id.range(of: "^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", options: .regularExpression) != nil)
+    }
+
+    @Test("sizes are UTF-8 bytes: exactly 4096 passes, 4097 is rejected")
+    func apnsSizeBoundary() throws {
+        let empty = try APNsPayloadBuilder(template: Self.template(body: "")).payload(for: RenderedCopy(locale: "en", title: "Hi", body: ""))
+        let room = 4096 - empty.count
+        // "é" is 2 bytes in UTF-8: fill with ASCII then check one more byte tips it over.
+        let fits = String(repeating: "é", count: room / 2) + String(repeating: "a", count: room % 2)
+        let fitting = try APNsPayloadBuilder(template: Self.template()).payload(for: RenderedCopy(locale: "en", title: "Hi", body: fits))
+        #expect(fitting.count == 4096)
+        #expect(throws: PayloadTooLarge.self) {
+            try APNsPayloadBuilder(template: Self.template()).payload(for: RenderedCopy(locale: "en", title: "Hi", body: fits + "a"))
+        }
+    }
+
+    @Test("VoIP allows 5120 bytes")
+    func voipLimit() throws {
+        let body = String(repeating: "v", count: 4500)
+        let bytes = try APNsPayloadBuilder(template: Self.template(pushType: .voip)).payload(for: RenderedCopy(locale: "en", title: "", body: body))
+        #expect(bytes.count > 4096)
+    }
+
+    @Test("escaping: quotes, backslashes, control characters, emoji and U+2028 survive a JSON round trip")
+    func escaping() throws {
+        let tricky = "\"q\" \\ \n\t\u{01} 👩‍👩‍👧 \u{2028} שלום"
+        let bytes = try APNsPayloadBuilder(template: Self.template()).payload(for: RenderedCopy(locale: "en", title: tricky, body: tricky))
+        let json = try Self.object(bytes)
+        let alert = try #require((json["aps"] as? [String: Any])?["alert"] as? [String: Any])
+        #expect(alert["title"] as? String == tricky)
+    }
+
+    @Test("FCM android message: token, notification, stringified data, android options, stable tag")
+    func fcmAndroid() throws {
+        let builder = FCMMessageBuilder(template: Self.template(), defaultTag: "bugle-x")
+        let bytes = try builder.body(token: "tok-1", platform: .android, copy: RenderedCopy(locale: "en", title: "Hi", body: "There"))
+        let message = try #require(try Self.object(bytes)["message"] as? [String: Any])
+        #expect(message["token"] as? String == "tok-1")
+        #expect((message["notification"] as? [String: Any])?["title"] as? String == "Hi")
+        #expect((message["data"] as? [String: String])?["n"] == "1")
+        let android = try #require(message["android"] as? [String: Any])
+        #expect(android["priority"] as? String == "high")
+        #expect(android["ttl"] as? String == "3600s")
+        #expect(android["collapse_key"] as? String == "k")
+        let notification = try #require(android["notification"] as? [String: Any])
+        #expect(notification["channel_id"] as? String == "promos")
+        #expect(notification["tag"] as? String == "bugle-x")
+        #expect(message["webpush"] == nil)
+    }
+
+    @Test("FCM web message uses webpush, validate_only when asked")
+    func fcmWeb() throws {
+        let builder = FCMMessageBuilder(template: Self.template())
+        let bytes = try builder.body(token: "w", platform: .web, copy: RenderedCopy(locale: "en", title: "Hi", body: "There"), validateOnly: true)
+        let json = try Self.object(bytes)
+        #expect(json["validate_only"] as? Bool == true)
+        let message = try #require(json["message"] as? [String: Any])
+        #expect(message["android"] == nil)
+        #expect(message["webpush"] != nil)
+    }
+
+    @Test("FCM size excludes the token: a 4096-byte message passes whatever the token length")
+    func fcmSize() throws {
+        let builder = FCMMessageBuilder(template: Self.template())
+        let short = try builder.body(token: "t", platform: .android, copy: RenderedCopy(locale: "en", title: "", body: ""))
+        let room = 4096 - (short.count - 1 - 11)
+        let body = String(repeating: "b", count: room)
+        let longToken = String(repeating: "x", count: 300)
+        let fitting = try builder.body(token: longToken, platform: .android, copy: RenderedCopy(locale: "en", title: "", body: body))
+        #expect(fitting.count == 4096 + 300 + 11)
+        #expect(throws: PayloadTooLarge.self) {
+            try builder.body(token: longToken, platform: .android, copy: RenderedCopy(locale: "en", title: "", body: body + "b"))
+        }
+    }
+
+    @Test("locale fallback chain: pt-BR → pt → default")
+    func localeFallback() {
+        #expect(LocaleResolver.chain(for: "pt-BR", defaultLocale: "en") == ["pt-br", "pt", "en"])
+        #expect(LocaleResolver.chain(for: nil, defaultLocale: "en") == ["en"])
+        let resolver = LocaleResolver(locales: ["en", "pt", "de-AT"], defaultLocale: "en")
+        #expect(resolver.resolve("pt-BR") == "pt")
+        #expect(resolver.resolve("pt_br") == "pt")
+        #expect(resolver.resolve("de-AT") == "de-AT")
+        #expect(resolver.resolve("de") == "en")
+        #expect(resolver.resolve("fr") == "en")
+        #expect(resolver.resolve(nil) == "en")
+        let renderer = MessageRenderer(template: Self.template())
+        #expect(renderer.copy(for: "pt-BR").title == "Olá")
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Testing
+
+@testable import BugleCore
+
+/// Fixture paths relative to this source file (not bundle resources).
+private enum ProviderFixtures {
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    static func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
+    static func resolved(_ relative: String) -> String {
+        ConfigurationPath.normalize(folder.path + "/" + relative)
+    }
+}
+
+/// Runs `body` and returns the ``ConfigurationError`` it throws, or records an issue.
+private func providerError(_ body: () throws -> some Any) -> ConfigurationError? {
+    do {
+        _ = try body()
+        Issue.record("expected a ConfigurationError, but loading succeeded")
+    } catch let error as ConfigurationError {
+        return error
+    } catch {
+        Issue.record("expected a ConfigurationError, got \(error)")
+    }
+    return nil
+}
+
+@Suite("ProviderSettingsLoader")
+struct ProviderSettingsLoaderTests {
+    static let badCases: [BadConfigurationCase] = [
+        .init(
+            fixture: "providers-negative-rate.yaml", line: 4, column: 17, keyPath: "fcm.rate.per_second",
+            message: "must be greater than 0, got -5"),
+        .init(
+            fixture: "providers-http-endpoint.yaml", line: 3, column: 13, keyPath: "fcm.endpoint",
+            message: "plain http:// endpoints are refused"),
+        .init(
+            fixture: "providers-both-auth.yaml", line: 6, column: 5, keyPath: "apns.auth.certificate",
+            message: "give exactly one of token or certificate, not both"),
+        .init(
+            fixture: "providers-no-auth.yaml", line: 4, column: 3, keyPath: "apns.auth.token",
+            message: "missing required key 'token' (or certificate; exactly one is required)"),
+        .init(
+            fixture: "providers-team-id.yaml", line: 6, column: 16, keyPath: "apns.auth.token.team_id",
+            message: "must be exactly 10 letters or digits, got 9 characters"),
+        .init(
+            fixture: "providers-unknown-key.yaml", line: 6, column: 3, keyPath: "apns.conections",
+            message: "unknown key 'conections' (did you mean 'connections'?); allowed keys: endpoint, ca_file, topic"),
+        .init(
+            fixture: "providers-missing-key-file.yaml", line: 5, column: 5, keyPath: "apns.auth.token.key_file",
+            message: "missing required key 'key_file'"),
+        .init(
+            fixture: "providers-duplicate-key.yaml", line: 4, column: 3, keyPath: "fcm.service_account_file",
+            message: "duplicate key 'service_account_file' (first defined at line 2, column 3)"),
+        .init(
+            fixture: "providers-inline-secret.yaml", line: 8, column: 23,
+            keyPath: "apns.auth.certificate.passphrase_env",
+            message: "must name an environment variable"),
+        .init(
+            fixture: "providers-wrong-type.yaml", line: 3, column: 9, keyPath: "legacy_apns.port",
+            message: "expected an integer, got a string"),
+    ]
+
+    @Test("rejects a bad fixture at the exact line, column and key path", arguments: badCases)
+    func rejectsBadFixture(_ bad: BadConfigurationCase) throws {
+        let path = ProviderFixtures.path(bad.fixture)
+        let error = try #require(providerError { try ProviderSettingsLoader.load(path: path) })
+        #expect(error.line == bad.line, "\(error)")
+        #expect(error.column == bad.column, "\(error)")
+        #expect(error.keyPath == bad.keyPath, "\(error)")
+        #expect(error.message.contains(bad.message), "\(error)")
+    }
+
+    @Test("errors never quote values from the providers file")
+    func errorsDoNotLeakValues() throws {
+        let error = try #require(
+            providerError {
+                try ProviderSettingsLoader.load(path: ProviderFixtures.path("providers-inline-secret.yaml"))
+            })
+        #expect(!error.description.contains("hunter2"))
+
+        let pasted = """
+            apns:
+              endpoint: sandbox
+              topic: com.example.app
+              auth:
+                token: { team_id: TEAM123456, key_id: ABC123DEFG, key_file: "-----BEGIN PRIVATE KEY-----MIGTAgEAMBMG" }
+            """
+        let pastedError = try #require(providerError { try ProviderSettingsLoader.load(yaml: pasted, path: "p.yaml") })
+        #expect(pastedError.keyPath == "apns.auth.token.key_file")
+        #expect(!pastedError.description.contains("MIGTAgEAMBMG"))
+
+        let wrongType = "fcm: { connections: s3cr3t-value }"
+        let wrongTypeError = try #require(
+            providerError { try ProviderSettingsLoader.load(yaml: wrongType, path: "p.yaml") })
+        #expect(wrongTypeError.message == "expected an integer, got a string")
+    }
+
+    @Test("decodes the complete fixture, resolving file paths against its folder")
+    func decodesGoodFixture() throws {
+        let path = ProviderFixtures.path("providers-good.yaml")
+        let settings = try ProviderSettingsLoader.load(path: path)
+        let expected = ProviderSettings(
+            apns: APNsSettings(
+                endpoint: Endpoint(host: "127.0.0.1", port: 8443),
+                caFile: ProviderFixtures.resolved("sim/ca.pem"),
+                topic: "com.example.app",
+                auth: .token(
+                    teamID: "TEAM123456", keyID: "ABC123DEFG",
+                    keyFile: ProviderFixtures.resolved("keys/AuthKey_ABC123DEFG.p8")),
+                connections: 8,
+                timeoutSeconds: 5,
+                rate: RateLimit(perSecond: 5000, burst: 1000)),
+            fcm: FCMSettings(
+                serviceAccountFile: ProviderFixtures.resolved("keys/service-account.json"),
+                endpoint: .fcm,
+                caFile: "/etc/bugle/ca.pem",
+                connections: 3,
+                timeoutSeconds: 2.5,
+                rate: RateLimit(perSecond: 2500.5, burst: 2501)),
+            legacyAPNs: LegacyAPNsSettings(
+                enabled: false,
+                host: "127.0.0.1",
+                port: 2195,
+                feedbackPort: 2196,
+                certFile: ProviderFixtures.resolved("keys/legacy-client.pem"),
+                keyFile: ProviderFixtures.resolved("keys/legacy-client.key"),
+                caFile: ProviderFixtures.resolved("../sim/ca.pem"),
+                payloadLimit: 2048,
+                connections: 1,
+                rate: nil),
+            sourcePath: path)
+        #expect(settings == expected)
+    }
+
+    @Test("certificate auth with a passphrase variable, and named endpoints")
+    func certificateAuth() throws {
+        let settings = try ProviderSettingsLoader.load(path: ProviderFixtures.path("providers-certificate.yaml"))
+        let apns = try #require(settings.apns)
+        #expect(apns.endpoint == .apnsSandbox)
+        #expect(
+            apns.auth
+                == .certificate(
+                    certFile: ProviderFixtures.resolved("keys/apns.pem"),
+                    keyFile: ProviderFixtures.resolved("keys/apns.key"),
+                    passphraseEnv: "APNS_KEY_PASSPHRASE"))
+        #expect(apns.connections == 4 && apns.timeoutSeconds == 10 && apns.rate == nil)
+        #expect(settings.fcm == nil && settings.legacyAPNs == nil)
+
+        let p12 = """
+            apns:
+              endpoint: production
+              topic: com.example.app
+              auth: { certificate: { p12_file: keys/apns.p12 } }
+            """
+        let p12Settings = try ProviderSettingsLoader.load(yaml: p12, path: "/etc/bugle/providers.yaml")
+        #expect(p12Settings.apns?.endpoint == .apnsProduction)
+        #expect(
+            p12Settings.apns?.auth
+                == .certificate(certFile: "/etc/bugle/keys/apns.p12", keyFile: nil, passphraseEnv: nil))
+    }
+
+    @Test(
+        "endpoints",
+        arguments: [
+            ("https://fcm.googleapis.com", "fcm.googleapis.com", 443),
+            ("https://127.0.0.1:8443/", "127.0.0.1", 8443),
+            ("https://[::1]:9443", "::1", 9443),
+            ("HTTPS://localhost:1", "localhost", 1),
+        ])
+    func endpoints(url: String, host: String, port: Int) throws {
+        let settings = try ProviderSettingsLoader.load(yaml: "fcm: { endpoint: \"\(url)\" }", path: "p.yaml")
+        #expect(settings.fcm?.endpoint == Endpoint(host: host, port: port))
+    }
+
+    @Test(
+        "bad values",
+        arguments: [
+            ("fcm: { endpoint: \"https://user:pw@host\" }", "fcm.endpoint", "no path, query or user name"),
+            ("fcm: { endpoint: \"https://host:70000\" }", "fcm.endpoint", "port must be between 1 and 65535"),
+            ("fcm: { endpoint: ftp://host }", "fcm.endpoint", "expected an https://host[:port] URL"),
+            ("fcm: { rate: { per_second: 0 } }", "fcm.rate.per_second", "must be greater than 0"),
+            ("fcm: { rate: { per_second: 10, burst: 0 } }", "fcm.rate.burst", "must be at least 1"),
+            ("fcm: { timeout: 0s }", "fcm.timeout", "must be more than 0"),
+            (
+                "apns: { endpoint: http://h, topic: t, auth: {} }", "apns.endpoint",
+                "plain http:// endpoints are refused"
+            ),
+            (
+                "legacy_apns: { host: \"ssl://gateway\", cert_file: c, key_file: k }", "legacy_apns.host",
+                "without scheme"
+            ),
+            ("legacy_apns: { host: h, cert_file: c }", "legacy_apns.key_file", "missing required key 'key_file'"),
+            ("{}", "", "no provider is configured"),
+        ])
+    func badValues(yaml: String, keyPath: String, message: String) throws {
+        let error = try #require(providerError { try ProviderSettingsLoader.load(yaml: yaml, path: "p.yaml") })
+        #expect(error.keyPath == keyPath, "\(error)")
+        #expect(error.message.contains(message), "\(error)")
+    }
+}

@@ -1,0 +1,127 @@
+import BugleAPNs
+import BugleCore
+import BugleSimulator
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// A manually advanced clock for APNs tests: one offset drives both the monotonic instant (JWT refresh
+/// timing) and the wall clock (JWT `iat`, simulator ages), so client and simulator agree on "now".
+final class APNsTestClock: Clock, Sendable {
+    struct Instant: InstantProtocol {
+        var offset: Duration
+        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        func duration(to other: Instant) -> Duration { other.offset - offset }
+        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private let offset = NIOLockedValueBox(Duration.zero)
+    private let epochStart: Double
+
+    init(epochStart: Double = Date().timeIntervalSince1970) {
+        self.epochStart = epochStart
+    }
+
+    var now: Instant { Instant(offset: offset.withLockedValue { $0 }) }
+    var minimumResolution: Duration { .nanoseconds(1) }
+
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        // Tests never sleep on this clock; advancing it is explicit.
+    }
+
+    func advance(by duration: Duration) {
+        offset.withLockedValue { $0 += duration }
+    }
+
+    /// Wall-clock seconds since 1970 (start + offset).
+    var wallSeconds: Double {
+        let (seconds, attoseconds) = offset.withLockedValue { $0 }.components
+        return epochStart + Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// A throwaway simulator directory plus helpers to build a provider against it.
+struct APNsTestEnvironment {
+    let directory: String
+    let material: SimulatorCertificates
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "bugle-apns-\(UUID().uuidString)"
+        material = try SimulatorCertificates.generate(in: directory, port: 0)
+    }
+
+    func simulatorConfiguration(_ customize: (inout APNsSimulatorConfiguration) -> Void = { _ in }) -> APNsSimulatorConfiguration {
+        var configuration = APNsSimulatorConfiguration(certificates: material)
+        configuration.threads = 1
+        customize(&configuration)
+        return configuration
+    }
+
+    func settings(port: Int, connections: Int = 2, timeout: Double = 10, keyFile: String? = nil) -> APNsSettings {
+        APNsSettings(
+            endpoint: Endpoint(host: "127.0.0.1", port: port),
+            caFile: material.caFile,
+            topic: material.topic,
+            auth: .token(teamID: material.teamID, keyID: material.keyID, keyFile: keyFile ?? material.keyFile),
+            connections: connections,
+            timeoutSeconds: timeout
+        )
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    static func request(token: String, seq: Int64, pushType: APNsPushType = .alert, priority: Int = 10) -> PushRequest {
+        let apnsID = UUID().uuidString.lowercased()
+        return PushRequest(
+            seq: seq,
+            deviceID: seq,
+            token: token,
+            platform: .ios,
+            body: Array(#"{"aps":{"alert":{"title":"Hi","body":"Spring sale"}}}"#.utf8),
+            apns: APNsHeaders(pushType: pushType, priority: priority, expiration: nil, collapseID: nil, apnsID: apnsID)
+        )
+    }
+
+    /// A 64-hex token that never matches a scripted prefix (first nibble 0).
+    static func liveToken(_ index: Int) -> String {
+        let hex = String(index, radix: 16)
+        return String(repeating: "0", count: 64 - hex.count) + hex
+    }
+
+    /// A 64-hex token with a scripted prefix.
+    static func scriptedToken(prefix: String, _ index: Int) -> String {
+        let hex = String(index, radix: 16)
+        return prefix + String(repeating: "0", count: 60 - hex.count) + hex
+    }
+
+    static var logger: Logger {
+        var logger = Logger(label: "bugle.test.apns")
+        logger.logLevel = .warning
+        return logger
+    }
+}
+
+/// Sends requests with bounded concurrency and returns the outcomes in request order.
+func sendAll(_ provider: any PushProvider, _ requests: [PushRequest], concurrency: Int) async -> [SendOutcome] {
+    await withTaskGroup(of: (Int, SendOutcome).self) { group in
+        var outcomes = [SendOutcome?](repeating: nil, count: requests.count)
+        var next = 0
+        for _ in 0..<min(concurrency, requests.count) {
+            let index = next
+            next += 1
+            group.addTask { (index, await provider.send(requests[index])) }
+        }
+        while let (index, outcome) = await group.next() {
+            outcomes[index] = outcome
+            if next < requests.count {
+                let index = next
+                next += 1
+                group.addTask { (index, await provider.send(requests[index])) }
+            }
+        }
+        return outcomes.map { $0 ?? .ambiguous(code: "missing") }
+    }
+}

@@ -1,0 +1,121 @@
+import PostgresNIO
+import Testing
+
+@testable import BugleStore
+
+@Suite("DatabaseConfiguration")
+struct DatabaseConfigurationTests {
+    @Test func parsesAFullURL() throws {
+        let configuration = try DatabaseConfiguration(
+            url: "postgresql://alice:s3cr%40t%2Fpw@db.example.com:6543/app?sslmode=verify-full&sslrootcert=/etc/ca.pem"
+        )
+        #expect(configuration.endpoint == .tcp(host: "db.example.com", port: 6543))
+        #expect(configuration.username == "alice")
+        #expect(configuration.password == "s3cr@t/pw")
+        #expect(configuration.database == "app")
+        #expect(configuration.sslMode == .verifyFull)
+        #expect(configuration.sslRootCertificatePath == "/etc/ca.pem")
+    }
+
+    @Test func appliesDefaults() throws {
+        let configuration = try DatabaseConfiguration(url: "postgres://bob@localhost")
+        #expect(configuration.endpoint == .tcp(host: "localhost", port: 5432))
+        #expect(configuration.password == nil)
+        #expect(configuration.database == nil)
+        #expect(configuration.sslMode == .prefer)
+    }
+
+    @Test func parsesIPv6AndPasswordWithColon() throws {
+        let configuration = try DatabaseConfiguration(url: "postgres://u:a:b@[::1]:5433/db")
+        #expect(configuration.endpoint == .tcp(host: "::1", port: 5433))
+        #expect(configuration.password == "a:b")
+    }
+
+    @Test func parsesUnixSocketForms() throws {
+        let query = try DatabaseConfiguration(url: "postgres://bugle@/bugle?host=/tmp/pg%20sock&port=5433")
+        #expect(query.endpoint == .unixSocket(directory: "/tmp/pg sock", port: 5433))
+        #expect(query.sslMode == .disable)
+        #expect(query.unixSocketPath == "/tmp/pg sock/.s.PGSQL.5433")
+
+        let encoded = try DatabaseConfiguration(url: "postgres://bugle@%2Fvar%2Frun%2Fpostgresql/bugle?sslmode=prefer")
+        #expect(encoded.endpoint == .unixSocket(directory: "/var/run/postgresql", port: 5432))
+        #expect(encoded.sslMode == .disable)
+
+        let embedded = DatabaseConfiguration.unixSocket(directory: "/x/socket", port: 5432, username: "bugle", database: "bugle")
+        #expect(embedded.unixSocketPath == "/x/socket/.s.PGSQL.5432")
+        #expect(embedded.sslMode == .disable)
+    }
+
+    @Test(arguments: ["require", "verify-ca", "verify-full"])
+    func refusesTLSOverUnixSocket(mode: String) {
+        #expect(throws: StoreError.self) {
+            try DatabaseConfiguration(url: "postgres://bugle@/bugle?host=/tmp&sslmode=\(mode)")
+        }
+    }
+
+    @Test func redactsThePassword() throws {
+        let configuration = try DatabaseConfiguration(url: "postgres://alice:CANARY-PASSWORD@db:5432/app?sslmode=require")
+        #expect(!configuration.description.contains("CANARY"))
+        #expect(!String(reflecting: configuration).contains("CANARY"))
+        #expect(!"\(configuration)".contains("CANARY"))
+        #expect(configuration.description == "postgres://alice:***@db:5432/app?sslmode=require")
+    }
+
+    @Test(arguments: [
+        ("mysql://u:CANARYpw@h/db", "scheme"),
+        ("postgres://u:CANARY/pw@h/db", "port"),
+        ("postgres://u:CANARYpw@h:99999/db", "port"),
+        ("postgres://u:CANARYpw@h/db?sslmode=sometimes", "sslmode"),
+        ("postgres://u:CANARYpw@h/db?colour=blue", "query parameter 'colour'"),
+        ("postgres://u:CANARY#pw@h/db", "fragment"),
+        ("postgres://u:CANARY%zzpw@h/db", "password"),
+        ("postgres://u:CANARYpw@h/db?connect_timeout=soon", "connect_timeout"),
+    ])
+    func errorsNameThePartButNeverThePassword(url: String, part: String) {
+        do {
+            _ = try DatabaseConfiguration(url: url)
+            Issue.record("expected \(part) error")
+        } catch let error as StoreError {
+            #expect(error.code == .invalidDatabaseURL)
+            #expect(error.description.contains(part), "\(error)")
+            #expect(!error.description.contains("CANARY"))
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test func mapsSSLModes() throws {
+        func plan(_ query: String) throws -> TLSPlan {
+            try DatabaseConfiguration(url: "postgres://u@db.example.com/app\(query)").tlsPlan
+        }
+        #expect(try plan("?sslmode=disable") == TLSPlan(negotiation: .disable, verification: .none))
+        #expect(try plan("") == TLSPlan(negotiation: .prefer, verification: .none))
+        #expect(try plan("?sslmode=allow") == TLSPlan(negotiation: .prefer, verification: .none))
+        #expect(try plan("?sslmode=prefer") == TLSPlan(negotiation: .prefer, verification: .none))
+        #expect(try plan("?sslmode=require") == TLSPlan(negotiation: .require, verification: .none))
+        #expect(
+            try plan("?sslmode=require&sslrootcert=/ca.pem")
+                == TLSPlan(negotiation: .require, verification: .chainOnly, trustRootsFile: "/ca.pem")
+        )
+        #expect(try plan("?sslmode=verify-ca") == TLSPlan(negotiation: .require, verification: .chainOnly))
+        #expect(
+            try plan("?sslmode=verify-full&sslrootcert=/ca.pem")
+                == TLSPlan(negotiation: .require, verification: .full, trustRootsFile: "/ca.pem")
+        )
+        #expect(try plan("?sslmode=verify-full&sslrootcert=system") == TLSPlan(negotiation: .require, verification: .full))
+        // Building the postgres-nio configuration succeeds for every TCP mode.
+        for mode in DatabaseConfiguration.SSLMode.allCases {
+            let configuration = try DatabaseConfiguration(url: "postgres://u@h/app?sslmode=\(mode.rawValue)")
+            _ = try configuration.postgresClientConfiguration()
+        }
+    }
+
+    @Test func keepsApplicationNameAndTimeout() throws {
+        let configuration = try DatabaseConfiguration(url: "postgres://u@h/app?application_name=pushrunner&connect_timeout=3")
+        #expect(configuration.applicationName == "pushrunner")
+        #expect(configuration.connectTimeout == .seconds(3))
+        let client = try configuration.postgresClientConfiguration()
+        #expect(client.options.connectTimeout == .seconds(3))
+        #expect(client.host == "h")
+    }
+}

@@ -1,0 +1,206 @@
+import BugleCore
+import BugleStore
+import BugleTesting
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@Suite("DeviceStore")
+struct DeviceStoreTests {
+    private let logger = TestDatabase.logger
+
+    private struct Row: Equatable {
+        var userID: String
+        var isActive: Bool
+        var reason: String?
+        var locale: String?
+        var appVersion: String?
+    }
+
+    private func writeCSV(_ text: String) throws -> String {
+        let path = NSTemporaryDirectory() + "bugle-devices-\(UUID().uuidString).csv"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    private func device(_ client: PostgresClient, platform: String, token: String) async throws -> Row? {
+        let rows = try await client.query(
+            """
+            SELECT user_id, is_active, deactivation_reason, locale, app_version
+            FROM bugle.devices WHERE platform = \(platform) AND token = \(token)
+            """
+        )
+        for try await (user, active, reason, locale, version) in rows.decode((String, Bool, String?, String?, String?).self) {
+            return Row(userID: user, isActive: active, reason: reason, locale: locale, appVersion: version)
+        }
+        return nil
+    }
+
+    @Test func importsGoodRowsAndReportsBadOnesByPhysicalLine() async throws {
+        let csv = [
+            "User_ID, token ,PLATFORM,locale,app_version",  // 1
+            "u1,AABBCC,ios,en,1.0",  // 2 good (token lowercased)
+            "u2,tok-android-1,Android,de,",  // 3 good
+            ",tok2,android,,",  // 4 missing user_id
+            "u3,tok3,blackberry,,",  // 5 unknown platform
+            "u4,\"tok with space\",web,,",  // 6 whitespace in token
+            "u5,XYZ,ios,,",  // 7 iOS token not hex
+            "\"u6\r\nsecond line\",tok6,web,,",  // 8-9 quoted multi-line user id (control characters)
+            "u7,tok7",  // 10 wrong field count
+            "u8,tok8,web,\"fr\",\"1.2, \"\"beta\"\"\"",  // 11 good, quoted comma and quotes
+            "u9,aabbcc,ios,fr,2.0",  // 12 duplicate of line 2 in the same batch: wins
+            "u10,\(String(repeating: "a", count: 4_097)),android,,",  // 13 token too long
+            "",  // blank line, ignored
+        ].joined(separator: "\r\n")
+        let path = try self.writeCSV(csv)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let store = DeviceStore(client: client, logger: self.logger)
+            let report = try await store.importCSV(path: path)
+            #expect(report.rowsRead == 11)
+            #expect(report.inserted == 3)
+            #expect(report.updated == 0)
+            #expect(report.duplicatesInBatch == 1)
+            #expect(report.skipped == 7)
+            #expect(report.rowsRead == report.inserted + report.updated + report.skipped + report.duplicatesInBatch)
+            #expect(
+                report.issues.map(\.description) == [
+                    "line 4: column user_id: missing",
+                    "line 5: column platform: unknown platform 'blackberry' (expected ios, android or web)",
+                    "line 6: column token: contains whitespace or control characters",
+                    "line 7: column token: an iOS token must be hexadecimal",
+                    "line 8: column user_id: contains control characters",
+                    "line 10: expected 5 fields, found 2",
+                    "line 13: column token: longer than 4096 bytes",
+                ]
+            )
+            #expect(!report.description.contains("tok with space"))
+
+            #expect(try await self.device(client, platform: "ios", token: "aabbcc")
+                == Row(userID: "u9", isActive: true, reason: nil, locale: "fr", appVersion: "2.0"))
+            #expect(try await self.device(client, platform: "ios", token: "AABBCC") == nil)
+            #expect(try await self.device(client, platform: "web", token: "tok8")?.appVersion == "1.2, \"beta\"")
+            #expect(try await self.device(client, platform: "android", token: "tok-android-1")?.locale == "de")
+        }
+    }
+
+    @Test func reimportMovesTokensAndReactivates() async throws {
+        let first = try self.writeCSV("user_id,token,platform,locale\nu1,t1,android,en\nu2,t2,android,de\nu3,t3,web,\n")
+        let second = try self.writeCSV("user_id,platform,token\nu9,android,t1\nu2,android,t2\nu4,web,t4\n")
+        defer {
+            try? FileManager.default.removeItem(atPath: first)
+            try? FileManager.default.removeItem(atPath: second)
+        }
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let store = DeviceStore(client: client, logger: self.logger)
+            let initial = try await store.importCSV(path: first)
+            #expect(initial.inserted == 3 && initial.updated == 0 && initial.skipped == 0)
+
+            #expect(try await store.unregister(token: "t2", platform: .android) == 1)
+            #expect(try await self.device(client, platform: "android", token: "t2")
+                == Row(userID: "u2", isActive: false, reason: "unregistered", locale: "de", appVersion: nil))
+
+            let again = try await store.importCSV(path: second)
+            #expect(again.inserted == 1 && again.updated == 2 && again.skipped == 0)
+            // t1 moved to u9; its locale is kept because the second file has no locale column.
+            #expect(try await self.device(client, platform: "android", token: "t1")
+                == Row(userID: "u9", isActive: true, reason: nil, locale: "en", appVersion: nil))
+            // t2 re-registered: active again, deactivation cleared.
+            #expect(try await self.device(client, platform: "android", token: "t2")
+                == Row(userID: "u2", isActive: true, reason: nil, locale: "de", appVersion: nil))
+        }
+    }
+
+    @Test func rejectsBadHeaders() async throws {
+        let unknown = try self.writeCSV("user_id,token,platform,colour\nu,t,web,red\n")
+        let missing = try self.writeCSV("user_id,platform\nu,web\n")
+        defer {
+            try? FileManager.default.removeItem(atPath: unknown)
+            try? FileManager.default.removeItem(atPath: missing)
+        }
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let store = DeviceStore(client: client, logger: self.logger)
+            do {
+                _ = try await store.importCSV(path: unknown)
+                Issue.record("expected an error")
+            } catch let error as StoreError {
+                #expect(error.code == .invalidInput)
+                #expect(error.description.contains("unknown column 'colour'"))
+            }
+            do {
+                _ = try await store.importCSV(path: missing)
+                Issue.record("expected an error")
+            } catch let error as StoreError {
+                #expect(error.description.contains("'token'"))
+            }
+            await #expect(throws: StoreError.self) { try await store.importCSV(path: "/nonexistent/devices.csv") }
+        }
+    }
+
+    @Test func importsInSeveralBatches() async throws {
+        let count = DeviceStore.importBatchSize * 2 + 17
+        var text = "user_id,token,platform\n"
+        for index in 0..<count {
+            text += "user\(index),\(String(index, radix: 16))aa,ios\n"
+        }
+        let path = try self.writeCSV(text)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let report = try await DeviceStore(client: client, logger: self.logger).importCSV(path: path)
+            #expect(report.rowsRead == count && report.inserted == count)
+            let again = try await DeviceStore(client: client, logger: self.logger).importCSV(path: path)
+            #expect(again.updated == count && again.inserted == 0)
+        }
+    }
+
+    @Test func registerUnregisterAndPrune() async throws {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let store = DeviceStore(client: client, logger: self.logger)
+            let created = try await store.register(userID: "alice", token: "ABCDEF01", platform: .ios, locale: "en")
+            #expect(created.inserted)
+            let moved = try await store.register(userID: "bob", token: "abcdef01", platform: .ios, timezone: "Europe/Berlin")
+            #expect(!moved.inserted && moved.deviceID == created.deviceID)
+            #expect(try await self.device(client, platform: "ios", token: "abcdef01")?.userID == "bob")
+            #expect(try await self.device(client, platform: "ios", token: "abcdef01")?.locale == "en")
+
+            await #expect(throws: StoreError.self) {
+                try await store.register(userID: "x", token: "not hex", platform: .ios)
+            }
+            await #expect(throws: StoreError.self) {
+                try await store.register(userID: " ", token: "t", platform: .web)
+            }
+
+            #expect(try await store.unregister(token: "ABCDEF01", platform: .ios) == 1)
+            #expect(try await store.unregister(token: "abcdef01", platform: .ios) == 0)
+            #expect(try await store.unregister(token: "missing", platform: .web) == 0)
+            let reactivated = try await store.register(userID: "bob", token: "abcdef01", platform: .ios)
+            #expect(!reactivated.inserted)
+            #expect(try await self.device(client, platform: "ios", token: "abcdef01")?.isActive == true)
+
+            try await store.register(userID: "carol", token: "old-1", platform: .android)
+            try await store.register(userID: "carol", token: "old-2", platform: .web)
+            try await store.register(userID: "dave", token: "fresh", platform: .android)
+            try await store.register(userID: "erin", token: "old-inactive", platform: .android)
+            try await store.unregister(token: "old-inactive", platform: .android)
+            try await client.query(
+                "UPDATE bugle.devices SET last_seen = now() - interval '10 days' WHERE token IN ('old-1', 'old-2', 'old-inactive')"
+            )
+            let week = 7 * 24 * 3600
+            #expect(try await store.prune(notSeenFor: week, dryRun: true) == 2)
+            #expect(try await self.device(client, platform: "android", token: "old-1")?.isActive == true)
+            #expect(try await store.prune(notSeenFor: week, dryRun: false) == 2)
+            #expect(try await self.device(client, platform: "android", token: "old-1")?.reason == "stale")
+            #expect(try await self.device(client, platform: "android", token: "old-inactive")?.reason == "unregistered")
+            #expect(try await self.device(client, platform: "android", token: "fresh")?.isActive == true)
+            #expect(try await store.prune(notSeenFor: week, dryRun: false) == 0)
+            await #expect(throws: StoreError.self) { try await store.prune(notSeenFor: 0, dryRun: true) }
+        }
+    }
+}

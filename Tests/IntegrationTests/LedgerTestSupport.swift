@@ -1,0 +1,86 @@
+import BugleCore
+import BugleStore
+import BugleTesting
+import Logging
+import PostgresNIO
+
+/// Helpers shared by the segment, ledger and runner integration tests.
+enum LedgerTestSupport {
+    static var logger: Logger { TestDatabase.logger }
+
+    /// A fresh migrated database and a connected client for the duration of `body`.
+    static func withFreshDatabase<R: Sendable>(_ body: (PostgresClient) async throws -> R) async throws -> R {
+        let configuration = try await TestDatabase.fresh()
+        return try await Database.withClient(configuration, logger: logger, body)
+    }
+
+    /// md5 of every row of every table in schema `bugle`, to prove a statement changed nothing.
+    static func checksum(_ client: PostgresClient) async throws -> [String: String] {
+        let tables = try await client.query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'bugle' ORDER BY 1",
+            logger: logger
+        )
+        var names: [String] = []
+        for try await (name,) in tables.decode((String,).self) { names.append(name) }
+        var sums: [String: String] = [:]
+        for name in names {
+            let rows = try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '') FROM bugle.\"\(name)\" t"),
+                logger: logger
+            )
+            for try await (sum,) in rows.decode((String,).self) { sums[name] = sum }
+        }
+        return sums
+    }
+
+    /// Runs a single-value query.
+    static func scalar<T: PostgresDecodable & Sendable>(_ client: PostgresClient, _ query: PostgresQuery, as: T.Type = T.self) async throws -> T? {
+        let rows = try await client.query(query, logger: logger)
+        for try await (value,) in rows.decode((T,).self) { return value }
+        return nil
+    }
+
+    /// A campaign over `bugle.devices` with the given SQL.
+    static func campaign(
+        name: String = "test-campaign",
+        sql: String = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.is_active",
+        pageSize: Int = 1000,
+        dedupe: DedupePeriod = .none,
+        window: Int = 200,
+        policy: AmbiguousPolicy = .drop,
+        maxAttempts: Int = 5
+    ) -> Campaign {
+        Campaign(
+            name: name,
+            notificationType: "promo",
+            dedupe: dedupe,
+            segment: Segment(sql: sql, pageSize: pageSize),
+            message: MessageTemplate(
+                defaultLocale: "en",
+                locales: ["en": LocalizedCopy(title: "Hello", body: "World"), "de": LocalizedCopy(title: "Hallo", body: "Welt")],
+                data: ["deeplink": "app://x"],
+                apns: APNsOptions(collapseID: "c1")
+            ),
+            delivery: DeliveryOptions(ambiguousPolicy: policy, inFlightWindow: window, maxAttempts: maxAttempts)
+        )
+    }
+
+    /// Inserts devices `1...count` with hex iOS tokens (odd ids) and FCM tokens (even ids); `prefix(i)` may
+    /// override a token's prefix to script the fake provider.
+    static func seed(_ client: PostgresClient, count: Int, deadEvery: Int = 0) async throws {
+        _ = try await client.query(
+            """
+            INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+            SELECT i, 'u' || i,
+                   CASE WHEN i % 2 = 1
+                        THEN (CASE WHEN \(deadEvery) > 0 AND i % \(deadEvery) = 0 THEN 'dead' ELSE 'abcd' END) || md5(i::text) || md5((i + 1)::text)
+                        ELSE (CASE WHEN \(deadEvery) > 0 AND i % \(deadEvery) = 0 THEN 'dead' ELSE 'fcm' END) || '-' || md5(i::text)
+                   END,
+                   CASE WHEN i % 2 = 1 THEN 'ios' ELSE 'android' END,
+                   CASE WHEN i % 3 = 0 THEN 'de-AT' ELSE 'en' END
+              FROM generate_series(1, \(count)) i
+            """,
+            logger: logger
+        ).collect()
+    }
+}

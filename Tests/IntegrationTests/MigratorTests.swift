@@ -1,0 +1,111 @@
+import BugleStore
+import BugleTesting
+import Logging
+import PostgresNIO
+import Testing
+
+@Suite("Migrator")
+struct MigratorTests {
+    private let logger = TestDatabase.logger
+
+    /// Columns, constraints and indexes of schema `bugle`, as comparable text.
+    static func schemaSnapshot(_ client: PostgresClient) async throws -> [String] {
+        var lines: [String] = []
+        let columns = try await client.query(
+            """
+            SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || \
+            COALESCE(column_default, '') FROM information_schema.columns WHERE table_schema = 'bugle'
+            ORDER BY table_name, ordinal_position
+            """
+        )
+        for try await line in columns.decode(String.self) { lines.append(line) }
+        let constraints = try await client.query(
+            """
+            SELECT conrelid::regclass::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+            WHERE connamespace = 'bugle'::regnamespace ORDER BY 1
+            """
+        )
+        for try await line in constraints.decode(String.self) { lines.append(line) }
+        let indexes = try await client.query("SELECT indexdef FROM pg_indexes WHERE schemaname = 'bugle' ORDER BY 1")
+        for try await line in indexes.decode(String.self) { lines.append(line) }
+        return lines
+    }
+
+    @Test func migratingTwiceAppliesNothingAndKeepsTheSchema() async throws {
+        let configuration = try await TestDatabase.fresh()  // already migrated once
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let migrator = Migrator(client: client, logger: self.logger)
+            let before = try await Self.schemaSnapshot(client)
+            #expect(try await migrator.migrate() == [])
+            #expect(try await Self.schemaSnapshot(client) == before)
+            let status = try await migrator.status()
+            #expect(status.map(\.version) == [1])
+            #expect(status.allSatisfy { $0.isApplied && $0.isKnown })
+
+            let tables = try await client.query(
+                "SELECT string_agg(table_name, ',' ORDER BY table_name) FROM information_schema.tables WHERE table_schema = 'bugle'"
+            )
+            for try await names in tables.decode(String.self) {
+                #expect(names == "devices,notification_log,run_recipients,run_summary,runs,schema_migrations")
+            }
+            #expect(before.contains("CREATE UNIQUE INDEX devices_platform_token_key ON bugle.devices USING btree (platform, token)"))
+            #expect(before.contains { $0.contains("run_recipients_ready_idx") && $0.contains("WHERE (state = ANY") })
+        }
+    }
+
+    @Test func concurrentMigrationsApplyEachVersionOnce() async throws {
+        let server = try await TestDatabase.server()
+        let name = "bugle_race_\(UInt32.random(in: 0...UInt32.max))"
+        try await Database.createDatabase(named: name, using: server, logger: self.logger)
+        let configuration = server.with(database: name)
+        let logger = self.logger
+        async let first = Database.withClient(configuration, logger: logger) { client in
+            try await Migrator(client: client, logger: logger).migrate()
+        }
+        async let second = Database.withClient(configuration, logger: logger) { client in
+            try await Migrator(client: client, logger: logger).migrate()
+        }
+        let results = try await [first, second]
+        #expect(results.flatMap { $0 }.sorted() == [1])
+        try await Database.withClient(configuration, logger: logger) { client in
+            let status = try await Migrator(client: client, logger: logger).status()
+            #expect(status.count == 1 && status[0].isApplied)
+        }
+    }
+
+    @Test func refusesADatabaseNewerThanThisBuild() async throws {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            try await client.query("INSERT INTO bugle.schema_migrations (version, name) VALUES (999, 'from_the_future')")
+            let migrator = Migrator(client: client, logger: self.logger)
+            await #expect(throws: StoreError.self) { try await migrator.migrate() }
+            let status = try await migrator.status()
+            #expect(status.last?.version == 999 && status.last?.isKnown == false)
+        }
+    }
+
+    @Test func createsTheSegmentReaderRoleWhenPermitted() async throws {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let rows = try await client.query(
+                "SELECT rolsuper, current_setting('server_version_num')::int >= 140000 FROM pg_roles WHERE rolname = current_user"
+            )
+            var privileged = false
+            for try await (isSuper, modern) in rows.decode((Bool, Bool).self) { privileged = isSuper && modern }
+            let available = try await Migrator(client: client, logger: self.logger).segmentReaderRoleAvailable()
+            #expect(available == privileged)
+            guard available else { return }
+            try await client.withTransaction(logger: self.logger) { connection in
+                try await connection.query("SET LOCAL ROLE bugle_segment_reader", logger: self.logger)
+                let count = try await connection.query("SELECT count(*) FROM bugle.devices", logger: self.logger)
+                for try await value in count.decode(Int64.self) { #expect(value == 0) }
+                await #expect(throws: (any Error).self) {
+                    try await connection.query(
+                        "INSERT INTO bugle.devices (user_id, token, platform) VALUES ('u', 't', 'web')",
+                        logger: self.logger
+                    )
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+import BugleCore
+import BugleRunner
+import BugleStore
+import BugleTesting
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@Suite("Run ledger end to end (real PostgreSQL, fake provider lane)")
+struct RunLedgerTests {
+    typealias Support = LedgerTestSupport
+
+    /// Creates, materializes and runs a campaign; returns the run id and result.
+    static func runCampaign(
+        _ client: PostgresClient,
+        _ campaign: Campaign,
+        providers: [ProviderKind: any PushProvider],
+        periodKey: String? = nil
+    ) async throws -> (Int64, RunResult) {
+        let logger = Support.logger
+        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+        _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        let runner = CampaignRunner(
+            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
+            providers: providers, control: RunControl(), logger: logger
+        )
+        return (runID, try await runner.run(owner: "test-\(runID)"))
+    }
+
+    @Test("every live recipient delivered once, dead tokens deactivated, invalid rows skipped; CSV and summary agree")
+    func endToEnd() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 2_000, deadEvery: 25)
+            _ = try await client.query(
+                "INSERT INTO bugle.devices (id, user_id, token, platform) VALUES (3001, 'u3001', 'zz-not-hex', 'ios')",
+                logger: Support.logger
+            ).collect()
+            let apns = FakeProvider(kind: .apns)
+            let fcm = FakeProvider(kind: .fcm)
+            let campaign = Support.campaign(pageSize: 300, window: 64)
+            let (runID, result) = try await Self.runCampaign(client, campaign, providers: [.apns: apns, .fcm: fcm])
+            #expect(result.ending == .completed)
+
+            let delivered = apns.delivered + fcm.delivered
+            #expect(delivered.count == 2_000 - 80)
+            #expect(Set(delivered.map(\.seq)).count == delivered.count)
+            #expect(delivered.allSatisfy { !$0.token.hasPrefix("dead") })
+            #expect(apns.delivered.allSatisfy { $0.platform == .ios && $0.apns?.collapseID == "c1" })
+
+            let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active AND deactivation_reason = 'Unregistered'", as: Int64.self)
+            #expect(inactive == 80)
+
+            let repository = RunRepository(client: client, logger: Support.logger)
+            let summary = try await repository.summary(runID: runID)
+            let count = { (status: String) in summary.filter { $0.status == status }.map(\.count).reduce(0, +) }
+            #expect(count("sent") == 1_920)
+            #expect(count("invalid_token") == 80)
+            #expect(summary.contains { $0.status == "skipped_invalid" && $0.reason == "malformed_token" && $0.count == 1 })
+            let record = try await repository.run(id: runID)
+            #expect(record?.status == .completed)
+            #expect(record?.recipientsTotal == 2_000)
+
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-csv-\(runID)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let first = directory.appendingPathComponent("a.csv").path
+            let second = directory.appendingPathComponent("b.csv").path
+            let exporter = ReportExporter(client: client, logger: Support.logger)
+            let rows = try await exporter.export(runID: runID, to: first)
+            #expect(rows == 2_001)
+            let csv = try String(contentsOfFile: first, encoding: .utf8)
+            let lines = csv.split(separator: "\r\n")
+            #expect(lines.first == Substring(ReportExporter.header.joined(separator: ",")))
+            #expect(lines.count == 2_002)
+            #expect(lines.filter { $0.split(separator: ",", omittingEmptySubsequences: false)[5] == "sent" }.count == 1_920)
+            // Regeneration from the ledger gives the same bytes.
+            try await exporter.export(runID: runID, to: second)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: first)) == Data(contentsOf: URL(fileURLWithPath: second)))
+            #expect(!FileManager.default.fileExists(atPath: first + ".tmp-\(getpid())"))
+        }
+    }
+
+    @Test("a token that re-registered after the 410 timestamp stays active")
+    func reRegisteredTokenStaysActive() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 100, deadEvery: 10)
+            // Device 10 re-registered just now; the provider says the token died an hour ago.
+            _ = try await client.query("UPDATE bugle.devices SET registered_at = now() WHERE id = 10", logger: Support.logger).collect()
+            _ = try await client.query("UPDATE bugle.devices SET registered_at = now() - interval '2 hours' WHERE id <> 10", logger: Support.logger).collect()
+            let hourAgo = Instant(secondsSince1970: Date().timeIntervalSince1970 - 3600)
+            let providers: [ProviderKind: any PushProvider] = [.apns: FakeProvider(kind: .apns, invalidSince: hourAgo), .fcm: FakeProvider(kind: .fcm, invalidSince: hourAgo)]
+            let (_, result) = try await Self.runCampaign(client, Support.campaign(), providers: providers)
+            #expect(result.ending == .completed)
+            let active10 = try await Support.scalar(client, "SELECT is_active FROM bugle.devices WHERE id = 10", as: Bool.self)
+            #expect(active10 == true)
+            let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+            #expect(inactive == 9)
+        }
+    }
+
+    @Test("two campaigns with the same type and period notify each user once")
+    func dedupeAcrossCampaigns() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 500)
+            let first = FakeProvider(kind: .apns)
+            let firstFCM = FakeProvider(kind: .fcm)
+            let second = FakeProvider(kind: .apns)
+            let secondFCM = FakeProvider(kind: .fcm)
+            async let a = Self.runCampaign(client, Support.campaign(name: "a", dedupe: .daily, window: 50), providers: [.apns: first, .fcm: firstFCM], periodKey: "d:2026-11-22")
+            async let b = Self.runCampaign(client, Support.campaign(name: "b", dedupe: .daily, window: 50), providers: [.apns: second, .fcm: secondFCM], periodKey: "d:2026-11-22")
+            let ((_, resultA), (_, resultB)): ((Int64, RunResult), (Int64, RunResult))
+            do {
+                ((_, resultA), (_, resultB)) = try await (a, b)
+            } catch {
+                Issue.record("run failed: \(String(reflecting: error))")
+                return
+            }
+            #expect(resultA.ending == .completed)
+            #expect(resultB.ending == .completed)
+            let users = (first.delivered + firstFCM.delivered + second.delivered + secondFCM.delivered).map(\.deviceID)
+            #expect(users.count == 500)
+            #expect(Set(users).count == 500)
+            let logRows = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.notification_log WHERE status = 'sent'", as: Int64.self)
+            #expect(logRows == 500)
+            let skipped = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state = 'skipped_dedup'", as: Int64.self)
+            #expect(skipped == 500)
+        }
+    }
+
+    @Test("a halting answer pauses the run with its reason, deactivates nothing, and charges no attempt")
+    func haltPausesTheRun() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 40)
+            _ = try await client.query("UPDATE bugle.devices SET token = 'ha17-' || id WHERE platform = 'android'", logger: Support.logger).collect()
+            let (runID, result) = try await Self.runCampaign(client, Support.campaign(window: 4), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            guard case .halted(let code, _) = result.ending else {
+                Issue.record("expected a halt, got \(result.ending)")
+                return
+            }
+            #expect(code == "InvalidProviderToken")
+            let record = try await RunRepository(client: client, logger: Support.logger).run(id: runID)
+            #expect(record?.status == .paused)
+            #expect(record?.pauseReason?.contains("InvalidProviderToken") == true)
+            let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+            #expect(inactive == 0)
+            let charged = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state = 'retry_wait' AND attempts > 0", as: Int64.self)
+            #expect(charged == 0)
+        }
+    }
+
+    @Test("retries: provider-level 503 is not charged, recipient 429 exhausts attempts; ambiguous follows the policy")
+    func retriesAndAmbiguity() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 12)
+            _ = try await client.query(
+                """
+                UPDATE bugle.devices SET token = CASE
+                    WHEN id IN (1, 2) THEN '5030' || md5(id::text)
+                    WHEN id IN (3, 4) THEN '4290' || md5(id::text)
+                    WHEN id IN (5, 6) THEN 'a1a1' || md5(id::text)
+                    ELSE token END
+                """,
+                logger: Support.logger
+            ).collect()
+            let apns = FakeProvider(kind: .apns)
+            let campaign = Support.campaign(window: 8, policy: .drop, maxAttempts: 2)
+            let (runID, result) = try await Self.runCampaign(client, campaign, providers: [.apns: apns, .fcm: FakeProvider(kind: .fcm)])
+            #expect(result.ending == .completed)
+            let rows = try await client.query(
+                "SELECT device_id, state, outcome_code, attempts FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id <= 6 ORDER BY device_id",
+                logger: Support.logger
+            )
+            var states: [Int64: (String, String?, Int)] = [:]
+            for try await (id, state, code, attempts) in rows.decode((Int64, String, String?, Int).self) { states[id] = (state, code, attempts) }
+            #expect(states[1]?.0 == "sent")
+            #expect(states[1]?.2 == 1)
+            #expect(states[3]?.0 == "failed_permanent")
+            #expect(states[3]?.1 == "attempts_exhausted:TooManyRequests")
+            #expect(states[5]?.0 == "unknown")
+        }
+    }
+
+    @Test("crash recovery: in-flight rows of an older epoch become unknown (drop) or retry_wait (resend)")
+    func crashRecovery() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 30)
+            for policy in [AmbiguousPolicy.drop, .resend] {
+                let logger = Support.logger
+                let campaign = Support.campaign(name: "crash-\(policy.rawValue)", window: 10, policy: policy)
+                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
+                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+                let store = PostgresCampaignStore(client: client, logger: logger)
+                guard let lease = try await store.acquireLease(runID: runID, owner: "w1", ttlSeconds: 1) else {
+                    Issue.record("no lease")
+                    return
+                }
+                guard case .claimed(let claimed) = try await store.claim(lease, limit: 100) else {
+                    Issue.record("fenced")
+                    return
+                }
+                #expect(claimed.count == 10)  // the window caps the claim
+                // "kill -9": the lease expires without any outcome recorded.
+                _ = try await client.query("UPDATE bugle.runs SET lease_expires_at = now() - interval '1 second' WHERE id = \(runID)", logger: logger).collect()
+                let second = try await store.acquireLease(runID: runID, owner: "w2", ttlSeconds: 30)
+                #expect(second?.recoveredInFlight == 10)
+                #expect((second?.epoch ?? 0) > lease.epoch)
+                // The zombie's writes change nothing.
+                let zombie = try await store.record(lease, outcomes: claimed.map { RecipientOutcome(seq: $0.seq, state: .sent, code: "delivered") })
+                #expect(zombie == false)
+                let expected = policy == .drop ? "unknown" : "retry_wait"
+                let n = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = \(expected)", as: Int64.self)
+                #expect(n == 10)
+            }
+        }
+    }
+}

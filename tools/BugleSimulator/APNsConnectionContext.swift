@@ -1,0 +1,151 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP2
+
+/// Per-connection state of the simulator: stream accounting (concurrency, GOAWAY and drop faults) and the
+/// provider token currently bound to the connection. It is the connection's `NIOHTTP2StreamDelegate`.
+/// All callbacks arrive on the connection's event loop; the lock keeps it `Sendable` without
+/// `@unchecked` and costs an uncontended lock per call.
+final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
+    private struct State {
+        var channel: (any Channel)?
+        var openStreams = 0
+        var totalStreams = 0
+        var highestStreamID = 0
+        var goAwayLastStreamID: Int?
+        var closing = false
+        var currentJWT: String?
+        var jwtSince: Double = 0
+    }
+
+    /// 1-based connection id (in accept order).
+    let id: Int
+    private let ledger: APNsSimulatorLedger
+    private let faults: APNsSimulatorConfiguration.Faults
+    private let state = NIOLockedValueBox(State())
+
+    /// Creates the context of a new connection.
+    /// - Parameters:
+    ///   - id: Connection id.
+    ///   - ledger: Shared counters.
+    ///   - faults: Fault settings.
+    init(id: Int, ledger: APNsSimulatorLedger, faults: APNsSimulatorConfiguration.Faults) {
+        self.id = id
+        self.ledger = ledger
+        self.faults = faults
+    }
+
+    /// Binds the parent (TCP) channel.
+    func bind(_ channel: any Channel) {
+        state.withLockedValue { $0.channel = channel }
+    }
+
+    func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
+        let streamID = Int(id)
+        enum Action { case none, goAway(any Channel), drop(any Channel) }
+        let (open, action): (Int, Action) = state.withLockedValue { state in
+            state.openStreams += 1
+            state.totalStreams += 1
+            state.highestStreamID = max(state.highestStreamID, streamID)
+            guard !state.closing, let parent = state.channel else { return (state.openStreams, .none) }
+            if let every = faults.dropConnectionEvery, every > 0, state.totalStreams % every == 0 {
+                state.closing = true
+                return (state.openStreams, .drop(parent))
+            }
+            if let every = faults.goAwayEvery, every > 0, state.totalStreams % every == 0,
+                state.goAwayLastStreamID == nil
+            {
+                return (state.openStreams, .goAway(parent))
+            }
+            return (state.openStreams, .none)
+        }
+        ledger.updateCounters { counters in
+            counters.maxConcurrentStreamsObserved = max(counters.maxConcurrentStreamsObserved, open)
+        }
+        switch action {
+        case .none:
+            break
+        case .drop(let parent):
+            ledger.updateCounters { $0.connectionsDropped += 1 }
+            parent.eventLoop.execute { parent.close(promise: nil) }
+        case .goAway(let parent):
+            // Deferred so we do not re-enter NIOHTTP2Handler mid-frame; the last-stream-id is the highest
+            // stream seen when the GOAWAY is actually written, and only those streams get processed.
+            parent.eventLoop.execute { self.sendGoAway(on: parent) }
+        }
+    }
+
+    func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
+        let closeNow: (any Channel)? = state.withLockedValue { state in
+            state.openStreams -= 1
+            guard state.goAwayLastStreamID != nil, state.openStreams == 0, !state.closing else { return nil }
+            state.closing = true
+            return state.channel
+        }
+        if let closeNow {
+            closeNow.eventLoop.execute { closeNow.close(promise: nil) }
+        }
+    }
+
+    /// Whether a stream may be processed (false for streams above a sent GOAWAY's last-stream-id).
+    func mayProcess(streamID: Int) -> Bool {
+        state.withLockedValue { state in
+            guard let last = state.goAwayLastStreamID else { return true }
+            return streamID <= last
+        }
+    }
+
+    /// Applies the "new token on one connection" rule.
+    /// - Parameters:
+    ///   - jwt: The (verified, unexpired) token of this request.
+    ///   - now: Wall-clock seconds.
+    ///   - minInterval: Minimum seconds between token changes.
+    /// - Returns: false when the change comes too soon (429 TooManyProviderTokenUpdates).
+    func bindToken(_ jwt: Substring, now: Double, minInterval: Double) -> Bool {
+        let (allowed, isNew): (Bool, Bool) = state.withLockedValue { state in
+            guard let current = state.currentJWT else {
+                state.currentJWT = String(jwt)
+                state.jwtSince = now
+                return (true, true)
+            }
+            if current.utf8.elementsEqual(jwt.utf8) { return (true, false) }
+            guard now - state.jwtSince >= minInterval else { return (false, false) }
+            state.currentJWT = String(jwt)
+            state.jwtSince = now
+            return (true, true)
+        }
+        if isNew { ledger.updateCounters { $0.providerTokensAccepted += 1 } }
+        return allowed
+    }
+
+    /// Sends SETTINGS with a new `MAX_CONCURRENT_STREAMS`.
+    func sendSettings(maxConcurrentStreams: Int) {
+        guard let parent = state.withLockedValue({ $0.channel }) else { return }
+        let frame = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)]))
+        )
+        parent.writeAndFlush(frame, promise: nil)
+    }
+
+    private func sendGoAway(on parent: any Channel) {
+        let decision: (last: Int, closeNow: Bool)? = state.withLockedValue { state in
+            guard state.goAwayLastStreamID == nil, !state.closing else { return nil }
+            state.goAwayLastStreamID = state.highestStreamID
+            let closeNow = state.openStreams == 0
+            if closeNow { state.closing = true }
+            return (state.highestStreamID, closeNow)
+        }
+        guard let decision else { return }
+        ledger.updateCounters { $0.goAwaysSent += 1 }
+        let frame = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .goAway(lastStreamID: HTTP2StreamID(decision.last), errorCode: .noError, opaqueData: nil)
+        )
+        parent.writeAndFlush(frame).whenComplete { _ in
+            if decision.closeNow { parent.close(promise: nil) }
+        }
+        // Safety net: hung streams must not keep a drained connection open forever.
+        parent.eventLoop.scheduleTask(in: .seconds(10)) { parent.close(promise: nil) }
+    }
+}

@@ -1,0 +1,29 @@
+import NIOCore
+import NIOHTTP2
+
+/// Last handler of a simulator connection: counts `MAX_CONCURRENT_STREAMS` violations (NIOHTTP2 answers
+/// them with GOAWAY PROTOCOL_ERROR) and closes the connection on connection-level errors.
+final class APNsConnectionErrorHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+
+    private let ledger: APNsSimulatorLedger
+
+    init(ledger: APNsSimulatorLedger) {
+        self.ledger = ledger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // Root-stream frames (SETTINGS, PING, GOAWAY) end here; nothing to do.
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Stream errors (NIOHTTP2 already sent RST_STREAM) must not take the other streams down.
+        if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed {
+            return
+        }
+        if error is NIOHTTP2Errors.MaxStreamsViolation {
+            ledger.updateCounters { $0.maxConcurrentStreamsViolations += 1 }
+        }
+        context.close(promise: nil)
+    }
+}

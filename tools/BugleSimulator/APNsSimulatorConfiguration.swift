@@ -1,0 +1,146 @@
+import Crypto
+import Foundation
+import NIOCore
+
+/// Everything an ``APNsSimulator`` needs: where to listen, TLS identity, accepted keys, rules and faults.
+public struct APNsSimulatorConfiguration: Sendable {
+    /// Address to bind (default `127.0.0.1`).
+    public var host: String
+    /// Port to bind; 0 picks an ephemeral port (read it back from ``APNsSimulator/port``).
+    public var port: Int
+    /// Server certificate chain, PEM (leaf first).
+    public var certificatePEM: String
+    /// Server private key, PEM.
+    public var privateKeyPEM: String
+    /// Accepted bundle id (the `apns-topic` without push-type suffix).
+    public var topic: String
+    /// Team id every JWT's `iss` must carry.
+    public var teamID: String
+    /// Known APNs auth keys by key id (`kid`).
+    public var keys: [String: P256.Signing.PublicKey]
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` sent to every client (default 1000, like APNs today).
+    public var maxConcurrentStreams: Int
+    /// A JWT whose `iat` is older than this gets 403 `ExpiredProviderToken` (Apple: one hour).
+    public var jwtMaxAge: Duration
+    /// A different JWT on one connection sooner than this after the previous gets 429
+    /// `TooManyProviderTokenUpdates` (Apple: 20 minutes).
+    public var tokenUpdateMinInterval: Duration
+    /// Fault injection.
+    public var faults: Faults
+    /// When set, each accepted notification is appended to this file as one JSON line.
+    public var recordFile: String?
+    /// Keep accepted records in memory for ``APNsSimulator/accepted()`` (turn off for huge benchmarks).
+    public var keepRecordsInMemory: Bool
+    /// Wall clock, seconds since 1970 (JWT ages, 410 timestamps, record times). Injectable for tests.
+    public var wallClock: @Sendable () -> Double
+    /// Number of event-loop threads (default: number of cores).
+    public var threads: Int
+
+    /// Fault injection knobs. Random choices use one seeded generator, so a run is reproducible
+    /// for a given request order.
+    public struct Faults: Sendable {
+        /// Fraction (0...1) of otherwise valid requests answered 503 `ServiceUnavailable`.
+        public var serviceUnavailableRatio: Double
+        /// Fraction (0...1) of otherwise valid requests that are never answered (the stream hangs).
+        public var hangRatio: Double
+        /// Delay before every answer.
+        public var latency: Duration?
+        /// Send GOAWAY (NO_ERROR) after this many streams on a connection; streams above the
+        /// last-stream-id are not processed, the connection closes once the rest are answered.
+        public var goAwayEvery: Int?
+        /// Close the TCP connection abruptly when its Nth stream arrives (that stream is not answered).
+        public var dropConnectionEvery: Int?
+        /// Seed of the random generator.
+        public var seed: UInt64
+
+        /// Creates fault settings (all off by default).
+        /// - Parameters:
+        ///   - serviceUnavailableRatio: Fraction answered 503.
+        ///   - hangRatio: Fraction never answered.
+        ///   - latency: Delay before every answer.
+        ///   - goAwayEvery: GOAWAY after N streams per connection.
+        ///   - dropConnectionEvery: Abrupt close at the Nth stream per connection.
+        ///   - seed: Random seed.
+        public init(
+            serviceUnavailableRatio: Double = 0,
+            hangRatio: Double = 0,
+            latency: Duration? = nil,
+            goAwayEvery: Int? = nil,
+            dropConnectionEvery: Int? = nil,
+            seed: UInt64 = 0x5EED
+        ) {
+            self.serviceUnavailableRatio = serviceUnavailableRatio
+            self.hangRatio = hangRatio
+            self.latency = latency
+            self.goAwayEvery = goAwayEvery
+            self.dropConnectionEvery = dropConnectionEvery
+            self.seed = seed
+        }
+    }
+
+    /// Creates a configuration.
+    /// - Parameters:
+    ///   - host: Bind address.
+    ///   - port: Bind port (0 = ephemeral).
+    ///   - certificatePEM: Server certificate PEM.
+    ///   - privateKeyPEM: Server key PEM.
+    ///   - topic: Accepted bundle id.
+    ///   - teamID: Accepted team id.
+    ///   - keys: Accepted auth keys by key id.
+    ///   - maxConcurrentStreams: Advertised stream limit.
+    ///   - jwtMaxAge: Maximum JWT age.
+    ///   - tokenUpdateMinInterval: Minimum time between token changes on one connection.
+    ///   - faults: Fault injection.
+    ///   - recordFile: Optional JSONL record file.
+    ///   - keepRecordsInMemory: Keep records for ``APNsSimulator/accepted()``.
+    ///   - threads: Event-loop threads.
+    ///   - wallClock: Wall clock in seconds since 1970.
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        certificatePEM: String,
+        privateKeyPEM: String,
+        topic: String,
+        teamID: String,
+        keys: [String: P256.Signing.PublicKey],
+        maxConcurrentStreams: Int = 1000,
+        jwtMaxAge: Duration = .seconds(3600),
+        tokenUpdateMinInterval: Duration = .seconds(1200),
+        faults: Faults = Faults(),
+        recordFile: String? = nil,
+        keepRecordsInMemory: Bool = true,
+        threads: Int = System.coreCount,
+        wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.host = host
+        self.port = port
+        self.certificatePEM = certificatePEM
+        self.privateKeyPEM = privateKeyPEM
+        self.topic = topic
+        self.teamID = teamID
+        self.keys = keys
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.jwtMaxAge = jwtMaxAge
+        self.tokenUpdateMinInterval = tokenUpdateMinInterval
+        self.faults = faults
+        self.recordFile = recordFile
+        self.keepRecordsInMemory = keepRecordsInMemory
+        self.threads = threads
+        self.wallClock = wallClock
+    }
+
+    /// A configuration serving the material of a simulator directory.
+    /// - Parameters:
+    ///   - certificates: Material from ``SimulatorCertificates``.
+    ///   - port: Bind port (0 = ephemeral).
+    public init(certificates: SimulatorCertificates, port: Int = 0) {
+        self.init(
+            port: port,
+            certificatePEM: certificates.serverCertificatePEM,
+            privateKeyPEM: certificates.serverKeyPEM,
+            topic: certificates.topic,
+            teamID: certificates.teamID,
+            keys: [certificates.keyID: certificates.apnsPublicKey]
+        )
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The simulator's shared mutable state: accepted records, counters, the seeded random generator and the
+/// optional JSONL record file. Everything sits behind one `NIOLockedValueBox`; no lock is held across I/O
+/// other than a buffered append to the record file.
+final class APNsSimulatorLedger: Sendable {
+    private struct State {
+        var records: [APNsRecord] = []
+        var counters = APNsSimulatorCounters()
+        var random: SplitMix64
+        var pendingLines: [UInt8] = []
+        var file: FileHandle?
+        var nextConnectionID = 0
+    }
+
+    private let state: NIOLockedValueBox<State>
+    private let keepRecords: Bool
+    private let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+    private static let flushThreshold = 64 * 1024
+
+    /// Creates the ledger.
+    /// - Parameters:
+    ///   - seed: Seed of the fault generator.
+    ///   - keepRecords: Keep records in memory.
+    ///   - recordFile: Optional JSONL file (appended).
+    /// - Throws: When the record file cannot be opened.
+    init(seed: UInt64, keepRecords: Bool, recordFile: String?) throws {
+        var file: FileHandle?
+        if let recordFile {
+            if !FileManager.default.fileExists(atPath: recordFile) {
+                _ = FileManager.default.createFile(atPath: recordFile, contents: nil)
+            }
+            guard let handle = FileHandle(forWritingAtPath: recordFile) else {
+                throw SimulatorCertificates.Failure(description: "cannot open record file \(recordFile)")
+            }
+            handle.seekToEndOfFile()
+            file = handle
+        }
+        self.state = NIOLockedValueBox(State(random: SplitMix64(seed: seed), file: file))
+        self.keepRecords = keepRecords
+    }
+
+    /// Draws a uniform random number in 0..<1 from the seeded generator.
+    func nextUnitRandom() -> Double {
+        state.withLockedValue { state in
+            Double(state.random.next() >> 11) * 0x1.0p-53
+        }
+    }
+
+    /// Records an accepted notification.
+    /// - Parameter record: The record.
+    func recordAccepted(_ record: APNsRecord) {
+        var line: [UInt8] = []
+        let writesFile = state.withLockedValue { $0.file != nil }
+        if writesFile, let data = try? encoder.encode(record) {
+            line = Array(data)
+            line.append(UInt8(ascii: "\n"))
+        }
+        let keep = keepRecords
+        let toFlush: (FileHandle, [UInt8])? = state.withLockedValue { state in
+            state.counters.accepted += 1
+            if keep { state.records.append(record) }
+            guard let file = state.file, !line.isEmpty else { return nil }
+            state.pendingLines.append(contentsOf: line)
+            guard state.pendingLines.count >= Self.flushThreshold else { return nil }
+            let bytes = state.pendingLines
+            state.pendingLines.removeAll(keepingCapacity: true)
+            return (file, bytes)
+        }
+        if let (file, bytes) = toFlush {
+            file.write(Data(bytes))
+        }
+    }
+
+    /// Counts an error answer.
+    /// - Parameter reason: The APNs reason string.
+    func recordRejected(_ reason: String) {
+        state.withLockedValue { $0.counters.rejectedByReason[reason, default: 0] += 1 }
+    }
+
+    /// Applies a change to the counters.
+    /// - Parameter body: The change.
+    func updateCounters(_ body: (inout APNsSimulatorCounters) -> Void) {
+        state.withLockedValue { body(&$0.counters) }
+    }
+
+    /// Allocates the next connection id and counts the connection.
+    func connectionOpened() -> Int {
+        state.withLockedValue { state in
+            state.nextConnectionID += 1
+            state.counters.connections += 1
+            state.counters.openConnections += 1
+            return state.nextConnectionID
+        }
+    }
+
+    /// A snapshot of the accepted records.
+    func records() -> [APNsRecord] { state.withLockedValue { $0.records } }
+
+    /// A snapshot of the counters.
+    func counters() -> APNsSimulatorCounters { state.withLockedValue { $0.counters } }
+
+    /// Writes buffered JSONL lines to the record file.
+    func flush() {
+        let pending: (FileHandle, [UInt8])? = state.withLockedValue { state in
+            guard let file = state.file, !state.pendingLines.isEmpty else { return nil }
+            let bytes = state.pendingLines
+            state.pendingLines.removeAll()
+            return (file, bytes)
+        }
+        if let (file, bytes) = pending {
+            file.write(Data(bytes))
+        }
+    }
+
+    /// Flushes and closes the record file.
+    func close() {
+        flush()
+        let file = state.withLockedValue { state -> FileHandle? in
+            defer { state.file = nil }
+            return state.file
+        }
+        try? file?.close()
+    }
+}
+
+/// SplitMix64: a tiny, fast, seedable generator (fault injection only, not cryptographic).
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    init(seed: UInt64) { self.state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

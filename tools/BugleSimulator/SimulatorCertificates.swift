@@ -1,0 +1,222 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// The TLS and APNs key material of a simulator directory: a private CA, a server certificate for
+/// `127.0.0.1`/`localhost` signed by it, an ES256 APNs auth key (`.p8`) and a matching `providers.yaml`.
+///
+/// Everything is generated in-process with swift-certificates and swift-crypto (no `openssl`).
+/// Files written by ``generate(in:port:topic:)``:
+/// - `ca.pem`, `ca.key` (0600): the CA that clients add as `ca_file`.
+/// - `server.pem`, `server.key` (0600): the simulator's TLS identity (SAN: `127.0.0.1`, `localhost`).
+/// - `AuthKey_<KEYID>.p8` (0600): the APNs token-auth key (PKCS#8 PEM, P-256).
+/// - `apns.json`: key id, team id, topic and key file name, so a later start can reload them.
+/// - `providers.yaml`: an `apns:` section pointing Bugle at the simulator.
+public struct SimulatorCertificates: Sendable {
+    /// Directory holding the files.
+    public var directory: String
+    /// PEM of the private CA certificate.
+    public var caPEM: String
+    /// PEM of the server certificate (leaf only).
+    public var serverCertificatePEM: String
+    /// PEM (PKCS#8) of the server private key.
+    public var serverKeyPEM: String
+    /// The APNs auth key's public half (what the simulator verifies JWTs with).
+    public var apnsPublicKey: P256.Signing.PublicKey
+    /// 10-character key id (`kid`).
+    public var keyID: String
+    /// 10-character team id (`iss`).
+    public var teamID: String
+    /// Bundle id the simulator accepts as `apns-topic`.
+    public var topic: String
+
+    /// Path of `ca.pem`.
+    public var caFile: String { directory + "/ca.pem" }
+    /// Path of the `.p8` key.
+    public var keyFile: String { directory + "/AuthKey_\(keyID).p8" }
+    /// Path of `providers.yaml`.
+    public var providersFile: String { directory + "/providers.yaml" }
+
+    /// Errors while generating or loading simulator material.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        /// What went wrong (never includes key material).
+        public var description: String
+    }
+
+    /// Returns true when `directory` already holds a complete set (`apns.json`, CA, server identity, key).
+    /// - Parameter directory: The simulator directory.
+    public static func exists(in directory: String) -> Bool {
+        let fm = FileManager.default
+        return ["apns.json", "ca.pem", "server.pem", "server.key"].allSatisfy {
+            fm.fileExists(atPath: directory + "/" + $0)
+        }
+    }
+
+    /// Generates a fresh CA, server certificate, APNs key and providers file into `directory`.
+    /// - Parameters:
+    ///   - directory: Target directory (created if missing).
+    ///   - port: The port written into `providers.yaml` (`endpoint: https://127.0.0.1:PORT`).
+    ///   - topic: The bundle id (default `com.example.bugle`).
+    /// - Throws: ``Failure`` or file-system errors.
+    @discardableResult
+    public static func generate(
+        in directory: String,
+        port: Int,
+        topic: String = "com.example.bugle"
+    ) throws -> SimulatorCertificates {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let now = Date()
+        let notBefore = now.addingTimeInterval(-3600)
+        let notAfter = now.addingTimeInterval(10 * 365 * 86400)
+
+        let caKey = P256.Signing.PrivateKey()
+        let caName = try DistinguishedName {
+            OrganizationName("Bugle")
+            CommonName("Bugle Simulator CA")
+        }
+        let caSKI = Array(Insecure.SHA1.hash(data: caKey.publicKey.x963Representation))
+        let caCert = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(caKey.publicKey),
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: caName,
+            subject: caName,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(keyIdentifier: caSKI[...])
+            },
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
+
+        let serverKey = P256.Signing.PrivateKey()
+        let serverName = try DistinguishedName {
+            OrganizationName("Bugle")
+            CommonName("localhost")
+        }
+        let serverCert = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: Certificate.PublicKey(serverKey.publicKey),
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: caName,
+            subject: serverName,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames([
+                    .dnsName("localhost"),
+                    .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                ])
+                AuthorityKeyIdentifier(keyIdentifier: caSKI[...])
+            },
+            issuerPrivateKey: Certificate.PrivateKey(caKey)
+        )
+
+        let apnsKey = P256.Signing.PrivateKey()
+        let keyID = randomIdentifier()
+        let teamID = randomIdentifier()
+
+        let material = SimulatorCertificates(
+            directory: directory,
+            caPEM: try caCert.serializeAsPEM().pemString,
+            serverCertificatePEM: try serverCert.serializeAsPEM().pemString,
+            serverKeyPEM: serverKey.pemRepresentation,
+            apnsPublicKey: apnsKey.publicKey,
+            keyID: keyID,
+            teamID: teamID,
+            topic: topic
+        )
+        try write(material.caPEM, to: material.caFile, mode: 0o644)
+        try write(caKey.pemRepresentation, to: directory + "/ca.key", mode: 0o600)
+        try write(material.serverCertificatePEM, to: directory + "/server.pem", mode: 0o644)
+        try write(material.serverKeyPEM, to: directory + "/server.key", mode: 0o600)
+        try write(apnsKey.pemRepresentation, to: material.keyFile, mode: 0o600)
+        try write(
+            apnsPublicKey(pem: apnsKey.publicKey.pemRepresentation, keyID: keyID, teamID: teamID, topic: topic),
+            to: directory + "/apns.json",
+            mode: 0o644
+        )
+        try write(material.providersYAML(port: port), to: material.providersFile, mode: 0o644)
+        return material
+    }
+
+    /// Loads material previously written by ``generate(in:port:topic:)``.
+    /// - Parameter directory: The simulator directory.
+    /// - Throws: ``Failure`` when a file is missing or malformed.
+    public static func load(from directory: String) throws -> SimulatorCertificates {
+        let info = try String(contentsOfFile: directory + "/apns.json", encoding: .utf8)
+        guard let data = info.data(using: .utf8),
+            let object = try JSONSerialization.jsonObject(with: data) as? [String: String],
+            let keyID = object["key_id"], let teamID = object["team_id"], let topic = object["topic"],
+            let publicPEM = object["public_key"]
+        else {
+            throw Failure(description: "\(directory)/apns.json is malformed")
+        }
+        return SimulatorCertificates(
+            directory: directory,
+            caPEM: try String(contentsOfFile: directory + "/ca.pem", encoding: .utf8),
+            serverCertificatePEM: try String(contentsOfFile: directory + "/server.pem", encoding: .utf8),
+            serverKeyPEM: try String(contentsOfFile: directory + "/server.key", encoding: .utf8),
+            apnsPublicKey: try P256.Signing.PublicKey(pemRepresentation: publicPEM),
+            keyID: keyID,
+            teamID: teamID,
+            topic: topic
+        )
+    }
+
+    /// Rewrites `providers.yaml` for another port (the key and certificates stay).
+    /// - Parameter port: The simulator's APNs port.
+    /// - Throws: File-system errors.
+    public func writeProvidersFile(port: Int) throws {
+        try Self.write(providersYAML(port: port), to: providersFile, mode: 0o644)
+    }
+
+    /// The `providers.yaml` text pointing at a simulator on `port`.
+    /// - Parameter port: The simulator's APNs port.
+    public func providersYAML(port: Int) -> String {
+        """
+        # Generated by bugle-sim: points Bugle at the local APNs simulator.
+        apns:
+          endpoint: https://127.0.0.1:\(port)
+          ca_file: \(caFile)
+          topic: \(topic)
+          auth:
+            token: { team_id: \(teamID), key_id: \(keyID), key_file: \(keyFile) }
+          connections: 4
+
+        """
+    }
+
+    private static func apnsPublicKey(pem: String, keyID: String, teamID: String, topic: String) throws -> String {
+        let object = ["key_id": keyID, "team_id": teamID, "topic": topic, "public_key": pem]
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    private static func write(_ text: String, to path: String, mode: Int) throws {
+        let fm = FileManager.default
+        if fm.fileExists(atPath: path) {
+            try fm.removeItem(atPath: path)
+        }
+        // Create with the final mode so a key is never briefly world-readable.
+        guard fm.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
+            throw Failure(description: "cannot write \(path)")
+        }
+        try fm.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+    }
+
+    /// A random 10-character upper-case alphanumeric identifier (Apple's key-id / team-id shape).
+    private static func randomIdentifier() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<10).map { _ in alphabet[Int(generator.next(upperBound: UInt64(alphabet.count)))] })
+    }
+}
