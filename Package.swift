@@ -128,6 +128,7 @@ let package = Package(
             dependencies: [
                 "BugleCore", "BugleStore", "BugleRunner", "BugleTesting", "BugleAPNs", "BugleSimulator",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

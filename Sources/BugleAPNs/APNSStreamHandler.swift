@@ -89,6 +89,7 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        if !completed && !refused && written { print("CLIDEBUG lost stream \((try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { "\($0)" } ?? "?") on \(String(describing: context.channel.parent?.localAddress?.port))") }
         if refused {
             fail(.refused)
         } else if written {

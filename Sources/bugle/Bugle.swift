@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// The `bugle` command: push-notification campaigns from PostgreSQL to APNs and FCM.
 @main
@@ -16,7 +17,25 @@ struct Bugle: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             RunCommand.self, ValidateCommand.self, ReportCommand.self, RunsCommand.self, DBCommand.self,
-            DevicesCommand.self, DemoCommand.self,
+            ResumeCommand.self, PauseCommand.self, CancelCommand.self, DevicesCommand.self, DemoCommand.self,
         ]
     )
+
+    /// Parses and runs, mapping argument errors to exit code 1 (Bugle's "usage or validation error").
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(ExitCodes.usage)
+            }
+            exit(withError: error)
+        }
+    }
 }

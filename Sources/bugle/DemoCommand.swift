@@ -23,14 +23,24 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "The campaign to run.")
     var campaign: String = "campaigns/spring-sale.yaml"
 
+    @Flag(name: .customLong("seed-only"), help: "Only seed the demo devices (used by tools/bench).")
+    var seedOnly = false
+
     func validate() throws {
         guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 50,000,000") }
     }
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (count, path) = (devices, campaign)
+        let (count, path, seedOnly) = (devices, campaign, self.seedOnly)
         try await ExitCodes.guarding {
+            if seedOnly {
+                let seeded = try await DatabaseSession.with(global, logger: logger) { client in
+                    try await DemoSeeder(client: client, logger: logger).seed(count: count)
+                }
+                print("demo: \(seeded) demo device(s) in bugle.devices")
+                return ExitCodes.completed
+            }
             guard FileManager.default.fileExists(atPath: path) else {
                 throw UsageError("\(path) not found: run `bugle demo` from the repository root, or pass --campaign")
             }

@@ -56,13 +56,15 @@ struct RunCommand: AsyncParsableCommand {
             }
             let settings = try ProviderSettingsLoader.load(path: providersPath)
             let lanes = try ProviderLanes.make(settings: settings, allowReadableKeys: allowReadableKeys, logger: logger)
-            return try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+            let code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+            for lane in lanes.values { await lane.shutdown() }
+            return code
         }
     }
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
         let csvPath = csv
-        let result = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+        return try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
             let repository = RunRepository(client: client, logger: logger)
             let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
             print("run \(runID): reading segment of \(campaign.name)")
@@ -74,8 +76,6 @@ struct RunCommand: AsyncParsableCommand {
             try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
             return code
         }
-        for lane in lanes.values { await lane.shutdown() }
-        return result
     }
 
     static func describe(_ skipped: [SkipReason: Int64]) -> String {

@@ -83,7 +83,9 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
             return state.channel
         }
         if let closeNow {
-            closeNow.eventLoop.execute { closeNow.close(promise: nil) }
+            // Let the client close first: closing with its late HEADERS unread would make the kernel send a
+            // TCP RST, and a RST can discard the GOAWAY the client has not read yet.
+            closeNow.eventLoop.scheduleTask(in: .seconds(1)) { closeNow.close(promise: nil) }
         }
     }
 
@@ -142,8 +144,9 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
             streamID: .rootStream,
             payload: .goAway(lastStreamID: HTTP2StreamID(decision.last), errorCode: .noError, opaqueData: nil)
         )
-        parent.writeAndFlush(frame).whenComplete { _ in
-            if decision.closeNow { parent.close(promise: nil) }
+        parent.writeAndFlush(frame, promise: nil)
+        if decision.closeNow {
+            parent.eventLoop.scheduleTask(in: .seconds(1)) { parent.close(promise: nil) }
         }
         // Safety net: hung streams must not keep a drained connection open forever.
         parent.eventLoop.scheduleTask(in: .seconds(10)) { parent.close(promise: nil) }

@@ -17,13 +17,20 @@ final class APNsConnectionErrorHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Stream errors (NIOHTTP2 already sent RST_STREAM) must not take the other streams down.
-        if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed {
+        print("SIMDEBUG server error \(type(of: error)) \(error)")
+        // Stream errors (NIOHTTP2 already sent RST_STREAM) and GOAWAY bookkeeping errors must not take the
+        // other streams down.
+        if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed
+            || error is NIOHTTP2Errors.RaisedGoawayLastStreamID || error is NIOHTTP2Errors.IOOnClosedConnection
+        {
             return
         }
         if error is NIOHTTP2Errors.MaxStreamsViolation {
             ledger.updateCounters { $0.maxConcurrentStreamsViolations += 1 }
         }
-        context.close(promise: nil)
+        // NIOHTTP2 has written GOAWAY for a connection error. Close a moment later rather than at once: closing
+        // with unread client data makes the kernel send a TCP RST, which can destroy that GOAWAY in flight.
+        let channel = context.channel
+        context.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
     }
 }

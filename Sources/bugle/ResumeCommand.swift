@@ -1,0 +1,120 @@
+import ArgumentParser
+import BugleCore
+import BugleStore
+import Foundation
+import Logging
+
+/// `bugle resume RUN`: continues a paused or interrupted run from its ledger.
+struct ResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume",
+        abstract: "Continue a paused or interrupted run from its ledger.",
+        discussion: """
+            Takes the run's lease with a new epoch; recipients left in flight by the previous holder follow the \
+            campaign's ambiguous policy (drop → unknown, resend → sent again). Recipients already answered are never \
+            sent again, and resuming a completed run sends nothing. The campaign is rebuilt from the text stored with \
+            the run, so later edits to the file do not change a running campaign.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The run id (see `bugle runs`).")
+    var run: Int64
+
+    @Option(help: "Providers file (overrides the campaign's `providers:`).")
+    var providers: String?
+
+    @Option(help: "Where to write the CSV report (default ./bugle-run-<id>.csv).")
+    var csv: String?
+
+    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
+    var allowReadableKeys = false
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        let (runID, providersOverride, csvPath, allowReadable) = (run, providers, csv, allowReadableKeys)
+        try await ExitCodes.guarding {
+            let lanesBox = LanesBox()
+            let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+                let repository = RunRepository(client: client, logger: logger)
+                guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
+                switch record.status {
+                case .completed, .cancelled, .failed:
+                    print("run \(runID) is \(record.status.rawValue); nothing to send")
+                    try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+                    return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
+                case .materializing:
+                    throw UsageError("run \(runID) was interrupted while reading its segment; start a new run with `bugle run`")
+                case .ready, .running, .paused:
+                    break
+                }
+                let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(runID).yaml")
+                guard let providersPath = providersOverride ?? campaign.providersPath else {
+                    throw UsageError("run \(runID): no providers file; pass --providers")
+                }
+                let settings = try ProviderSettingsLoader.load(path: providersPath)
+                let lanes = try ProviderLanes.make(settings: settings, allowReadableKeys: allowReadable, logger: logger)
+                lanesBox.lanes = lanes
+                let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
+                try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+                return code
+            }
+            await lanesBox.shutdown()
+            return code
+        }
+    }
+}
+
+/// Holds the lanes a command built so they can be shut down after the database session ends.
+final class LanesBox: @unchecked Sendable {
+    // Written once inside the session closure and read after it returns, on the same task: no concurrent access.
+    var lanes: [ProviderKind: any PushProvider] = [:]
+
+    func shutdown() async {
+        for lane in lanes.values { await lane.shutdown() }
+    }
+}
+
+/// `bugle pause RUN` and `bugle cancel RUN`: act on a run from another terminal or machine.
+struct PauseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause",
+        abstract: "Pause a run from anywhere; its workers stop at their next claim and it can be resumed."
+    )
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The run id.") var run: Int64
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        let runID = run
+        try await ExitCodes.guarding {
+            let changed = try await DatabaseSession.with(global, logger: logger) { client in
+                try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .paused, reason: "paused by operator")
+            }
+            print(changed ? "run \(runID): paused" : "run \(runID): not found or already finished")
+            return changed ? ExitCodes.completed : ExitCodes.usage
+        }
+    }
+}
+
+struct CancelCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel",
+        abstract: "Cancel a run: unsent recipients become cancelled and dedupe reservations are released."
+    )
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The run id.") var run: Int64
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        let runID = run
+        try await ExitCodes.guarding {
+            let changed = try await DatabaseSession.with(global, logger: logger) { client in
+                try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .cancelled, reason: "cancelled by operator")
+            }
+            print(changed ? "run \(runID): cancelled" : "run \(runID): not found or already finished")
+            return changed ? ExitCodes.completed : ExitCodes.usage
+        }
+    }
+}

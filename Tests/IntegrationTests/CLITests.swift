@@ -1,0 +1,132 @@
+import BugleStore
+import BugleTesting
+import Foundation
+import Testing
+
+/// Runs the built `bugle` executable as a user would and checks exit codes, output and side effects.
+@Suite("bugle CLI (built executable, real PostgreSQL)")
+struct CLITests {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    struct Output {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static func bugle(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+        let binary = packageRoot.appendingPathComponent(".build/debug/bugle")
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.currentDirectoryURL = packageRoot
+        var env = ProcessInfo.processInfo.environment
+        env["BUGLE_DATABASE_URL"] = nil
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    static func url(_ configuration: DatabaseConfiguration) throws -> String {
+        switch configuration.endpoint {
+        case .unixSocket(let directory, let port):
+            return "postgres://\(configuration.username)@/\(configuration.database ?? "bugle")?host=\(directory)&port=\(port)"
+        case .tcp(let host, let port):
+            return "postgres://\(configuration.username)@\(host):\(port)/\(configuration.database ?? "bugle")?sslmode=disable"
+        }
+    }
+
+    static func temporaryFile(_ name: String, _ contents: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent(name).path
+        try contents.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("--help explains the exit codes; every subcommand has help")
+    func help() throws {
+        let root = try Self.bugle(["--help"])
+        #expect(root.status == 0)
+        #expect(root.stdout.contains("Exit codes: 0 completed; 1 usage or validation error"))
+        for command in ["run", "validate", "report", "runs", "db", "devices", "demo"] {
+            let output = try Self.bugle([command, "--help"])
+            #expect(output.status == 0, "\(command) --help")
+            #expect(output.stdout.contains("USAGE"), "\(command) --help")
+        }
+    }
+
+    @Test("validate: a good campaign exits 0; a bad one exits 1 naming file:line:column and the key")
+    func validate() throws {
+        let good = try Self.bugle(["validate", "campaigns/spring-sale.yaml"])
+        #expect(good.status == 0)
+        let bad = try Self.temporaryFile(
+            "bad.yaml",
+            """
+            name: x
+            notification_type: promo
+            segment:
+              sql: SELECT 1
+              page_sise: 10
+            message:
+              default_locale: en
+              locales: { en: { title: a, body: b } }
+            """
+        )
+        let output = try Self.bugle(["validate", bad])
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("\(bad):5:3: segment.page_sise"))
+    }
+
+    @Test("a bad campaign exits 1 before touching the database")
+    func badCampaignTouchesNothing() throws {
+        let bad = try Self.temporaryFile("bad.yaml", "name: [unclosed\n")
+        // An unreachable database: touching it would fail with exit 2, not 1.
+        let output = try Self.bugle(["run", bad, "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
+        #expect(output.status == 1)
+        #expect(output.stderr.contains(bad + ":"))
+    }
+
+    @Test("dry run: counts, samples and a preview CSV, and nothing written to the database")
+    func dryRun() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let url = try Self.url(configuration)
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: 300)
+        }
+        let before = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-preview-\(UUID().uuidString).csv").path
+        let output = try Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("300 row(s) read, 300 would be sent"))
+        #expect(output.stdout.contains("sample ios"))
+        #expect(output.stdout.contains("\"aps\""))
+        let after = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
+        #expect(before == after)
+        let lines = try String(contentsOfFile: csv, encoding: .utf8).split(separator: "\r\n")
+        #expect(lines.count == 301)
+        #expect(lines.dropFirst().allSatisfy { $0.contains(",would_send,") })
+    }
+
+    @Test("devices register / unregister through the CLI")
+    func devices() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let url = try Self.url(configuration)
+        let token = String(repeating: "ab", count: 32)
+        let registered = try Self.bugle(["devices", "register", "--user", "42", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(registered.status == 0, "\(registered.stderr)")
+        let unregistered = try Self.bugle(["devices", "unregister", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(unregistered.status == 0)
+        #expect(unregistered.stdout.contains("unregistered 1 device(s)"))
+        let badPlatform = try Self.bugle(["devices", "register", "--user", "1", "--token", "x", "--platform", "nokia"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(badPlatform.status != 0)
+    }
+}
