@@ -86,15 +86,7 @@ struct PauseCommand: AsyncParsableCommand {
     @Argument(help: "The run id.") var run: Int64
 
     func run() async throws {
-        let logger = global.makeLogger()
-        let runID = run
-        try await ExitCodes.guarding {
-            let changed = try await DatabaseSession.with(global, logger: logger) { client in
-                try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .paused, reason: "paused by operator")
-            }
-            print(changed ? "run \(runID): paused" : "run \(runID): not found or already finished")
-            return changed ? ExitCodes.completed : ExitCodes.usage
-        }
+        try await RunStatusChange.apply(global, runID: run, to: .paused, reason: "paused by operator")
     }
 }
 
@@ -107,13 +99,19 @@ struct CancelCommand: AsyncParsableCommand {
     @Argument(help: "The run id.") var run: Int64
 
     func run() async throws {
+        try await RunStatusChange.apply(global, runID: run, to: .cancelled, reason: "cancelled by operator")
+    }
+}
+
+/// Wiring shared by `pause` and `cancel`.
+enum RunStatusChange {
+    static func apply(_ global: GlobalOptions, runID: Int64, to status: RunStatus, reason: String) async throws {
         let logger = global.makeLogger()
-        let runID = run
         try await ExitCodes.guarding {
             let changed = try await DatabaseSession.with(global, logger: logger) { client in
-                try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .cancelled, reason: "cancelled by operator")
+                try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: status, reason: reason)
             }
-            print(changed ? "run \(runID): cancelled" : "run \(runID): not found or already finished")
+            print(changed ? "run \(runID): \(status.rawValue)" : "run \(runID): not found or already finished")
             return changed ? ExitCodes.completed : ExitCodes.usage
         }
     }

@@ -53,11 +53,7 @@ public struct SegmentReader: Sendable {
     }
 
     private func scanInTransaction(_ connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
-        let timeout = "\(segment.statementTimeoutSeconds)s"
-        _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
-        if useReaderRole {
-            try await exec(connection, "SET LOCAL ROLE bugle_segment_reader")
-        }
+        try await restrict(connection)
         let body = Self.wrap(segment.sql)
         var scan = SegmentScan()
 
@@ -124,6 +120,15 @@ public struct SegmentReader: Sendable {
         return scan
     }
 
+    /// Per-statement timeout and, when available, the read-only role, for the current transaction.
+    private func restrict(_ connection: PostgresConnection) async throws {
+        let timeout = "\(segment.statementTimeoutSeconds)s"
+        _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
+        if useReaderRole {
+            try await exec(connection, "SET LOCAL ROLE bugle_segment_reader")
+        }
+    }
+
     /// `(<user sql>\n) AS s` — the newline ends a trailing `--` comment inside the user's SQL.
     static func wrap(_ sql: String) -> String {
         var trimmed = sql.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -186,28 +191,20 @@ extension SegmentReader {
     /// database in its own read-only transaction (used by the dry run, which keeps no token set in memory).
     public func duplicateTokenCount() async throws -> Int64 {
         try await client.withConnection { connection in
-            _ = try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger).collect()
+            try await exec(connection, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             do {
-                let timeout = "\(segment.statementTimeoutSeconds)s"
-                _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
-                if useReaderRole {
-                    _ = try await connection.query("SET LOCAL ROLE bugle_segment_reader", logger: logger).collect()
-                }
+                try await restrict(connection)
                 var binds = PostgresBindings(capacity: 1)
                 binds.append(1)
                 let sql = "SELECT (count(*) - count(DISTINCT (lower(s.platform::text), s.token::text)))::bigint FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
-                let rows: PostgresRowSequence
-                do {
-                    rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
-                } catch {
-                    throw SegmentError(Self.serverMessage(error))
-                }
                 var count: Int64 = 0
-                for try await (value,) in rows.decode((Int64,).self) { count = value }
-                _ = try await connection.query("ROLLBACK", logger: logger).collect()
+                for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds)).decode((Int64,).self) {
+                    count = value
+                }
+                try await exec(connection, "ROLLBACK")
                 return count
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger).collect()
+                try? await exec(connection, "ROLLBACK")
                 if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
                 throw error
             }
