@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -8,6 +9,7 @@ final class APNSConnection: Sendable {
     let id: Int
     let channel: any Channel
     private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    private let goAwayLastStreamID = NIOLockedValueBox<Int?>(nil)
 
     init(id: Int, channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
         self.id = id
@@ -27,7 +29,13 @@ final class APNSConnection: Sendable {
         multiplexer.createStreamChannel(promise: streamPromise) { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(
-                    APNSStreamHandler(headers: headers, body: body, deadline: deadline, promise: promise)
+                    APNSStreamHandler(
+                        headers: headers,
+                        body: body,
+                        deadline: deadline,
+                        connection: self,
+                        promise: promise
+                    )
                 )
             }
         }
@@ -35,6 +43,21 @@ final class APNSConnection: Sendable {
             promise.fail(APNSTransportError.notWritten("cannot open a stream: \(error)"))
         }
         return promise.futureResult
+    }
+
+    /// Records a received GOAWAY (the lowest last-stream-id wins).
+    /// - Parameter lastStreamID: The GOAWAY's last-stream-id.
+    func recordGoAway(lastStreamID: Int) {
+        goAwayLastStreamID.withLockedValue { current in
+            current = min(current ?? lastStreamID, lastStreamID)
+        }
+    }
+
+    /// True when a GOAWAY said the server did not and will not process `streamID`.
+    /// - Parameter streamID: A stream of this connection.
+    func isAboveGoAway(streamID: Int) -> Bool {
+        guard let last = goAwayLastStreamID.withLockedValue({ $0 }) else { return false }
+        return streamID > last
     }
 
     /// Closes the connection.

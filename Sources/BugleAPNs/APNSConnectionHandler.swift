@@ -38,7 +38,6 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway(let l, let c, _) = unwrapInboundIn(data).payload { print("CLIDEBUG goaway \(l) \(c) on \(String(describing: context.channel.localAddress?.port))") }
         let frame = unwrapInboundIn(data)
         switch frame.payload {
         case .settings(.settings(let settings)):

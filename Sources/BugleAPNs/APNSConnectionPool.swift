@@ -306,7 +306,7 @@ final class APNSConnectionPool: Sendable {
         let events = APNSConnectionHandler.Events(
             ready: { completeReady(.success(())) },
             maxConcurrentStreams: { [self] value in self.updateMaxStreams(id: id, value: value) },
-            goAway: { [self] _ in self.goAway(id: id) },
+            goAway: { [self] lastStreamID in self.goAway(id: id, lastStreamID: lastStreamID) },
             failed: { [self] message in
                 self.state.withLockedValue { $0.lastConnectError = message }
             }
@@ -409,10 +409,11 @@ final class APNSConnectionPool: Sendable {
         run(effects)
     }
 
-    private func goAway(id: Int) {
+    private func goAway(id: Int, lastStreamID: Int) {
         let effects = state.withLockedValue { state -> [Effect] in
             var effects: [Effect] = []
             if var entry = state.entries[id] {
+                entry.connection.recordGoAway(lastStreamID: lastStreamID)
                 entry.goingAway = true
                 if entry.inFlight == 0 {
                     state.entries[id] = nil

@@ -13,6 +13,7 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let body: ByteBuffer
     private let promise: EventLoopPromise<APNSRawResponse>
     private let deadline: NIODeadline
+    private let connection: APNSConnection
     private var sent = false
     private var written = false
     private var completed = false
@@ -20,10 +21,17 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var response = APNSRawResponse(status: 0)
     private var timeoutTask: Scheduled<Void>?
 
-    init(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSRawResponse>) {
+    init(
+        headers: HPACKHeaders,
+        body: ByteBuffer,
+        deadline: NIODeadline,
+        connection: APNSConnection,
+        promise: EventLoopPromise<APNSRawResponse>
+    ) {
         self.headers = headers
         self.body = body
         self.deadline = deadline
+        self.connection = connection
         self.promise = promise
     }
 
@@ -89,7 +97,12 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !completed && !refused && written { print("CLIDEBUG lost stream \((try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { "\($0)" } ?? "?") on \(String(describing: context.channel.parent?.localAddress?.port))") }
+        // Streams above a GOAWAY's last-stream-id were not processed, whatever reset code ended them.
+        if !refused, written, let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID),
+            connection.isAboveGoAway(streamID: Int(streamID))
+        {
+            refused = true
+        }
         if refused {
             fail(.refused)
         } else if written {

@@ -64,17 +64,8 @@ struct RunCommand: AsyncParsableCommand {
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
         let csvPath = csv
-        return try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
-            let repository = RunRepository(client: client, logger: logger)
-            let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
-            print("run \(runID): reading segment of \(campaign.name)")
-            let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
-            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
-            let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-            print("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + Self.describe(materialized.skipped))
-            let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
-            try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
-            return code
+        return try await DatabaseSession.with(global, logger: logger) { client in
+            try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, logger: logger)
         }
     }
 

@@ -7,8 +7,30 @@ import PostgresNIO
 
 /// Wiring shared by `run`, `resume` and `demo`: drive a materialized run and map its ending to an exit code.
 enum RunExecution {
+    /// Creates a run, materializes its segment, sends, and writes the report. Returns the exit code.
+    static func start(campaign: Campaign, yaml: String, client: PostgresClient, lanes: [ProviderKind: any PushProvider], csvPath: String?, logger: Logger) async throws -> Int32 {
+        let repository = RunRepository(client: client, logger: logger)
+        let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
+        print("run \(runID): reading segment of \(campaign.name)")
+        let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
+        let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        print("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
+        let code = try await execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
+        try await report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+        return code
+    }
+
     /// Sends a run's recipients through `lanes` and returns the exit code.
     static func execute(campaign: Campaign, runID: Int64, client: PostgresClient, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
+        let needed = try await RunRepository(client: client, logger: logger).unfinishedByProvider(runID: runID)
+        let missing = needed.filter { provider, _ in ProviderKind(rawValue: provider).map { lanes[$0] == nil } ?? true }
+        if !missing.isEmpty {
+            let what = missing.sorted { $0.key < $1.key }.map { "\($0.value) recipient(s) need \($0.key)" }.joined(separator: ", ")
+            _ = try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .paused, reason: "halted: provider_not_configured: \(what)")
+            ExitCodes.printError("run \(runID) halted before sending: \(what), which the providers file does not configure. Add it, then `bugle resume \(runID)`.")
+            return ExitCodes.failed
+        }
         let store = PostgresCampaignStore(client: client, logger: logger)
         let control = RunControl()
         let trap = SignalTrap(control: control)

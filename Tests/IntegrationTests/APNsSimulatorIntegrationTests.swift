@@ -226,3 +226,25 @@ struct APNsSimulatorIntegrationTests {
         #expect(simulator.accepted().isEmpty)
     }
 }
+
+@Suite("APNs throughput probe (opt-in: BUGLE_LONG_TESTS)")
+struct APNsThroughputProbe {
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["BUGLE_LONG_TESTS"] != nil))
+    func twentyThousand() async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration { $0.keepRecordsInMemory = false })
+        let port = try await simulator.start()
+        let provider = try APNSProvider(settings: environment.settings(port: port, connections: 4), logger: APNsTestEnvironment.logger)
+        let requests = (0..<20_000).map { APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken($0), seq: Int64($0)) }
+        let start = ContinuousClock.now
+        let outcomes = await sendAll(provider, requests, concurrency: 500)
+        let elapsed = start.duration(to: .now)
+        await provider.shutdown()
+        try await simulator.stop()
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        print("APNs probe: \(requests.count) in \(seconds) s = \(Int(Double(requests.count) / seconds))/s")
+        #expect(outcomes.allSatisfy { if case .delivered = $0 { return true } else { return false } })
+        #expect(simulator.counters().accepted == 20_000)
+    }
+}

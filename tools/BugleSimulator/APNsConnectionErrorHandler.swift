@@ -17,7 +17,6 @@ final class APNsConnectionErrorHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        print("SIMDEBUG server error \(type(of: error)) \(error)")
         // Stream errors (NIOHTTP2 already sent RST_STREAM) and GOAWAY bookkeeping errors must not take the
         // other streams down.
         if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed

@@ -56,7 +56,6 @@ final class APNsStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         answered = true
         let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map(Int.init) ?? 0
         guard connection.mayProcess(streamID: streamID) else {
-            print("SIMDEBUG refused \(streamID)")
             context.writeAndFlush(wrapOutboundOut(.rstStream(.refusedStream)), promise: nil)
             return
         }

@@ -131,4 +131,19 @@ public struct RunRepository: Sendable {
             return true
         }
     }
+
+    /// Unfinished recipients per provider lane (`apns`, `fcm`, `apns_legacy`), to check lanes before sending.
+    public func unfinishedByProvider(runID: Int64) async throws -> [String: Int64] {
+        let rows = try await client.query(
+            """
+            SELECT provider, count(*)::bigint FROM bugle.run_recipients
+             WHERE run_id = \(runID) AND state IN ('pending', 'in_flight', 'retry_wait')
+             GROUP BY provider
+            """,
+            logger: logger
+        )
+        var counts: [String: Int64] = [:]
+        for try await (provider, count) in rows.decode((String, Int64).self) { counts[provider] = count }
+        return counts
+    }
 }
