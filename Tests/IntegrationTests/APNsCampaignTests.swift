@@ -1,0 +1,143 @@
+import BugleAPNs
+import BugleCore
+import BugleRunner
+import BugleSimulator
+import BugleStore
+import BugleTesting
+import Foundation
+import PostgresNIO
+import Testing
+
+/// Whole iOS campaigns: real PostgreSQL ledger → runner → APNs lane over TLS + HTTP/2 → in-process simulator.
+@Suite("APNs campaigns end to end (PostgreSQL + simulator over TLS/HTTP2)")
+struct APNsCampaignTests {
+    typealias Support = LedgerTestSupport
+
+    /// Seeds `count` iOS devices; every 20th token (5%) starts with the simulator's `dead` prefix (410).
+    static func seedIOS(_ client: PostgresClient, count: Int) async throws {
+        _ = try await client.query(
+            """
+            INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+            SELECT i, 'u' || i,
+                   CASE WHEN i % 20 = 0 THEN 'dead' || lpad(to_hex(i), 60, '0') ELSE lpad(to_hex(i), 64, '0') END,
+                   'ios', CASE WHEN i % 2 = 0 THEN 'de' ELSE 'en' END
+              FROM generate_series(1, \(count)) i
+            """,
+            logger: Support.logger
+        ).collect()
+    }
+
+    static func run(_ client: PostgresClient, _ campaign: Campaign, provider: any PushProvider) async throws -> (Int64, RunResult) {
+        let logger = Support.logger
+        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: apns-test", periodKey: nil)
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: logger)
+        _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        let runner = CampaignRunner(
+            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
+            providers: [.apns: provider], control: RunControl(), logger: logger
+        )
+        return (runID, try await runner.run(owner: "apns-test"))
+    }
+
+    @Test("20,000 iOS devices, 5% dead tokens, 1% 503s: every live token delivered exactly once; dead deactivated; CSV and summary agree")
+    func twentyThousand() async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration {
+            $0.faults = .init(serviceUnavailableRatio: 0.01, seed: 7)
+        })
+        let port = try await simulator.start()
+        let provider = try APNSProvider(settings: environment.settings(port: port, connections: 4), logger: APNsTestEnvironment.logger)
+        do {
+            try await Support.withFreshDatabase { client in
+                try await Self.seedIOS(client, count: 20_000)
+                let campaign = Support.campaign(pageSize: 5000, window: 500)
+                let (runID, result) = try await Self.run(client, campaign, provider: provider)
+                #expect(result.ending == .completed)
+
+                let records = simulator.accepted()
+                let tokens = Set(records.map(\.token))
+                #expect(records.count == 19_000)
+                #expect(tokens.count == 19_000)
+                #expect(tokens.allSatisfy { !$0.hasPrefix("dead") })
+                #expect(records.allSatisfy { $0.collapseID == "c1" })
+                #expect((simulator.counters().rejectedByReason["ServiceUnavailable"] ?? 0) > 0)
+
+                let deactivated = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active AND deactivation_reason = 'Unregistered' AND token LIKE 'dead%'",
+                    as: Int64.self
+                )
+                #expect(deactivated == 1_000)
+                let stillActiveDead = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE is_active AND token LIKE 'dead%'", as: Int64.self)
+                #expect(stillActiveDead == 0)
+
+                let summary = try await RunRepository(client: client, logger: Support.logger).summary(runID: runID)
+                let sent = summary.filter { $0.status == "sent" }.map(\.count).reduce(0, +)
+                let invalid = summary.filter { $0.status == "invalid_token" }.map(\.count).reduce(0, +)
+                #expect(sent == 19_000)
+                #expect(invalid == 1_000)
+                // Every ledger apns-id is the one the simulator saw for that token.
+                let ids = try await client.query(
+                    "SELECT token, provider_message_id FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'",
+                    logger: Support.logger
+                )
+                var ledger: [String: String] = [:]
+                for try await (token, id) in ids.decode((String, String?).self) { ledger[token] = id?.lowercased() }
+                let mismatched = records.filter { ledger[$0.token] != $0.apnsID.lowercased() }.count
+                #expect(mismatched == 0)
+
+                let csvPath = NSTemporaryDirectory() + "bugle-apns-\(runID)-\(UUID().uuidString).csv"
+                defer { try? FileManager.default.removeItem(atPath: csvPath) }
+                let rows = try await ReportExporter(client: client, logger: Support.logger).export(runID: runID, to: csvPath)
+                #expect(rows == 20_000)
+                let lines = try String(contentsOfFile: csvPath, encoding: .utf8).split(separator: "\r\n").dropFirst()
+                let statuses = lines.map { $0.split(separator: ",", omittingEmptySubsequences: false)[5] }
+                #expect(statuses.filter { $0 == "sent" }.count == sent)
+                #expect(statuses.filter { $0 == "invalid_token" }.count == invalid)
+            }
+        } catch {
+            await provider.shutdown()
+            try await simulator.stop()
+            throw error
+        }
+        await provider.shutdown()
+        try await simulator.stop()
+    }
+
+    @Test("a wrong signing key halts the run (paused, reason recorded) and deactivates nothing")
+    func wrongKeyHalts() async throws {
+        let environment = try APNsTestEnvironment()
+        let other = try APNsTestEnvironment()
+        defer {
+            environment.remove()
+            other.remove()
+        }
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
+        let port = try await simulator.start()
+        // Right key id and team, wrong private key.
+        let provider = try APNSProvider(settings: environment.settings(port: port, keyFile: other.material.keyFile), logger: APNsTestEnvironment.logger)
+        do {
+            try await Support.withFreshDatabase { client in
+                try await Self.seedIOS(client, count: 200)
+                let (runID, result) = try await Self.run(client, Support.campaign(window: 20), provider: provider)
+                guard case .halted(let code, _) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                #expect(code == "InvalidProviderToken")
+                #expect(simulator.accepted().isEmpty)
+                let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+                #expect(inactive == 0)
+                let record = try await RunRepository(client: client, logger: Support.logger).run(id: runID)
+                #expect(record?.status == .paused)
+                #expect(record?.pauseReason?.contains("InvalidProviderToken") == true)
+            }
+        } catch {
+            await provider.shutdown()
+            try await simulator.stop()
+            throw error
+        }
+        await provider.shutdown()
+        try await simulator.stop()
+    }
+}
