@@ -136,6 +136,7 @@ public struct CampaignRunner: Sendable {
             var lastFlush = clock.now
             var stop: Stop?
             var attempted = 0
+            var breaker = WrongEnvironmentBreaker()
 
             func flush() async throws {
                 guard !buffer.isEmpty else { return }
@@ -182,8 +183,16 @@ public struct CampaignRunner: Sendable {
                     }
                     continue
                 }
-                guard let (outcome, raw) = try await group.next() else { continue }
+                guard let (answered, raw) = try await group.next() else { continue }
                 inFlight -= 1
+                var outcome = answered
+                if let verdict = breaker.observe(raw) {
+                    outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
+                    if case .trip(let message) = verdict, stop == nil {
+                        logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
+                        stop = .halted(code: "BadDeviceToken", message: message)
+                    }
+                }
                 buffer.append(outcome)
                 if case .halt(let code, let message) = raw, stop == nil {
                     logger.error("provider halted the run", metadata: ["code": "\(code)"])

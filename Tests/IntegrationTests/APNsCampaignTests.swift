@@ -140,4 +140,38 @@ struct APNsCampaignTests {
         await provider.shutdown()
         try await simulator.stop()
     }
+
+    @Test("wrong environment: every answer BadDeviceToken pauses the run and deactivates nothing")
+    func wrongEnvironmentBreaker() async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
+        let port = try await simulator.start()
+        let provider = try APNSProvider(settings: environment.settings(port: port), logger: APNsTestEnvironment.logger)
+        do {
+            try await Support.withFreshDatabase { client in
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform)
+                    SELECT i, 'u' || i, 'bad0' || lpad(to_hex(i), 60, '0'), 'ios' FROM generate_series(1, 500) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                let (_, result) = try await Self.run(client, Support.campaign(window: 20), provider: provider)
+                guard case .halted(let code, _) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                #expect(code == "BadDeviceToken")
+                let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+                #expect(inactive == 0)
+            }
+        } catch {
+            await provider.shutdown()
+            try await simulator.stop()
+            throw error
+        }
+        await provider.shutdown()
+        try await simulator.stop()
+    }
 }
