@@ -11,6 +11,8 @@ enum DryRunExecution {
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
         let writer = try csvPath.map { try AtomicFileWriter(path: $0) }
         var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
+        // The duplicate count is one aggregate in PostgreSQL: run it beside the page scan, on its own connection.
+        async let duplicates = reader.duplicateTokenCount()
         do {
             if let writer {
                 var header: [UInt8] = []
@@ -22,10 +24,11 @@ enum DryRunExecution {
                 if let writer { try writer.write(chunk) }
             }
             report.addUnpaged(.missingDeviceID, count: scan.nullDeviceIDs)
-            report.addUnpaged(.duplicateToken, count: try await reader.duplicateTokenCount())
+            report.addUnpaged(.duplicateToken, count: try await duplicates)
             try writer?.commit()
         } catch {
             writer?.abandon()
+            _ = try? await duplicates
             throw error
         }
         return report

@@ -18,7 +18,14 @@ public struct FCMMessageBuilder: Sendable {
     /// - Parameter validateOnly: sets `validate_only`, so FCM checks the message without delivering it.
     /// - Throws: ``PayloadTooLarge`` when the message (token excluded) exceeds 4096 bytes.
     public func body(token: String, platform: Platform, copy: RenderedCopy, validateOnly: Bool = false) throws -> [UInt8] {
-        var json = JSONWriter(capacity: 384 + token.utf8.count)
+        let template = try self.template(platform: platform, copy: copy, validateOnly: validateOnly)
+        return template.body(token: token)
+    }
+
+    /// The message around its token, rendered once and reused for every recipient with the same copy.
+    /// - Throws: ``PayloadTooLarge`` when the message (token excluded) exceeds 4096 bytes.
+    public func template(platform: Platform, copy: RenderedCopy, validateOnly: Bool = false) throws -> FCMBodyTemplate {
+        var json = JSONWriter(capacity: 384)
         json.beginObject()
         if validateOnly {
             json.key("validate_only")
@@ -26,7 +33,9 @@ public struct FCMMessageBuilder: Sendable {
         }
         json.key("message")
         json.beginObject()
-        json.field("token", token)
+        json.field("token", "")
+        let prefix = Array(json.bytes.dropLast())  // up to and including the token's opening quote
+        let tokenEnd = json.bytes.count - 1
         json.key("notification")
         json.beginObject()
         json.field("title", copy.title)
@@ -46,10 +55,11 @@ public struct FCMMessageBuilder: Sendable {
         }
         json.endObject()
         json.endObject()
-        // "token": "<token>" plus its separator does not count towards the message limit.
-        let size = json.bytes.count - token.utf8.count - 11
+        let suffix = Array(json.bytes[tokenEnd...])
+        // "token":"" and its separator do not count towards the message limit.
+        let size = json.bytes.count - 11
         guard size <= PayloadLimits.fcm else { throw PayloadTooLarge(size: size, limit: PayloadLimits.fcm) }
-        return json.bytes
+        return FCMBodyTemplate(prefix: prefix, suffix: suffix)
     }
 
     private func writeAndroid(_ json: inout JSONWriter) {
@@ -88,5 +98,28 @@ public struct FCMMessageBuilder: Sendable {
             json.endObject()
         }
         json.endObject()
+    }
+}
+
+/// An FCM request body with a hole for the token: `prefix + token + suffix`.
+public struct FCMBodyTemplate: Sendable, Equatable {
+    let prefix: [UInt8]
+    let suffix: [UInt8]
+
+    /// The body for one token. FCM tokens never need JSON escaping: ``RecipientValidator`` only admits
+    /// URL-safe characters; any other character is escaped here anyway.
+    public func body(token: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(prefix.count + token.utf8.count + suffix.count)
+        bytes.append(contentsOf: prefix)
+        if token.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: token.utf8)
+        } else {
+            var json = JSONWriter(capacity: token.utf8.count + 8)
+            json.string(token)
+            bytes.append(contentsOf: json.bytes.dropFirst().dropLast())
+        }
+        bytes.append(contentsOf: suffix)
+        return bytes
     }
 }

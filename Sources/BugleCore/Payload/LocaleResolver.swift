@@ -29,6 +29,7 @@ public struct LocaleResolver: Sendable {
 
     /// The configured locale tag to use for a device locale (always one of the configured tags).
     public func resolve(_ locale: String?) -> String {
+        if let locale, available.contains(locale) { return locale }
         for candidate in Self.chain(for: locale, defaultLocale: defaultLocale) {
             if let tag = lowercased[candidate] { return tag }
         }

@@ -4,8 +4,9 @@ public struct NotificationComposer: Sendable {
     public let runID: Int64
     private let renderer: MessageRenderer
     private let apns: APNsPayloadBuilder
-    private let fcm: FCMMessageBuilder
-    private let validateOnly: Bool
+    /// Rendered once per configured locale: the copy carries no per-recipient values yet, so every recipient
+    /// with the same copy gets the same bytes (only the FCM token and the APNs headers differ).
+    private let rendered: [String: RenderedLocale]
 
     /// - Parameters:
     ///   - campaign: the validated campaign.
@@ -14,9 +15,27 @@ public struct NotificationComposer: Sendable {
     public init(campaign: Campaign, runID: Int64, validateOnly: Bool = false) {
         self.runID = runID
         self.renderer = MessageRenderer(template: campaign.message)
-        self.apns = APNsPayloadBuilder(template: campaign.message)
-        self.fcm = FCMMessageBuilder(template: campaign.message, defaultTag: Self.stableTag(for: campaign.name))
-        self.validateOnly = validateOnly
+        let apns = APNsPayloadBuilder(template: campaign.message)
+        let fcm = FCMMessageBuilder(template: campaign.message, defaultTag: Self.stableTag(for: campaign.name))
+        var rendered: [String: RenderedLocale] = [:]
+        for (tag, copy) in campaign.message.locales {
+            let copy = RenderedCopy(locale: tag, title: copy.title, body: copy.body)
+            rendered[tag] = RenderedLocale(
+                copy: copy,
+                apnsPayload: Result { try apns.payload(for: copy) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
+                android: Result { try fcm.template(platform: .android, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
+                web: Result { try fcm.template(platform: .web, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) }
+            )
+        }
+        self.apns = apns
+        self.rendered = rendered
+    }
+
+    private struct RenderedLocale: Sendable {
+        var copy: RenderedCopy
+        var apnsPayload: Result<[UInt8], PayloadTooLarge>
+        var android: Result<FCMBodyTemplate, PayloadTooLarge>
+        var web: Result<FCMBodyTemplate, PayloadTooLarge>
     }
 
     /// A stable Android notification tag per campaign, so a resent duplicate replaces the first on screen.
@@ -30,21 +49,18 @@ public struct NotificationComposer: Sendable {
     /// Builds the request, or reports that its payload is over the provider's limit.
     /// - Parameter now: UNIX seconds, for `apns-expiration`.
     public func compose(seq: Int64, deviceID: Int64, token: String, platform: Platform, locale: String?, attempt: Int, now: Int) -> Result<PushRequest, PayloadTooLarge> {
-        let copy = renderer.copy(for: locale)
-        do {
-            switch platform {
-            case .ios:
-                let body = try apns.payload(for: copy)
+        let tag = renderer.copy(for: locale).locale
+        guard let rendered = rendered[tag] else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
+        switch platform {
+        case .ios:
+            return rendered.apnsPayload.map { body in
                 let headers = apns.headers(apnsID: NotificationID.apnsID(runID: runID, seq: seq), now: now)
-                return .success(PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: body, apns: headers, attempt: attempt))
-            case .android, .web:
-                let body = try fcm.body(token: token, platform: platform, copy: copy, validateOnly: validateOnly)
-                return .success(PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: body, apns: nil, attempt: attempt))
+                return PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: body, apns: headers, attempt: attempt)
             }
-        } catch let error as PayloadTooLarge {
-            return .failure(error)
-        } catch {
-            return .failure(PayloadTooLarge(size: 0, limit: 0))
+        case .android, .web:
+            return (platform == .web ? rendered.web : rendered.android).map { template in
+                PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: template.body(token: token), apns: nil, attempt: attempt)
+            }
         }
     }
 }
