@@ -1,5 +1,13 @@
+import Synchronization
+
 /// Picks the copy for a device locale with a fallback chain: `pt-BR` → `pt` → the default locale.
+///
+/// Device locales repeat endlessly across a segment, so answers are memoised (up to ``cacheLimit`` distinct
+/// locale strings) behind a `Mutex`; the resolver is shared by concurrent senders.
 public struct LocaleResolver: Sendable {
+    /// Distinct device locale strings remembered.
+    public static let cacheLimit = 4096
+    private let cache = Cache()
     private let available: Set<String>
     private let lowercased: [String: String]
     private let defaultLocale: String
@@ -29,11 +37,25 @@ public struct LocaleResolver: Sendable {
 
     /// The configured locale tag to use for a device locale (always one of the configured tags).
     public func resolve(_ locale: String?) -> String {
-        if let locale, available.contains(locale) { return locale }
+        guard let locale else { return defaultLocale }
+        if available.contains(locale) { return locale }
+        if let known = cache.storage.withLock({ $0[locale] }) { return known }
+        var resolved = defaultLocale
         for candidate in Self.chain(for: locale, defaultLocale: defaultLocale) {
-            if let tag = lowercased[candidate] { return tag }
+            if let tag = lowercased[candidate] {
+                resolved = tag
+                break
+            }
         }
-        return defaultLocale
+        cache.storage.withLock { storage in
+            if storage.count < Self.cacheLimit { storage[locale] = resolved }
+        }
+        return resolved
+    }
+
+    /// The memo table (a class so copies of the resolver share it).
+    private final class Cache: Sendable {
+        let storage = Mutex<[String: String]>([:])
     }
 
     /// `pt_BR`, `PT-br` → `pt-br` (comparison form).

@@ -14,17 +14,17 @@ public enum NotificationID {
         return format(bytes)
     }
 
-    private static let hex: [Character] = Array("0123456789abcdef")
+    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
     static func format(_ bytes: [UInt8]) -> String {
-        var out = ""
+        var out = [UInt8]()
         out.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { out.append("-") }
+            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
             out.append(hex[Int(byte >> 4)])
             out.append(hex[Int(byte & 0x0F)])
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

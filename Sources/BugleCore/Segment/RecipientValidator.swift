@@ -31,6 +31,8 @@ public enum RecipientValidator {
         case .ios:
             let utf8 = token.utf8
             guard iosTokenLength.contains(utf8.count), utf8.count % 2 == 0 else { return nil }
+            // Fast path: already canonical (lowercase hex) — no copy.
+            if utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) { return token }
             var lowered = [UInt8]()
             lowered.reserveCapacity(utf8.count)
             for byte in utf8 {

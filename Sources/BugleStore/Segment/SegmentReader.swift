@@ -104,9 +104,17 @@ public struct SegmentReader: Sendable {
             binds.append(Int64(segment.pageSize))
             let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: pageSQL, binds: binds))
             page.removeAll(keepingCapacity: true)
-            for try await (deviceID, userID, token, platform, locale, timezone, json) in rows.decode(
-                (Int64, String?, String?, String?, String?, String?, String?).self
-            ) {
+            // Cells are read directly (int8 binary, text as UTF-8 bytes): the generic tuple decoder costs more than
+            // the rest of a dry run's per-row work together.
+            for try await row in rows {
+                var cells = row.makeIterator()
+                guard let deviceID = Self.int64(cells.next()) else { continue }
+                let userID = Self.text(cells.next())
+                let token = Self.text(cells.next())
+                let platform = Self.text(cells.next())
+                let locale = Self.text(cells.next())
+                let timezone = Self.text(cells.next())
+                let json = Self.text(cells.next())
                 let variables = try json.map { try Self.variables(ofJSONRow: $0, names: extra) } ?? [:]
                 page.append(SegmentRow(deviceID: deviceID, userID: userID, token: token, platform: platform, locale: locale, timezone: timezone, variables: variables))
                 last = deviceID
@@ -127,6 +135,21 @@ public struct SegmentReader: Sendable {
         if useReaderRole {
             try await exec(connection, "SET LOCAL ROLE bugle_segment_reader")
         }
+    }
+
+    /// A `text` cell's value (binary and text formats are both the UTF-8 bytes).
+    static func text(_ cell: PostgresCell?) -> String? {
+        guard let bytes = cell?.bytes else { return nil }
+        return String(buffer: bytes)
+    }
+
+    /// An `int8` cell's value.
+    static func int64(_ cell: PostgresCell?) -> Int64? {
+        guard let cell, let bytes = cell.bytes else { return nil }
+        if cell.format == .binary, bytes.readableBytes == 8 {
+            return bytes.getInteger(at: bytes.readerIndex, endianness: .big, as: Int64.self)
+        }
+        return Int64(String(buffer: bytes))
     }
 
     /// `(<user sql>\n) AS s` — the newline ends a trailing `--` comment inside the user's SQL.
