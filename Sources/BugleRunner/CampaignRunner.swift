@@ -198,9 +198,10 @@ public struct CampaignRunner: Sendable {
                     logger.error("provider halted the run", metadata: ["code": "\(code)"])
                     stop = .halted(code: code, message: message)
                 }
-                let roomAfter = window - inFlight - buffer.count
+                // Group commit: flush a full batch, an old one, the last one, or enough outcomes to make room for
+                // the next claim — never one outcome at a time just because the window is full.
                 if buffer.count >= configuration.flushSize || clock.now - lastFlush >= configuration.flushInterval
-                    || inFlight == 0 || roomAfter < claimThreshold
+                    || inFlight == 0 || buffer.count >= claimThreshold
                 {
                     try await flush()
                 }

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Bugle benchmarks. Usage:
 #   tools/bench/bench.sh [segment] [--devices N[,N...]] [--runs R]
+#   tools/bench/bench.sh apns [--devices N] [--runs R]
+#
+# apns: seeds 2N demo devices (N iOS), starts a release `bugle-sim` in its own process, runs an iOS campaign
+# end to end R times (PostgreSQL ledger -> APNs lane over TLS + HTTP/2 -> simulator), and in the same run
+# h2load sends N requests to the same simulator as the ceiling. Prints median notifications/second, CPU
+# seconds per 10,000 notifications for Bugle, PostgreSQL and the simulator, and Bugle's peak RSS.
 #
 # segment (default): seeds N devices (default 1,000,000, and 5,000,000 for the flatness check when given
 # "--devices 1000000,5000000") into a throwaway PostgreSQL cluster, then times a full dry run of
@@ -19,6 +25,7 @@ runs=3
 while [ $# -gt 0 ]; do
   case "$1" in
     segment) mode=segment ;;
+    apns) mode=apns ;;
     --devices) devices="$2"; shift ;;
     --runs) runs="$2"; shift ;;
     -h|--help) sed -n 2,12p "$0"; exit 0 ;;
@@ -37,6 +44,7 @@ if [ -z "$BIN" ]; then
   swift build -c release --product bugle >&2
   BIN="$ROOT/.build/release/bugle"
 fi
+SIM=${BUGLE_SIM_BIN:-$(dirname "$BIN")/bugle-sim}
 
 PGBIN=$(dirname "$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
 WORK=$(mktemp -d /tmp/bugle-bench-XXXXXX)
@@ -57,6 +65,80 @@ PSQL=(psql -X -q -h "$WORK" -p "$PORT" -U bugle -d bugle)
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 SQL="SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.is_active"
+
+# CPU seconds (user + system) a process has used so far.
+cpu_of() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+postgres_cpu() {
+  local total=0
+  for pid in $(pgrep -u postgres -f "$WORK" ; pgrep -u postgres -P "$(head -1 "$WORK/data/postmaster.pid")"); do
+    total=$(awk -v a="$total" -v b="$(cpu_of "$pid")" 'BEGIN {print a + b}')
+  done
+  echo "$total"
+}
+
+if [ "$mode" = apns ]; then
+  n=${devices%%,*}
+  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
+  command -v h2load >/dev/null || { echo "h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; }
+  "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
+  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
+  "$SIM" serve --dir "$WORK/sim" --apns-port 0 > "$WORK/sim.out" 2>&1 &
+  SIMPID=$!
+  for _ in $(seq 100); do grep -q "^apns " "$WORK/sim.out" && break; sleep 0.1; done
+  PORT_SIM=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
+  cat > "$WORK/apns-campaign.yaml" <<YAML
+name: bench-apns
+notification_type: bench
+dedupe: none
+segment:
+  page_size: 5000
+  sql: |
+    $SQL AND d.platform = 'ios' AND d.id <= $((2 * n))
+message:
+  default_locale: en
+  locales:
+    en: { title: "Benchmark", body: "Hello from the benchmark" }
+    de: { title: "Benchmark", body: "Hallo vom Benchmark" }
+  data: { deeplink: "app://bench" }
+  apns: { push_type: alert, priority: 10, collapse_id: bench }
+delivery: { in_flight_window: 2000 }
+YAML
+  rates=(); bcpu=(); pcpu=(); scpu=(); rss=()
+  for r in $(seq "$runs"); do
+    p0=$(postgres_cpu); s0=$(cpu_of $SIMPID)
+    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$WORK/apns-campaign.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" > "$WORK/run.out"
+    p1=$(postgres_cpu); s1=$(cpu_of $SIMPID)
+    read -r secs user sys kb < "$WORK/time"
+    sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
+    rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
+    bcpu+=("$(awk -v u="$user" -v s="$sys" -v n="$sent" 'BEGIN {printf "%.3f", (u + s) * 10000 / n}')")
+    pcpu+=("$(awk -v a="$p0" -v b="$p1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
+    scpu+=("$(awk -v a="$s0" -v b="$s1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
+    rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
+  done
+  JWT=$("$SIM" jwt "$WORK/sim")
+  printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from the benchmark"}},"deeplink":"app://bench"}' > "$WORK/payload.json"
+  TOKEN=0a0b0c0d$(printf '%056d' 1)
+  s0=$(cpu_of $SIMPID)
+  h2=$(h2load -n "$n" -c 4 -m 250 -H "authorization: bearer $JWT" -H "apns-topic: com.example.bugle" \
+        -H "apns-push-type: alert" -H "apns-priority: 10" -d "$WORK/payload.json" \
+        "https://127.0.0.1:$PORT_SIM/3/device/$TOKEN" 2>&1)
+  s1=$(cpu_of $SIMPID)
+  h2rate=$(echo "$h2" | sed -n 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/\1/p')
+  h2ok=$(echo "$h2" | sed -n 's/.*status codes: \([0-9]*\) 2xx.*/\1/p')
+  kill $SIMPID 2>/dev/null || true
+  med() { printf '%s\n' "$@" | median; }
+  rate=$(med "${rates[@]}")
+  printf '%-28s %s\n' "iOS notifications" "$n (per run; $runs runs, median)"
+  printf '%-28s %s\n' "Bugle end-to-end notif/s" "$rate"
+  printf '%-28s %s\n' "h2load req/s (same sim)" "${h2rate:-?} (${h2ok:-?} x 2xx of $n)"
+  printf '%-28s %s\n' "ratio" "$(awk -v a="$rate" -v b="${h2rate:-0}" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "?"}')"
+  printf '%-28s %s\n' "Bugle CPU s / 10k" "$(med "${bcpu[@]}")"
+  printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$(med "${pcpu[@]}")"
+  printf '%-28s %s\n' "simulator CPU s / 10k" "$(med "${scpu[@]}") (h2load: $(awk -v a="$s0" -v b="$s1" -v n="$n" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}'))"
+  printf '%-28s %s\n' "Bugle peak RSS MB" "$(med "${rss[@]}")"
+  exit 0
+fi
 
 printf '%-10s %14s %14s %8s %12s\n' devices "dry-run rows/s" "COPY rows/s" ratio "peak RSS MB"
 seeded=0

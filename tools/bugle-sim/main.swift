@@ -8,7 +8,7 @@ struct BugleSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bugle-sim",
         abstract: "Run local push-provider simulators for Bugle.",
-        subcommands: [Certs.self, Serve.self]
+        subcommands: [Certs.self, Serve.self, JWT.self]
     )
 }
 
@@ -32,6 +32,20 @@ extension BugleSim {
             let material = try SimulatorCertificates.generate(in: dir, port: port, topic: topic)
             print("wrote \(dir): ca.pem, server.pem, AuthKey_\(material.keyID).p8, providers.yaml")
             print("team_id \(material.teamID)  key_id \(material.keyID)  topic \(material.topic)")
+        }
+    }
+
+    /// `bugle-sim jwt DIR`: prints a provider JWT for load generators (h2load) that cannot sign their own.
+    struct JWT: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a provider JWT signed with DIR's .p8 key (for h2load and curl against the simulator)."
+        )
+
+        @Argument(help: "Simulator directory written by `bugle-sim certs`.")
+        var dir: String
+
+        func run() throws {
+            print(try SimulatorCertificates.load(from: dir).providerJWT())
         }
     }
 

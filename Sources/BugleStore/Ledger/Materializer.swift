@@ -80,6 +80,9 @@ public struct Materializer: Sendable {
             """,
             logger: logger
         ).collect()
+        // Fresh statistics: without them the planner takes a run's new rows for one row and picks nested loops
+        // that make every claim scan the whole run (measured: 600 ms per claim at 10,000 recipients).
+        _ = try await client.query("ANALYZE bugle.run_recipients", logger: logger).collect()
         return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
     }
 

@@ -100,8 +100,7 @@ public struct PostgresCampaignStore: CampaignStore {
                    FOR UPDATE SKIP LOCKED)
                 UPDATE bugle.run_recipients r
                    SET state = 'in_flight', claim_epoch = \(lease.epoch), claimed_at = now(), attempts = r.attempts + 1
-                  FROM picked
-                 WHERE r.run_id = \(lease.runID) AND r.seq = picked.seq
+                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
                 RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts
                 """,
                 logger: logger
@@ -127,9 +126,8 @@ public struct PostgresCampaignStore: CampaignStore {
                 """
                 UPDATE bugle.run_recipients r
                    SET state = 'skipped_inactive', outcome_code = 'device_inactive', finished_at = now(), attempts = r.attempts - 1
-                  FROM bugle.devices d
-                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND d.id = r.device_id AND d.token = r.token
-                   AND NOT d.is_active
+                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs))
+                   AND EXISTS (SELECT 1 FROM bugle.devices d WHERE NOT d.is_active AND d.id = r.device_id AND d.token = r.token)
                 RETURNING r.seq
                 """,
                 logger: logger
@@ -222,7 +220,8 @@ public struct PostgresCampaignStore: CampaignStore {
                        finished_at = CASE WHEN v.state = 'retry_wait' THEN NULL ELSE now() END
                   FROM unnest(\(seqs)::bigint[], \(states)::text[], \(codes)::text[], \(messageIDs)::text[],
                               \(delays)::float8[], \(refunds)::int[]) AS v(seq, state, code, msg, delay, refund)
-                 WHERE r.run_id = \(lease.runID) AND r.seq = v.seq AND r.state = 'in_flight' AND r.claim_epoch = \(lease.epoch)
+                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)::bigint[]) AND r.seq = v.seq
+                   AND r.state = 'in_flight' AND r.claim_epoch = \(lease.epoch)
                 RETURNING r.seq
                 """,
                 logger: logger
