@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -76,6 +76,31 @@ extension Migration {
         name: "claim_indexes",
         statements: [
             "CREATE INDEX devices_inactive_idx ON bugle.devices (id) WHERE NOT is_active",
+        ]
+    )
+
+    /// Version 3: `bugle.run_overview`, the per-run totals analysts read: status, recipients, start, finish,
+    /// duration and rate (answered notifications per second), next to the per-status `totals` and the
+    /// per platform × status × reason lines of `run_summary`. A view over the ledger-derived tables, so it can
+    /// never drift from them.
+    public static let runOverview = Migration(
+        version: 3,
+        name: "run_overview",
+        statements: [
+            """
+            CREATE VIEW bugle.run_overview AS
+            SELECT r.id AS run_id, r.campaign, r.notification_type, r.period_key, r.status,
+                   r.recipients_total, r.rows_scanned, r.duplicates_collapsed,
+                   r.started_at, r.finished_at,
+                   extract(epoch FROM r.finished_at - r.started_at)::float8 AS duration_seconds,
+                   CASE WHEN r.finished_at > r.started_at THEN
+                       (SELECT coalesce(sum(s.count), 0) FROM bugle.run_summary s
+                         WHERE s.run_id = r.id AND s.status IN ('sent', 'invalid_token', 'failed_permanent', 'unknown'))
+                       / extract(epoch FROM r.finished_at - r.started_at)::float8
+                   END AS rate_per_second,
+                   r.totals, r.pause_reason, r.failure_reason
+              FROM bugle.runs r
+            """,
         ]
     )
 }

@@ -61,6 +61,16 @@ struct RunLedgerTests {
             let record = try await repository.run(id: runID)
             #expect(record?.status == .completed)
             #expect(record?.recipientsTotal == 2_000)
+            let overview = try await client.query(
+                "SELECT status, duration_seconds, rate_per_second, (totals->>'sent')::bigint FROM bugle.run_overview WHERE run_id = \(runID)",
+                logger: Support.logger
+            )
+            for try await (status, duration, rate, sentTotal) in overview.decode((String, Double?, Double?, Int64?).self) {
+                #expect(status == "completed")
+                #expect((duration ?? 0) > 0)
+                #expect((rate ?? 0) > 0)
+                #expect(sentTotal == 1_920)
+            }
 
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-csv-\(runID)-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -69,8 +69,11 @@ SQL="SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bug
 # CPU seconds (user + system) a process has used so far.
 cpu_of() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 postgres_cpu() {
-  local total=0
-  for pid in $(pgrep -u postgres -f "$WORK" ; pgrep -u postgres -P "$(head -1 "$WORK/data/postmaster.pid")"); do
+  # The postmaster's own time plus its reaped children's (backends that already exited), plus live backends.
+  local master total
+  master=$(head -1 "$WORK/data/postmaster.pid")
+  total=$(awk '{print ($14 + $15 + $16 + $17) / 100}' "/proc/$master/stat")
+  for pid in $(pgrep -P "$master"); do
     total=$(awk -v a="$total" -v b="$(cpu_of "$pid")" 'BEGIN {print a + b}')
   done
   echo "$total"
