@@ -28,27 +28,44 @@ struct APNsCampaignTests {
     }
 
     static func run(_ client: PostgresClient, _ campaign: Campaign, provider: any PushProvider) async throws -> (Int64, RunResult) {
-        let logger = Support.logger
-        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: apns-test", periodKey: nil)
-        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: logger)
-        _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-        let runner = CampaignRunner(
-            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
-            providers: [.apns: provider], control: RunControl(), logger: logger
-        )
-        return (runID, try await runner.run(owner: "apns-test"))
+        try await Support.runCampaign(client, campaign, providers: [.apns: provider])
+    }
+
+    /// Starts a simulator and an APNs lane against it for `body`, and stops both afterwards (also on failure).
+    static func withLane(
+        configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
+        keyFile: (APNsTestEnvironment) throws -> String? = { _ in nil },
+        connections: Int = 2,
+        _ body: (APNsSimulator, APNSProvider) async throws -> Void
+    ) async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration(configure))
+        let port = try await simulator.start()
+        let provider: APNSProvider
+        do {
+            provider = try APNSProvider(
+                settings: environment.settings(port: port, connections: connections, keyFile: try keyFile(environment)),
+                logger: APNsTestEnvironment.logger
+            )
+        } catch {
+            try await simulator.stop()
+            throw error
+        }
+        do {
+            try await body(simulator, provider)
+        } catch {
+            await provider.shutdown()
+            try await simulator.stop()
+            throw error
+        }
+        await provider.shutdown()
+        try await simulator.stop()
     }
 
     @Test("20,000 iOS devices, 5% dead tokens, 1% 503s: every live token delivered exactly once; dead deactivated; CSV and summary agree")
     func twentyThousand() async throws {
-        let environment = try APNsTestEnvironment()
-        defer { environment.remove() }
-        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration {
-            $0.faults = .init(serviceUnavailableRatio: 0.01, seed: 7)
-        })
-        let port = try await simulator.start()
-        let provider = try APNSProvider(settings: environment.settings(port: port, connections: 4), logger: APNsTestEnvironment.logger)
-        do {
+        try await Self.withLane(configure: { $0.faults = .init(serviceUnavailableRatio: 0.01, seed: 7) }, connections: 4) { simulator, provider in
             try await Support.withFreshDatabase { client in
                 try await Self.seedIOS(client, count: 20_000)
                 let campaign = Support.campaign(pageSize: 5000, window: 500)
@@ -95,28 +112,15 @@ struct APNsCampaignTests {
                 #expect(statuses.filter { $0 == "sent" }.count == sent)
                 #expect(statuses.filter { $0 == "invalid_token" }.count == invalid)
             }
-        } catch {
-            await provider.shutdown()
-            try await simulator.stop()
-            throw error
         }
-        await provider.shutdown()
-        try await simulator.stop()
     }
 
     @Test("a wrong signing key halts the run (paused, reason recorded) and deactivates nothing")
     func wrongKeyHalts() async throws {
-        let environment = try APNsTestEnvironment()
         let other = try APNsTestEnvironment()
-        defer {
-            environment.remove()
-            other.remove()
-        }
-        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
-        let port = try await simulator.start()
+        defer { other.remove() }
         // Right key id and team, wrong private key.
-        let provider = try APNSProvider(settings: environment.settings(port: port, keyFile: other.material.keyFile), logger: APNsTestEnvironment.logger)
-        do {
+        try await Self.withLane(keyFile: { _ in other.material.keyFile }) { simulator, provider in
             try await Support.withFreshDatabase { client in
                 try await Self.seedIOS(client, count: 200)
                 let (runID, result) = try await Self.run(client, Support.campaign(window: 20), provider: provider)
@@ -132,23 +136,12 @@ struct APNsCampaignTests {
                 #expect(record?.status == .paused)
                 #expect(record?.pauseReason?.contains("InvalidProviderToken") == true)
             }
-        } catch {
-            await provider.shutdown()
-            try await simulator.stop()
-            throw error
         }
-        await provider.shutdown()
-        try await simulator.stop()
     }
 
     @Test("wrong environment: every answer BadDeviceToken pauses the run and deactivates nothing")
     func wrongEnvironmentBreaker() async throws {
-        let environment = try APNsTestEnvironment()
-        defer { environment.remove() }
-        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
-        let port = try await simulator.start()
-        let provider = try APNSProvider(settings: environment.settings(port: port), logger: APNsTestEnvironment.logger)
-        do {
+        try await Self.withLane { _, provider in
             try await Support.withFreshDatabase { client in
                 _ = try await client.query(
                     """
@@ -166,12 +159,6 @@ struct APNsCampaignTests {
                 let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
                 #expect(inactive == 0)
             }
-        } catch {
-            await provider.shutdown()
-            try await simulator.stop()
-            throw error
         }
-        await provider.shutdown()
-        try await simulator.stop()
     }
 }

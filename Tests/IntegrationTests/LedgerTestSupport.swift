@@ -1,4 +1,5 @@
 import BugleCore
+import BugleRunner
 import BugleStore
 import BugleTesting
 import Logging
@@ -82,5 +83,22 @@ enum LedgerTestSupport {
             """,
             logger: logger
         ).collect()
+    }
+
+    /// Creates, materializes and runs a campaign through `providers`; returns the run id and how it ended.
+    static func runCampaign(
+        _ client: PostgresClient,
+        _ campaign: Campaign,
+        providers: [ProviderKind: any PushProvider],
+        periodKey: String? = nil
+    ) async throws -> (Int64, RunResult) {
+        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: logger)
+        _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        let runner = CampaignRunner(
+            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
+            providers: providers, control: RunControl(), logger: logger
+        )
+        return (runID, try await runner.run(owner: "test-\(runID)"))
     }
 }

@@ -11,24 +11,6 @@ import Testing
 struct RunLedgerTests {
     typealias Support = LedgerTestSupport
 
-    /// Creates, materializes and runs a campaign; returns the run id and result.
-    static func runCampaign(
-        _ client: PostgresClient,
-        _ campaign: Campaign,
-        providers: [ProviderKind: any PushProvider],
-        periodKey: String? = nil
-    ) async throws -> (Int64, RunResult) {
-        let logger = Support.logger
-        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
-        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-        _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-        let runner = CampaignRunner(
-            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
-            providers: providers, control: RunControl(), logger: logger
-        )
-        return (runID, try await runner.run(owner: "test-\(runID)"))
-    }
-
     @Test("every live recipient delivered once, dead tokens deactivated, invalid rows skipped; CSV and summary agree")
     func endToEnd() async throws {
         try await Support.withFreshDatabase { client in
@@ -40,7 +22,7 @@ struct RunLedgerTests {
             let apns = FakeProvider(kind: .apns)
             let fcm = FakeProvider(kind: .fcm)
             let campaign = Support.campaign(pageSize: 300, window: 64)
-            let (runID, result) = try await Self.runCampaign(client, campaign, providers: [.apns: apns, .fcm: fcm])
+            let (runID, result) = try await Support.runCampaign(client, campaign, providers: [.apns: apns, .fcm: fcm])
             #expect(result.ending == .completed)
 
             let delivered = apns.delivered + fcm.delivered
@@ -100,7 +82,7 @@ struct RunLedgerTests {
             _ = try await client.query("UPDATE bugle.devices SET registered_at = now() - interval '2 hours' WHERE id <> 10", logger: Support.logger).collect()
             let hourAgo = Instant(secondsSince1970: Date().timeIntervalSince1970 - 3600)
             let providers: [ProviderKind: any PushProvider] = [.apns: FakeProvider(kind: .apns, invalidSince: hourAgo), .fcm: FakeProvider(kind: .fcm, invalidSince: hourAgo)]
-            let (_, result) = try await Self.runCampaign(client, Support.campaign(), providers: providers)
+            let (_, result) = try await Support.runCampaign(client, Support.campaign(), providers: providers)
             #expect(result.ending == .completed)
             let active10 = try await Support.scalar(client, "SELECT is_active FROM bugle.devices WHERE id = 10", as: Bool.self)
             #expect(active10 == true)
@@ -117,8 +99,8 @@ struct RunLedgerTests {
             let firstFCM = FakeProvider(kind: .fcm)
             let second = FakeProvider(kind: .apns)
             let secondFCM = FakeProvider(kind: .fcm)
-            async let a = Self.runCampaign(client, Support.campaign(name: "a", dedupe: .daily, window: 50), providers: [.apns: first, .fcm: firstFCM], periodKey: "d:2026-11-22")
-            async let b = Self.runCampaign(client, Support.campaign(name: "b", dedupe: .daily, window: 50), providers: [.apns: second, .fcm: secondFCM], periodKey: "d:2026-11-22")
+            async let a = Support.runCampaign(client, Support.campaign(name: "a", dedupe: .daily, window: 50), providers: [.apns: first, .fcm: firstFCM], periodKey: "d:2026-11-22")
+            async let b = Support.runCampaign(client, Support.campaign(name: "b", dedupe: .daily, window: 50), providers: [.apns: second, .fcm: secondFCM], periodKey: "d:2026-11-22")
             let ((_, resultA), (_, resultB)): ((Int64, RunResult), (Int64, RunResult))
             do {
                 ((_, resultA), (_, resultB)) = try await (a, b)
@@ -143,7 +125,7 @@ struct RunLedgerTests {
         try await Support.withFreshDatabase { client in
             try await Support.seed(client, count: 40)
             _ = try await client.query("UPDATE bugle.devices SET token = 'ha17-' || id WHERE platform = 'android'", logger: Support.logger).collect()
-            let (runID, result) = try await Self.runCampaign(client, Support.campaign(window: 4), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            let (runID, result) = try await Support.runCampaign(client, Support.campaign(window: 4), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
             guard case .halted(let code, _) = result.ending else {
                 Issue.record("expected a halt, got \(result.ending)")
                 return
@@ -175,7 +157,7 @@ struct RunLedgerTests {
             ).collect()
             let apns = FakeProvider(kind: .apns)
             let campaign = Support.campaign(window: 8, policy: .drop, maxAttempts: 2)
-            let (runID, result) = try await Self.runCampaign(client, campaign, providers: [.apns: apns, .fcm: FakeProvider(kind: .fcm)])
+            let (runID, result) = try await Support.runCampaign(client, campaign, providers: [.apns: apns, .fcm: FakeProvider(kind: .fcm)])
             #expect(result.ending == .completed)
             let rows = try await client.query(
                 "SELECT device_id, state, outcome_code, attempts FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id <= 6 ORDER BY device_id",
