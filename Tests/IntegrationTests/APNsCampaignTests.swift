@@ -161,4 +161,31 @@ struct APNsCampaignTests {
             }
         }
     }
+
+    @Test("GOAWAY every 1,000 streams: the campaign completes with every token delivered exactly once")
+    func goAwayEveryThousandStreams() async throws {
+        try await Self.withLane(configure: { $0.faults = .init(goAwayEvery: 1_000) }) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform)
+                    SELECT i, 'u' || i, lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, 6000) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                // resend: a stream at or below a GOAWAY's last-stream-id left unanswered would be re-sent, so any
+                // duplicate would show up in the simulator's record.
+                let (runID, result) = try await Self.run(client, Support.campaign(window: 400, policy: .resend), provider: provider)
+                #expect(result.ending == .completed)
+                #expect(simulator.counters().goAwaysSent >= 5)
+                let records = simulator.accepted()
+                #expect(records.count == 6_000)
+                #expect(Set(records.map(\.token)).count == 6_000)
+                let sent = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self
+                )
+                #expect(sent == 6_000)
+            }
+        }
+    }
 }
