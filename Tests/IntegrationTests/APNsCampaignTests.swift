@@ -1,4 +1,5 @@
 import BugleAPNs
+import Crypto
 import BugleCore
 import BugleRunner
 import BugleSimulator
@@ -187,5 +188,61 @@ struct APNsCampaignTests {
                 #expect(sent == 6_000)
             }
         }
+    }
+
+    @Test("JWT expiry between campaigns on one lane: refreshed once, every recipient sent, no TooManyProviderTokenUpdates")
+    func jwtExpiryRecovered() async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let clock = APNsTestClock()
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration {
+            $0.jwtMaxAge = .seconds(25 * 60)
+            $0.wallClock = { clock.wallSeconds }
+        })
+        let port = try await simulator.start()
+        let keyPEM = try String(contentsOfFile: environment.material.keyFile, encoding: .utf8)
+        let signer = APNSAuthenticationTokenSigner(
+            privateKey: try P256.Signing.PrivateKey(pemRepresentation: keyPEM),
+            keyID: environment.material.keyID,
+            teamID: environment.material.teamID,
+            clock: clock,
+            epochSeconds: { Int64(clock.wallSeconds) }
+        )
+        let provider = try APNSProvider(settings: environment.settings(port: port), tokenSource: signer, logger: APNsTestEnvironment.logger)
+        do {
+            try await Support.withFreshDatabase { client in
+                try await Self.seedIOS(client, count: 3_000)
+                let first = Support.campaign(
+                    name: "before", sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.id <= 500 AND d.token NOT LIKE 'dead%'",
+                    window: 100
+                )
+                let (_, before) = try await Self.run(client, first, provider: provider)
+                #expect(before.ending == .completed)
+                // 30 minutes later the JWT is older than the simulator's 25-minute limit but younger than the
+                // signer's 50-minute refresh: the first answers are ExpiredProviderToken.
+                clock.advance(by: .seconds(30 * 60))
+                let second = Support.campaign(
+                    name: "after", sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.id > 500 AND d.token NOT LIKE 'dead%'",
+                    window: 100
+                )
+                let (runID, after) = try await Self.run(client, second, provider: provider)
+                #expect(after.ending == .completed)
+                let notSent = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state <> 'sent'", as: Int64.self
+                )
+                #expect(notSent == 0)
+                let counters = simulator.counters()
+                #expect((counters.rejectedByReason["ExpiredProviderToken"] ?? 0) >= 1)
+                #expect(counters.rejectedByReason["TooManyProviderTokenUpdates"] == nil)
+                #expect(await signer.mintCount == 2)
+                #expect(simulator.accepted().count == 2_850)
+            }
+        } catch {
+            await provider.shutdown()
+            try await simulator.stop()
+            throw error
+        }
+        await provider.shutdown()
+        try await simulator.stop()
     }
 }
