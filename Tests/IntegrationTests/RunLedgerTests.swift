@@ -184,7 +184,7 @@ struct RunLedgerTests {
                 let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
                 _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
                 let store = PostgresCampaignStore(client: client, logger: logger)
-                guard let lease = try await store.acquireLease(runID: runID, owner: "w1", ttlSeconds: 1) else {
+                guard let lease = try await store.acquireLease(runID: runID, owner: "w1", ttlSeconds: 60) else {
                     Issue.record("no lease")
                     return
                 }
