@@ -3,6 +3,7 @@ import BugleCore
 import BugleStore
 import Foundation
 import Logging
+import Synchronization
 
 /// `bugle resume RUN`: continues a paused or interrupted run from its ledger.
 struct ResumeCommand: AsyncParsableCommand {
@@ -67,9 +68,13 @@ struct ResumeCommand: AsyncParsableCommand {
 }
 
 /// Holds the lanes a command built so they can be shut down after the database session ends.
-final class LanesBox: @unchecked Sendable {
-    // Written once inside the session closure and read after it returns, on the same task: no concurrent access.
-    var lanes: [ProviderKind: any PushProvider] = [:]
+final class LanesBox: Sendable {
+    private let storage = Mutex<[ProviderKind: any PushProvider]>([:])
+
+    var lanes: [ProviderKind: any PushProvider] {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
 
     func shutdown() async {
         for lane in lanes.values { await lane.shutdown() }

@@ -1,6 +1,9 @@
+import BugleCore
+import BugleRunner
 import BugleStore
 import BugleTesting
 import Foundation
+import PostgresNIO
 import Testing
 
 /// Runs the built `bugle` executable as a user would and checks exit codes, output and side effects.
@@ -128,5 +131,36 @@ struct CLITests {
         #expect(unregistered.stdout.contains("unregistered 1 device(s)"))
         let badPlatform = try Self.bugle(["devices", "register", "--user", "1", "--token", "x", "--platform", "nokia"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(badPlatform.status != 0)
+    }
+
+    @Test("resume of a completed run sends nothing; cancel of a ready run cancels its recipients; of a finished one exits 1")
+    func resumeAndCancel() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let url = try Self.url(configuration)
+        let (completedRun, readyRun) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> (Int64, Int64) in
+            try await LedgerTestSupport.seed(client, count: 40)
+            let fake: [ProviderKind: any PushProvider] = [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)]
+            let (completed, result) = try await LedgerTestSupport.runCampaign(client, LedgerTestSupport.campaign(name: "done"), providers: fake)
+            #expect(result.ending == .completed)
+            let campaign = LedgerTestSupport.campaign(name: "ready")
+            let ready = try await RunRepository(client: client, logger: TestDatabase.logger).createRun(campaign: campaign, yaml: "name: ready", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: TestDatabase.logger)
+            _ = try await Materializer(client: client, logger: TestDatabase.logger).materialize(runID: ready, campaign: campaign, reader: reader)
+            return (completed, ready)
+        }
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-resume-\(UUID().uuidString).csv").path
+        let resumed = try Self.bugle(["resume", String(completedRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stdout.contains("is completed; nothing to send"))
+        let cancelled = try Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(cancelled.status == 0)
+        let again = try Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(again.status == 1)
+        let states = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(readyRun) AND state <> 'cancelled'", as: Int64.self
+            )
+        }
+        #expect(states == 0)
     }
 }
