@@ -1,5 +1,4 @@
 import BugleAPNs
-import Crypto
 import BugleCore
 import BugleRunner
 import BugleSimulator
@@ -37,6 +36,7 @@ struct APNsCampaignTests {
         configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
         keyFile: (APNsTestEnvironment) throws -> String? = { _ in nil },
         connections: Int = 2,
+        tokenSource: (APNsTestEnvironment) throws -> (any APNSBearerTokenSource)? = { _ in nil },
         _ body: (APNsSimulator, APNSProvider) async throws -> Void
     ) async throws {
         let environment = try APNsTestEnvironment()
@@ -45,10 +45,12 @@ struct APNsCampaignTests {
         let port = try await simulator.start()
         let provider: APNSProvider
         do {
-            provider = try APNSProvider(
-                settings: environment.settings(port: port, connections: connections, keyFile: try keyFile(environment)),
-                logger: APNsTestEnvironment.logger
-            )
+            let settings = environment.settings(port: port, connections: connections, keyFile: try keyFile(environment))
+            if let source = try tokenSource(environment) {
+                provider = try APNSProvider(settings: settings, tokenSource: source, logger: APNsTestEnvironment.logger)
+            } else {
+                provider = try APNSProvider(settings: settings, logger: APNsTestEnvironment.logger)
+            }
         } catch {
             try await simulator.stop()
             throw error
@@ -192,24 +194,20 @@ struct APNsCampaignTests {
 
     @Test("JWT expiry between campaigns on one lane: refreshed once, every recipient sent, no TooManyProviderTokenUpdates")
     func jwtExpiryRecovered() async throws {
-        let environment = try APNsTestEnvironment()
-        defer { environment.remove() }
         let clock = APNsTestClock()
-        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration {
-            $0.jwtMaxAge = .seconds(25 * 60)
-            $0.wallClock = { clock.wallSeconds }
-        })
-        let port = try await simulator.start()
-        let keyPEM = try String(contentsOfFile: environment.material.keyFile, encoding: .utf8)
-        let signer = APNSAuthenticationTokenSigner(
-            privateKey: try P256.Signing.PrivateKey(pemRepresentation: keyPEM),
-            keyID: environment.material.keyID,
-            teamID: environment.material.teamID,
-            clock: clock,
-            epochSeconds: { Int64(clock.wallSeconds) }
-        )
-        let provider = try APNSProvider(settings: environment.settings(port: port), tokenSource: signer, logger: APNsTestEnvironment.logger)
-        do {
+        let signerBox = SignerBox()
+        try await Self.withLane(
+            configure: {
+                $0.jwtMaxAge = .seconds(25 * 60)
+                $0.wallClock = { clock.wallSeconds }
+            },
+            tokenSource: { environment in
+                let signer = try environment.signer(clock: clock)
+                signerBox.signer = signer
+                return signer
+            }
+        ) { simulator, provider in
+            let signer = try #require(signerBox.signer)
             try await Support.withFreshDatabase { client in
                 try await Self.seedIOS(client, count: 3_000)
                 let first = Support.campaign(
@@ -237,12 +235,12 @@ struct APNsCampaignTests {
                 #expect(await signer.mintCount == 2)
                 #expect(simulator.accepted().count == 2_850)
             }
-        } catch {
-            await provider.shutdown()
-            try await simulator.stop()
-            throw error
         }
-        await provider.shutdown()
-        try await simulator.stop()
     }
+}
+
+/// Carries the signer `withLane` built out to the test body (set once, before the body runs).
+private final class SignerBox: @unchecked Sendable {
+    // Written in withLane's token-source closure, read afterwards in the body on the same task.
+    var signer: APNSAuthenticationTokenSigner<APNsTestClock>?
 }

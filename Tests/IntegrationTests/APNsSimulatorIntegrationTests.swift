@@ -136,14 +136,7 @@ struct APNsSimulatorIntegrationTests {
             }
         )
         let port = try await simulator.start()
-        let keyPEM = try String(contentsOfFile: environment.material.keyFile, encoding: .utf8)
-        let signer = APNSAuthenticationTokenSigner(
-            privateKey: try P256.Signing.PrivateKey(pemRepresentation: keyPEM),
-            keyID: environment.material.keyID,
-            teamID: environment.material.teamID,
-            clock: clock,
-            epochSeconds: { Int64(clock.wallSeconds) }
-        )
+        let signer = try environment.signer(clock: clock)
         let provider = try APNSProvider(
             settings: environment.settings(port: port),
             tokenSource: signer,

@@ -69,6 +69,18 @@ struct APNsTestEnvironment {
         )
     }
 
+    /// An ES256 signer over this directory's key, driven by `clock` (wall time included).
+    func signer(clock: APNsTestClock) throws -> APNSAuthenticationTokenSigner<APNsTestClock> {
+        let keyPEM = try String(contentsOfFile: material.keyFile, encoding: .utf8)
+        return APNSAuthenticationTokenSigner(
+            privateKey: try P256.Signing.PrivateKey(pemRepresentation: keyPEM),
+            keyID: material.keyID,
+            teamID: material.teamID,
+            clock: clock,
+            epochSeconds: { Int64(clock.wallSeconds) }
+        )
+    }
+
     func remove() {
         try? FileManager.default.removeItem(atPath: directory)
     }
