@@ -1,8 +1,10 @@
 import BugleCore
+import BugleHTTP2
 import Crypto
 import Foundation
 import Logging
 import NIOCore
+import NIOHPACK
 import NIOPosix
 import NIOSSL
 
@@ -42,7 +44,7 @@ public final class APNSProvider: PushProvider {
     private let settings: APNsSettings
     private let options: Options
     private let tokenSource: (any APNSBearerTokenSource)?
-    private let pool: APNSConnectionPool
+    private let pool: HTTP2ConnectionPool
     private let authority: String
     private let timeout: TimeAmount
     private let logger: Logger
@@ -120,12 +122,13 @@ public final class APNSProvider: PushProvider {
             tls.privateKey = .privateKey(key)
         }
         do {
-            self.pool = try APNSConnectionPool(
+            self.pool = try HTTP2ConnectionPool(
                 configuration: .init(
                     host: settings.endpoint.host,
                     port: settings.endpoint.port,
                     connections: max(1, settings.connections),
-                    tls: tls
+                    tls: tls,
+                    serviceName: "APNs"
                 ),
                 group: options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
                 logger: logger
@@ -155,12 +158,10 @@ public final class APNSProvider: PushProvider {
                 authority: authority,
                 bearerToken: bearer
             )
-            let response: APNSRawResponse
+            let response: HTTP2Response
             do {
-                let connection = try await pool.lease(deadline: deadline)
-                defer { pool.release(connection) }
-                response = try await connection.execute(headers: headers, body: body, deadline: deadline).get()
-            } catch let error as APNSTransportError {
+                response = try await pool.execute(headers: headers, body: body, deadline: deadline)
+            } catch let error as HTTP2TransportError {
                 switch error {
                 case .refused, .notWritten:
                     if safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
@@ -179,8 +180,9 @@ public final class APNSProvider: PushProvider {
                 return .ambiguous(code: "transport_error")
             }
 
+            let apnsID = response.headers.first(name: "apns-id")
             if response.status == 200 {
-                return .delivered(providerMessageID: response.apnsID ?? apns.apnsID)
+                return .delivered(providerMessageID: apnsID ?? apns.apnsID)
             }
             let errorBody = Self.decodeErrorBody(response.body)
             let reason = errorBody.reason.map(APNSError.Reason.init(rawValue:))
@@ -197,7 +199,7 @@ public final class APNSProvider: PushProvider {
                 reason: reason,
                 timestamp: errorBody.timestamp,
                 retryAfter: response.retryAfterSeconds.map { .seconds($0) },
-                apnsID: response.apnsID
+                apnsID: apnsID
             )
         }
     }

@@ -3,10 +3,10 @@ import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
-/// Sits after `NIOHTTP2Handler` on an APNs connection and reports connection-level events to the pool:
+/// Sits after `NIOHTTP2Handler` on a client connection and reports connection-level events to the pool:
 /// TLS handshake done (ready), the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (including decreases),
 /// GOAWAY, and errors.
-final class APNSConnectionHandler: ChannelInboundHandler {
+final class HTTP2ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
 
     /// Callbacks into the pool (all invoked on the connection's event loop).

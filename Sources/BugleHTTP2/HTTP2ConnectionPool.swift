@@ -1,11 +1,13 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
-/// A fixed number of HTTP/2 connections to one APNs endpoint, multiplexing requests across them.
+/// A fixed number of HTTP/2 connections to one TLS endpoint (APNs, FCM, an OAuth2 token endpoint),
+/// multiplexing requests across them.
 ///
 /// - Each connection carries at most the server's `SETTINGS_MAX_CONCURRENT_STREAMS` requests (1 until the
 ///   server's SETTINGS arrive; decreases apply to new streams at once).
@@ -14,21 +16,47 @@ import NIOSSL
 /// - GOAWAY: the connection takes no new streams, drains, closes; its slot reconnects at once.
 /// - Connect/TLS failures back off exponentially with full jitter (`base · 2^failures`, capped) per slot;
 ///   waiters fail fast with a safe-retry error when no connection is up or coming.
+/// - Writes are flushed once per event-loop tick per connection (``FlushCoalescingHandler``), so many
+///   concurrent requests share TLS records and `write` calls.
 /// - State lives in one `NIOLockedValueBox`; the lock is never held across I/O or an `await`.
-final class APNSConnectionPool: Sendable {
+public final class HTTP2ConnectionPool: Sendable {
     /// Pool settings.
-    struct Configuration: Sendable {
-        var host: String
-        var port: Int
-        var connections: Int
-        var tls: TLSConfiguration
-        var connectTimeout: TimeAmount = .seconds(10)
-        var backoffBase: TimeAmount = .milliseconds(100)
-        var backoffCap: TimeAmount = .seconds(30)
+    public struct Configuration: Sendable {
+        /// Server host name or IP literal (also the SNI name and the name the certificate must carry).
+        public var host: String
+        /// Server port.
+        public var port: Int
+        /// Number of connections.
+        public var connections: Int
+        /// TLS client configuration (ALPN must offer `h2`).
+        public var tls: TLSConfiguration
+        /// Name used in errors and logs ("APNs", "FCM").
+        public var serviceName: String
+        /// TCP connect timeout.
+        public var connectTimeout: TimeAmount = .seconds(10)
+        /// First reconnect backoff ceiling.
+        public var backoffBase: TimeAmount = .milliseconds(100)
+        /// Largest reconnect backoff.
+        public var backoffCap: TimeAmount = .seconds(30)
+
+        /// Creates pool settings.
+        /// - Parameters:
+        ///   - host: Server host.
+        ///   - port: Server port.
+        ///   - connections: Number of connections (at least 1 is used).
+        ///   - tls: TLS client configuration.
+        ///   - serviceName: Name for errors and logs.
+        public init(host: String, port: Int, connections: Int, tls: TLSConfiguration, serviceName: String) {
+            self.host = host
+            self.port = port
+            self.connections = connections
+            self.tls = tls
+            self.serviceName = serviceName
+        }
     }
 
     private struct Entry {
-        var connection: APNSConnection
+        var connection: HTTP2Connection
         var inFlight = 0
         var maxStreams = 1
         var goingAway = false
@@ -43,7 +71,7 @@ final class APNSConnectionPool: Sendable {
 
     private struct Waiter {
         var id: Int
-        var continuation: CheckedContinuation<APNSConnection, any Error>
+        var continuation: CheckedContinuation<HTTP2Connection, any Error>
     }
 
     private struct State {
@@ -63,10 +91,10 @@ final class APNSConnectionPool: Sendable {
     }
 
     private enum Effect {
-        case resume(CheckedContinuation<APNSConnection, any Error>, APNSConnection)
-        case fail(CheckedContinuation<APNSConnection, any Error>, APNSTransportError)
+        case resume(CheckedContinuation<HTTP2Connection, any Error>, HTTP2Connection)
+        case fail(CheckedContinuation<HTTP2Connection, any Error>, HTTP2TransportError)
         case connect(slot: Int, id: Int)
-        case close(APNSConnection)
+        case close(HTTP2Connection)
         case kick(at: NIODeadline)
     }
 
@@ -83,7 +111,7 @@ final class APNSConnectionPool: Sendable {
     ///   - group: Event loops for the connections.
     ///   - logger: Logger (connection events only; never tokens or JWTs).
     /// - Throws: NIOSSL errors for an unusable TLS configuration.
-    init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) throws {
+    public init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
         self.sslContext = try NIOSSLContext(configuration: configuration.tls)
         self.group = group
@@ -99,11 +127,24 @@ final class APNSConnectionPool: Sendable {
 
     // MARK: Leasing
 
+    /// Leases a stream, sends one request on it and returns the stream.
+    /// - Parameters:
+    ///   - headers: Request headers including the pseudo-headers.
+    ///   - body: Request body.
+    ///   - deadline: Deadline for leasing, writing and the answer together.
+    /// - Returns: The answer.
+    /// - Throws: ``HTTP2TransportError``.
+    public func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2Response {
+        let connection = try await lease(deadline: deadline)
+        defer { release(connection) }
+        return try await connection.execute(headers: headers, body: body, deadline: deadline).get()
+    }
+
     /// Leases a stream slot on some connection.
-    /// - Parameter deadline: Give up (``APNSTransportError/notWritten(_:)``) after this.
+    /// - Parameter deadline: Give up (``HTTP2TransportError/notWritten(_:)``) after this.
     /// - Returns: A connection with one stream reserved for the caller; call ``release(_:)`` afterwards.
-    /// - Throws: ``APNSTransportError``.
-    func lease(deadline: NIODeadline) async throws -> APNSConnection {
+    /// - Throws: ``HTTP2TransportError``.
+    public func lease(deadline: NIODeadline) async throws -> HTTP2Connection {
         let waiterID = state.withLockedValue { state -> Int in
             state.nextID += 1
             return state.nextID
@@ -134,7 +175,7 @@ final class APNSConnectionPool: Sendable {
 
     /// Returns a stream slot.
     /// - Parameter connection: The leased connection.
-    func release(_ connection: APNSConnection) {
+    public func release(_ connection: HTTP2Connection) {
         let effects = state.withLockedValue { state -> [Effect] in
             var effects: [Effect] = []
             if var entry = state.entries[connection.id] {
@@ -153,28 +194,28 @@ final class APNSConnectionPool: Sendable {
     }
 
     /// Closes every connection and fails waiters.
-    func shutdown() async {
-        let (connections, waiters) = state.withLockedValue { state -> ([APNSConnection], [Waiter]) in
+    public func shutdown() async {
+        let (connections, waiters) = state.withLockedValue { state -> ([HTTP2Connection], [Waiter]) in
             state.isShutdown = true
             let waiters = Array(state.waiters[state.waiterHead...])
             state.waiters.removeAll()
             state.waiterHead = 0
             return (state.entries.values.map(\.connection), waiters)
         }
-        for waiter in waiters { waiter.continuation.resume(throwing: APNSTransportError.shutdown) }
+        for waiter in waiters { waiter.continuation.resume(throwing: HTTP2TransportError.shutdown) }
         for connection in connections {
             try? await connection.channel.close()
         }
     }
 
     /// The current per-connection stream limits (for tests and diagnostics).
-    func streamLimits() -> [Int] {
+    public func streamLimits() -> [Int] {
         state.withLockedValue { $0.entries.values.map(\.maxStreams) }
     }
 
     // MARK: Locked helpers (pure state transitions)
 
-    private static func leaseLocked(_ state: inout State) -> APNSConnection? {
+    private static func leaseLocked(_ state: inout State) -> HTTP2Connection? {
         var bestID: Int?
         var bestLoad = Int.max
         for (id, entry) in state.entries where entry.leasable && entry.inFlight < bestLoad {
@@ -232,7 +273,7 @@ final class APNSConnectionPool: Sendable {
     }
 
     /// Fails waiters when no connection is usable or on its way.
-    private static func failWaitersIfHopelessLocked(_ state: inout State) -> [Effect] {
+    private static func failWaitersIfHopelessLocked(_ state: inout State, serviceName: String) -> [Effect] {
         let anyUsable = state.entries.values.contains { !$0.goingAway }
         let anyConnecting = state.slots.contains {
             if case .connecting = $0 { return true }
@@ -242,7 +283,7 @@ final class APNSConnectionPool: Sendable {
         let waiters = state.waiters[state.waiterHead...]
         state.waiters.removeAll(keepingCapacity: true)
         state.waiterHead = 0
-        let message = "cannot connect to APNs: \(state.lastConnectError)"
+        let message = "cannot connect to \(serviceName): \(state.lastConnectError)"
         return waiters.map { .fail($0.continuation, .notWritten(message)) }
     }
 
@@ -280,14 +321,14 @@ final class APNSConnectionPool: Sendable {
     }
 
     private func timeOutWaiter(id: Int) {
-        let continuation = state.withLockedValue { state -> CheckedContinuation<APNSConnection, any Error>? in
+        let continuation = state.withLockedValue { state -> CheckedContinuation<HTTP2Connection, any Error>? in
             guard let index = state.waiters[state.waiterHead...].firstIndex(where: { $0.id == id }) else {
                 return nil
             }
             let waiter = state.waiters.remove(at: index)
             return waiter.continuation
         }
-        continuation?.resume(throwing: APNSTransportError.timeout(written: false))
+        continuation?.resume(throwing: HTTP2TransportError.timeout(written: false))
     }
 
     // MARK: Connections
@@ -303,7 +344,7 @@ final class APNSConnectionPool: Sendable {
             }
             if first { readyPromise.completeWith(result) }
         }
-        let events = APNSConnectionHandler.Events(
+        let events = HTTP2ConnectionHandler.Events(
             ready: { completeReady(.success(())) },
             maxConcurrentStreams: { [self] value in self.updateMaxStreams(id: id, value: value) },
             goAway: { [self] lastStreamID in self.goAway(id: id, lastStreamID: lastStreamID) },
@@ -333,6 +374,7 @@ final class APNSConnectionPool: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try sync.addHandler(FlushCoalescingHandler())
                     _ = try sync.configureHTTP2Pipeline(
                         mode: .client,
                         connectionConfiguration: connectionSettings,
@@ -340,19 +382,19 @@ final class APNSConnectionPool: Sendable {
                     ) { stream in
                         stream.close()
                     }
-                    try sync.addHandler(APNSConnectionHandler(events: events))
+                    try sync.addHandler(HTTP2ConnectionHandler(events: events))
                 }
             }
         bootstrap.connect(host: configuration.host, port: configuration.port)
             .flatMap { channel in
                 channel.closeFuture.whenComplete { [self] _ in
-                    completeReady(.failure(APNSTransportError.notWritten("connection closed during the TLS handshake")))
+                    completeReady(.failure(HTTP2TransportError.notWritten("connection closed during the TLS handshake")))
                     self.connectionClosed(id: id, slot: slot)
                 }
                 return readyPromise.futureResult.hop(to: channel.eventLoop).flatMapThrowing {
                     let multiplexer = try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self)
                         .syncMultiplexer()
-                    return APNSConnection(id: id, channel: channel, multiplexer: multiplexer)
+                    return HTTP2Connection(id: id, channel: channel, multiplexer: multiplexer)
                 }
             }
             .whenComplete { [self] result in
@@ -366,7 +408,7 @@ final class APNSConnectionPool: Sendable {
             }
     }
 
-    private func connected(_ connection: APNSConnection, slot: Int) {
+    private func connected(_ connection: HTTP2Connection, slot: Int) {
         let effects = state.withLockedValue { state -> [Effect] in
             if state.isShutdown { return [.close(connection)] }
             guard connection.channel.isActive else {
@@ -380,7 +422,7 @@ final class APNSConnectionPool: Sendable {
             state.slots[slot] = .ready(connectionID: connection.id)
             return Self.serveWaitersLocked(&state)
         }
-        logger.debug("APNs connection ready", metadata: ["connection": "\(connection.id)"])
+        logger.debug("\(configuration.serviceName) connection ready", metadata: ["connection": "\(connection.id)"])
         run(effects)
     }
 
@@ -390,9 +432,9 @@ final class APNSConnectionPool: Sendable {
             let delay = backoff(failures: failures, random: &state.random)
             state.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + delay)
             if state.lastConnectError.isEmpty { state.lastConnectError = String(describing: error) }
-            return Self.failWaitersIfHopelessLocked(&state)
+            return Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName)
         }
-        logger.warning("APNs connect failed", metadata: ["error": "\(error)"])
+        logger.warning("\(configuration.serviceName) connect failed", metadata: ["error": "\(error)"])
         run(effects)
     }
 
@@ -429,7 +471,7 @@ final class APNSConnectionPool: Sendable {
             }
             return effects + Self.connectIfNeededLocked(&state)
         }
-        logger.debug("APNs GOAWAY", metadata: ["connection": "\(id)"])
+        logger.debug("\(configuration.serviceName) GOAWAY", metadata: ["connection": "\(id)"])
         run(effects)
     }
 
@@ -440,7 +482,7 @@ final class APNSConnectionPool: Sendable {
             if case .ready(let connectionID) = state.slots[slot], connectionID == id {
                 state.slots[slot] = .empty(failures: 0, notBefore: .now())
             }
-            return Self.connectIfNeededLocked(&state) + Self.failWaitersIfHopelessLocked(&state)
+            return Self.connectIfNeededLocked(&state) + Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName)
         }
         run(effects)
     }

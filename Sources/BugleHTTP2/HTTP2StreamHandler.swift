@@ -2,31 +2,31 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 
-/// Client side of one APNs request on its own HTTP/2 stream: writes HEADERS + DATA, collects the answer,
-/// and completes `promise` exactly once — with the answer, or an ``APNSTransportError`` that says whether
+/// Client side of one request on its own HTTP/2 stream: writes HEADERS + DATA, collects the answer,
+/// and completes `promise` exactly once — with the answer, or an ``HTTP2TransportError`` that says whether
 /// the request can be retried safely. Enforces the per-request deadline.
-final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class HTTP2StreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
 
     private let headers: HPACKHeaders
     private let body: ByteBuffer
-    private let promise: EventLoopPromise<APNSRawResponse>
+    private let promise: EventLoopPromise<HTTP2Response>
     private let deadline: NIODeadline
-    private let connection: APNSConnection
+    private let connection: HTTP2Connection
     private var sent = false
     private var written = false
     private var completed = false
     private var refused = false
-    private var response = APNSRawResponse(status: 0)
+    private var response = HTTP2Response(status: 0)
     private var timeoutTask: Scheduled<Void>?
 
     init(
         headers: HPACKHeaders,
         body: ByteBuffer,
         deadline: NIODeadline,
-        connection: APNSConnection,
-        promise: EventLoopPromise<APNSRawResponse>
+        connection: HTTP2Connection,
+        promise: EventLoopPromise<HTTP2Response>
     ) {
         self.headers = headers
         self.body = body
@@ -64,12 +64,11 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .headers(let frame):
-            for (name, value, _) in frame.headers {
-                switch name {
-                case ":status": response.status = Int(value) ?? 0
-                case "apns-id": response.apnsID = value
-                case "retry-after": response.retryAfterSeconds = Int(value)
-                default: break
+            for (name, value, indexing) in frame.headers {
+                if name == ":status" {
+                    response.status = Int(value) ?? 0
+                } else if !name.hasPrefix(":") {
+                    response.headers.add(name: name, value: value, indexing: indexing)
                 }
             }
             if frame.endStream { succeed() }
@@ -120,7 +119,7 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         promise.succeed(response)
     }
 
-    private func fail(_ error: APNSTransportError) {
+    private func fail(_ error: HTTP2TransportError) {
         guard !completed else { return }
         completed = true
         timeoutTask?.cancel()

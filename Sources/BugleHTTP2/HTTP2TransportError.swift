@@ -1,5 +1,5 @@
-/// Transport-level failure of one request, before or instead of an APNs answer.
-enum APNSTransportError: Error, Sendable, Equatable {
+/// Transport-level failure of one request, before or instead of an answer from the server.
+public enum HTTP2TransportError: Error, Sendable, Equatable {
     /// Nothing was written: connect/TLS failure, closed connection, no free stream. Safe to retry.
     case notWritten(String)
     /// The server refused the stream (REFUSED_STREAM, or above a GOAWAY's last-stream-id). Safe to retry.

@@ -3,8 +3,8 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 
-/// One established HTTP/2 connection to APNs: the TCP channel and its stream multiplexer.
-final class APNSConnection: Sendable {
+/// One established HTTP/2 connection: the TCP channel and its stream multiplexer.
+public final class HTTP2Connection: Sendable {
     /// Pool-wide connection id.
     let id: Int
     let channel: any Channel
@@ -22,14 +22,14 @@ final class APNSConnection: Sendable {
     ///   - headers: Request headers.
     ///   - body: Request body.
     ///   - deadline: Per-request deadline.
-    /// - Returns: The answer, or a failed future with an ``APNSTransportError``.
-    func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) -> EventLoopFuture<APNSRawResponse> {
-        let promise = channel.eventLoop.makePromise(of: APNSRawResponse.self)
+    /// - Returns: The answer, or a failed future with an ``HTTP2TransportError``.
+    public func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) -> EventLoopFuture<HTTP2Response> {
+        let promise = channel.eventLoop.makePromise(of: HTTP2Response.self)
         let streamPromise = channel.eventLoop.makePromise(of: (any Channel).self)
         multiplexer.createStreamChannel(promise: streamPromise) { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(
-                    APNSStreamHandler(
+                    HTTP2StreamHandler(
                         headers: headers,
                         body: body,
                         deadline: deadline,
@@ -40,7 +40,7 @@ final class APNSConnection: Sendable {
             }
         }
         streamPromise.futureResult.whenFailure { error in
-            promise.fail(APNSTransportError.notWritten("cannot open a stream: \(error)"))
+            promise.fail(HTTP2TransportError.notWritten("cannot open a stream: \(error)"))
         }
         return promise.futureResult
     }
