@@ -50,6 +50,7 @@ let package = Package(
         .target(
             name: "BugleHTTP2",
             dependencies: [
+                "BugleCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -77,6 +78,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "BugleFCM",
+            dependencies: [
+                "BugleCore",
+                "BugleHTTP2",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "BugleRunner",
             dependencies: [
                 "BugleCore",
@@ -100,6 +116,7 @@ let package = Package(
                 "BugleStore",
                 "BugleRunner",
                 "BugleAPNs",
+                "BugleFCM",
                 "BugleSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -139,14 +156,14 @@ let package = Package(
         ),
         .testTarget(
             name: "BugleCoreTests",
-            dependencies: ["BugleCore", "BugleTesting", "BugleRunner"],
+            dependencies: ["BugleCore", "BugleTesting", "BugleRunner", "BugleFCM"],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "BugleCore", "BugleStore", "BugleRunner", "BugleTesting", "BugleAPNs", "BugleSimulator",
+                "BugleCore", "BugleStore", "BugleRunner", "BugleTesting", "BugleAPNs", "BugleFCM", "BugleHTTP2", "BugleSimulator",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],

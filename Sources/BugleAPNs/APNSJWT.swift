@@ -1,3 +1,4 @@
+import BugleCore
 import Crypto
 import Foundation
 
@@ -38,9 +39,6 @@ public enum APNSJWT {
     /// Base64url without padding.
     /// - Parameter data: Bytes to encode.
     public static func base64URL(_ data: Data) -> String {
-        var text = data.base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        Base64URL.encode(data)
     }
 }

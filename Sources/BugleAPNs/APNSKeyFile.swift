@@ -1,3 +1,4 @@
+import BugleHTTP2
 import Crypto
 import Foundation
 
@@ -9,13 +10,10 @@ enum APNSKeyFile {
     ///   - allowReadableKeys: Skip the check.
     /// - Throws: ``APNSConfigurationError``.
     static func checkPermissions(_ path: String, allowReadableKeys: Bool) throws(APNSConfigurationError) {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
-        else {
-            throw .unreadableFile(path: path)
-        }
-        if !allowReadableKeys && (mode & 0o077) != 0 {
-            throw .keyFileReadableByOthers(path: path, mode: mode & 0o777)
+        switch SecretFile.check(path, allowReadableByOthers: allowReadableKeys) {
+        case nil: return
+        case .unreadable: throw .unreadableFile(path: path)
+        case .readableByOthers(let mode): throw .keyFileReadableByOthers(path: path, mode: mode)
         }
     }
 

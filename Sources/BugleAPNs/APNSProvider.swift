@@ -162,20 +162,11 @@ public final class APNSProvider: PushProvider {
             do {
                 response = try await pool.execute(headers: headers, body: body, deadline: deadline)
             } catch let error as HTTP2TransportError {
-                switch error {
-                case .refused, .notWritten:
-                    if safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
-                        safeRetries += 1
-                        continue
-                    }
-                    return .retry(.safe, code: error == .refused ? "refused_stream" : "not_written", after: nil)
-                case .timeout(let written):
-                    return written ? .ambiguous(code: "timeout") : .retry(.safe, code: "timeout_before_write", after: nil)
-                case .lostAfterWrite:
-                    return .ambiguous(code: "connection_lost")
-                case .shutdown:
-                    return .retry(.safe, code: "shutdown", after: nil)
+                if error.isSafeToRetry && safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
+                    safeRetries += 1
+                    continue
                 }
+                return error.outcome
             } catch {
                 return .ambiguous(code: "transport_error")
             }

@@ -126,25 +126,31 @@ public struct CampaignRunner: Sendable {
         case fenced(RunStatus?)
     }
 
+    /// What the send loop's child tasks report.
+    private enum Event: Sendable {
+        case claimed(ClaimResult, requested: Int)
+        case answered(RecipientOutcome, SendOutcome)
+        case recorded(Bool)
+    }
+
+    /// The claim → send → record pipeline. One claim and one group commit may run while sends are in flight,
+    /// so database round trips overlap with provider round trips; the window W bounds every recipient that is
+    /// claimed and not yet recorded (being claimed, sending, buffered or being recorded).
     private func sendLoop(_ lease: Lease) async throws -> RunResult {
         let clock = ContinuousClock()
         let claimThreshold = max(1, min(configuration.claimBatch, window / 4))
-        return try await withThrowingTaskGroup(of: (RecipientOutcome, SendOutcome).self) { group in
-            var inFlight = 0
+        return try await withThrowingTaskGroup(of: Event.self) { group in
+            var sending = 0
+            var claiming = 0
+            var recording = 0
             var buffer: [RecipientOutcome] = []
             buffer.reserveCapacity(configuration.flushSize)
             var lastFlush = clock.now
+            var nextClaim = clock.now
+            var lastClaimShort = false
             var stop: Stop?
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
-
-            func flush() async throws {
-                guard !buffer.isEmpty else { return }
-                let ok = try await recordWithRetry(lease, buffer)
-                buffer.removeAll(keepingCapacity: true)
-                lastFlush = clock.now
-                if !ok, stop == nil { stop = .fenced(nil) }
-            }
 
             while true {
                 if stop == nil, let request = control.stopRequest {
@@ -153,26 +159,26 @@ public struct CampaignRunner: Sendable {
                     case .leaseLost: stop = .fenced(nil)
                     }
                 }
-                var claimed = 0
-                let room = window - inFlight - buffer.count
-                if stop == nil, room >= claimThreshold || (inFlight == 0 && room > 0) {
-                    switch try await claimWithRetry(lease, limit: min(room, configuration.claimBatch)) {
-                    case .fenced(let status):
-                        stop = .fenced(status)
-                    case .claimed(let recipients):
-                        claimed = recipients.count
-                        let now = Int(Date().timeIntervalSince1970)
-                        for recipient in recipients {
-                            inFlight += 1
-                            attempted += 1
-                            group.addTask { [self] in await sendOne(recipient, now: now) }
-                        }
-                    }
+                let now = clock.now
+                let committed = sending + claiming + recording + buffer.count
+                let room = window - committed
+                if stop == nil, claiming == 0, now >= nextClaim, room >= claimThreshold || (committed == 0 && room > 0) {
+                    let limit = min(room, configuration.claimBatch)
+                    claiming = limit
+                    group.addTask { [self] in .claimed(try await claimWithRetry(lease, limit: limit), requested: limit) }
                 }
-                if inFlight == 0 {
-                    try await flush()
+                if recording == 0, !buffer.isEmpty,
+                    buffer.count >= configuration.flushSize || now - lastFlush >= configuration.flushInterval
+                        || sending == 0 || buffer.count >= claimThreshold || stop != nil
+                {
+                    let batch = buffer
+                    buffer.removeAll(keepingCapacity: true)
+                    recording = batch.count
+                    group.addTask { [self] in .recorded(try await recordWithRetry(lease, batch)) }
+                }
+                if sending == 0 && claiming == 0 && recording == 0 && buffer.isEmpty {
                     if let stop { return try await end(lease, stop, attempted: attempted) }
-                    if claimed == 0 {
+                    if lastClaimShort {
                         let progress = try await store.progress(runID: lease.runID)
                         if progress.isDone {
                             try await store.finish(lease, status: .completed, reason: nil)
@@ -180,30 +186,58 @@ public struct CampaignRunner: Sendable {
                         }
                         let wait = min(progress.secondsUntilNextDue ?? 0.5, 0.5)
                         if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
+                        lastClaimShort = false
+                        nextClaim = clock.now
+                    } else if nextClaim > now {
+                        try await Task.sleep(until: nextClaim, clock: clock)
                     }
                     continue
                 }
-                guard let (answered, raw) = try await group.next() else { continue }
-                inFlight -= 1
-                var outcome = answered
-                if let verdict = breaker.observe(raw) {
-                    outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
-                    if case .trip(let message) = verdict, stop == nil {
-                        logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
-                        stop = .halted(code: "BadDeviceToken", message: message)
+                guard let event = try await group.next() else { continue }
+                switch event {
+                case .claimed(.fenced(let status), _):
+                    claiming = 0
+                    if stop == nil { stop = .fenced(status) }
+                case .claimed(.claimed(let recipients), let requested):
+                    claiming = 0
+                    // A short claim means nothing more is due right now: look again a little later.
+                    lastClaimShort = recipients.count < requested
+                    if lastClaimShort { nextClaim = clock.now + .milliseconds(50) }
+                    if stop != nil {
+                        // Claimed after the stop: never sent, so handed back unspent.
+                        for recipient in recipients {
+                            buffer.append(RecipientOutcome(seq: recipient.seq, state: .retryWait, code: "not_sent", retryAfterSeconds: 0, refundAttempt: true))
+                        }
+                        continue
                     }
-                }
-                buffer.append(outcome)
-                if case .halt(let code, let message) = raw, stop == nil {
-                    logger.error("provider halted the run", metadata: ["code": "\(code)"])
-                    stop = .halted(code: code, message: message)
-                }
-                // Group commit: flush a full batch, an old one, the last one, or enough outcomes to make room for
-                // the next claim — never one outcome at a time just because the window is full.
-                if buffer.count >= configuration.flushSize || clock.now - lastFlush >= configuration.flushInterval
-                    || inFlight == 0 || buffer.count >= claimThreshold
-                {
-                    try await flush()
+                    let sendTime = Int(Date().timeIntervalSince1970)
+                    for recipient in recipients {
+                        sending += 1
+                        attempted += 1
+                        group.addTask { [self] in
+                            let (outcome, raw) = await sendOne(recipient, now: sendTime)
+                            return .answered(outcome, raw)
+                        }
+                    }
+                case .answered(let answered, let raw):
+                    sending -= 1
+                    var outcome = answered
+                    if let verdict = breaker.observe(raw) {
+                        outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
+                        if case .trip(let message) = verdict, stop == nil {
+                            logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
+                            stop = .halted(code: "BadDeviceToken", message: message)
+                        }
+                    }
+                    buffer.append(outcome)
+                    if case .halt(let code, let message) = raw, stop == nil {
+                        logger.error("provider halted the run", metadata: ["code": "\(code)"])
+                        stop = .halted(code: code, message: message)
+                    }
+                case .recorded(let ok):
+                    recording = 0
+                    lastFlush = clock.now
+                    if !ok, stop == nil { stop = .fenced(nil) }
                 }
             }
         }

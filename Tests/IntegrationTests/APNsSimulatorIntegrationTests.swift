@@ -1,6 +1,7 @@
 import BugleAPNs
 import BugleCore
 import BugleSimulator
+import BugleTesting
 import Crypto
 import Foundation
 import Testing

@@ -1,45 +1,13 @@
 import BugleAPNs
 import BugleCore
 import BugleSimulator
+import BugleTesting
 import Crypto
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
 
-/// A manually advanced clock for APNs tests: one offset drives both the monotonic instant (JWT refresh
-/// timing) and the wall clock (JWT `iat`, simulator ages), so client and simulator agree on "now".
-final class APNsTestClock: Clock, Sendable {
-    struct Instant: InstantProtocol {
-        var offset: Duration
-        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
-        func duration(to other: Instant) -> Duration { other.offset - offset }
-        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
-    private let offset = NIOLockedValueBox(Duration.zero)
-    private let epochStart: Double
-
-    init(epochStart: Double = Date().timeIntervalSince1970) {
-        self.epochStart = epochStart
-    }
-
-    var now: Instant { Instant(offset: offset.withLockedValue { $0 }) }
-    var minimumResolution: Duration { .nanoseconds(1) }
-
-    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
-        // Tests never sleep on this clock; advancing it is explicit.
-    }
-
-    func advance(by duration: Duration) {
-        offset.withLockedValue { $0 += duration }
-    }
-
-    /// Wall-clock seconds since 1970 (start + offset).
-    var wallSeconds: Double {
-        let (seconds, attoseconds) = offset.withLockedValue { $0 }.components
-        return epochStart + Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
+typealias APNsTestClock = ManualClock
 
 /// A throwaway simulator directory plus helpers to build a provider against it.
 struct APNsTestEnvironment {

@@ -1,5 +1,6 @@
 import BugleAPNs
 import BugleCore
+import BugleTesting
 import Crypto
 import Foundation
 import NIOHPACK

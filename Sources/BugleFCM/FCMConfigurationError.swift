@@ -1,0 +1,46 @@
+/// Why the FCM lane cannot start. Descriptions name files and keys, never their contents.
+public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    private enum Base: Sendable, Equatable {
+        case noServiceAccount
+        case unreadableFile(path: String)
+        case readableByOthers(path: String, mode: Int)
+        case malformed(path: String, detail: String)
+        case invalidCertificate(path: String)
+        case unsupported(String)
+    }
+
+    private let base: Base
+
+    /// Neither `service_account_file` nor `GOOGLE_APPLICATION_CREDENTIALS` names a file.
+    public static let noServiceAccount = Self(base: .noServiceAccount)
+    /// A file could not be read.
+    public static func unreadableFile(path: String) -> Self { Self(base: .unreadableFile(path: path)) }
+    /// The service-account file can be read by group or others.
+    public static func readableByOthers(path: String, mode: Int) -> Self {
+        Self(base: .readableByOthers(path: path, mode: mode))
+    }
+    /// The service-account file is not a usable Google service account (`detail` names the key).
+    public static func malformed(path: String, detail: String) -> Self { Self(base: .malformed(path: path, detail: detail)) }
+    /// A CA file holds no usable certificate.
+    public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
+    /// A configuration this build does not support.
+    public static func unsupported(_ what: String) -> Self { Self(base: .unsupported(what)) }
+
+    public var description: String {
+        switch base {
+        case .noServiceAccount:
+            return "fcm: no service account; set service_account_file or GOOGLE_APPLICATION_CREDENTIALS"
+        case .unreadableFile(let path):
+            return "cannot read \(path)"
+        case .readableByOthers(let path, let mode):
+            return "service account file \(path) is readable by other users (mode \(String(mode, radix: 8))); "
+                + "run chmod 600 on it, or pass --allow-readable-keys"
+        case .malformed(let path, let detail):
+            return "service account file \(path): \(detail)"
+        case .invalidCertificate(let path):
+            return "\(path) holds no usable PEM certificate"
+        case .unsupported(let what):
+            return "unsupported FCM configuration: \(what)"
+        }
+    }
+}

@@ -1,0 +1,281 @@
+import BugleCore
+import BugleHTTP2
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// The FCM lane: HTTP v1 `messages:send` over multiplexed HTTP/2 connections with an OAuth2 access token
+/// from a service account, and classification of every answer into a ``SendOutcome``.
+///
+/// Handled inside ``send(_:)`` (never seen by the runner):
+/// - one token refresh and retry after a 401 without an `FcmError` detail;
+/// - immediate retries of requests known not to have been processed (REFUSED_STREAM, GOAWAY, unwritten);
+/// - the lane pause: `QUOTA_EXCEEDED`, `UNAVAILABLE` and `INTERNAL` close the whole lane for
+///   `max(Retry-After, backoff)` (``LanePause``); every send waits for the lane to reopen before writing;
+/// - the payload breaker: `threshold` payload-level `INVALID_ARGUMENT`s in a row, with no delivery between
+///   them, halt the run (every recipient shares the message, so it would fail for all of them).
+public final class FCMProvider: PushProvider {
+    /// Lane options that are not part of the providers file.
+    public struct Options: Sendable {
+        /// Accept a service-account file that group/others can read (`--allow-readable-keys`).
+        public var allowReadableKeys: Bool
+        /// Immediate retries of "known not processed" failures inside one send.
+        public var safeRetryLimit: Int
+        /// Payload-level `INVALID_ARGUMENT`s in a row that halt the run.
+        public var invalidPayloadHaltThreshold: Int
+        /// Backoff of the lane pause.
+        public var pauseBackoff: Backoff
+        /// Event loops (nil = the shared singleton group).
+        public var eventLoopGroup: (any EventLoopGroup)?
+
+        /// Creates options.
+        public init(
+            allowReadableKeys: Bool = false,
+            safeRetryLimit: Int = 3,
+            invalidPayloadHaltThreshold: Int = 10,
+            pauseBackoff: Backoff = Backoff(base: .seconds(1), cap: .seconds(60)),
+            eventLoopGroup: (any EventLoopGroup)? = nil
+        ) {
+            self.allowReadableKeys = allowReadableKeys
+            self.safeRetryLimit = safeRetryLimit
+            self.invalidPayloadHaltThreshold = invalidPayloadHaltThreshold
+            self.pauseBackoff = pauseBackoff
+            self.eventLoopGroup = eventLoopGroup
+        }
+    }
+
+    private struct LaneState {
+        var pause: LanePause
+        var invalidPayloadsInARow = 0
+        var random = SystemRandomNumberGenerator()
+    }
+
+    public var kind: ProviderKind { .fcm }
+
+    /// The project messages are sent for.
+    public let projectID: String
+    private let options: Options
+    private let tokens: FCMAccessTokenCache<ContinuousClock>
+    private let pool: HTTP2ConnectionPool
+    private let tokenPool: HTTP2ConnectionPool
+    private let authority: String
+    private let path: String
+    private let timeout: TimeAmount
+    private let lane: Mutex<LaneState>
+    private let epoch = ContinuousClock.now
+    private let logger: Logger
+
+    /// Creates the lane from the providers file's `fcm:` section: reads the service account
+    /// (`service_account_file`, else `GOOGLE_APPLICATION_CREDENTIALS`).
+    /// - Parameters:
+    ///   - settings: The `fcm:` section.
+    ///   - environment: Process environment (for `GOOGLE_APPLICATION_CREDENTIALS`).
+    ///   - options: Lane options.
+    ///   - logger: Logger (never receives tokens, assertions or keys).
+    /// - Throws: ``FCMConfigurationError``.
+    public convenience init(
+        settings: FCMSettings,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        options: Options = Options(),
+        logger: Logger
+    ) throws(FCMConfigurationError) {
+        guard let path = settings.serviceAccountFile ?? environment["GOOGLE_APPLICATION_CREDENTIALS"], !path.isEmpty else {
+            throw .noServiceAccount
+        }
+        let account = try FCMServiceAccount.load(path: path, allowReadableKeys: options.allowReadableKeys)
+        try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
+    }
+
+    /// Creates the lane with an explicit account and, optionally, a token source (tests).
+    /// - Parameters:
+    ///   - settings: The `fcm:` section (endpoint, CA, connections, timeout).
+    ///   - account: The service account.
+    ///   - tokenFetcher: Token source; nil = the account's token endpoint.
+    ///   - options: Lane options.
+    ///   - logger: Logger.
+    /// - Throws: ``FCMConfigurationError``.
+    public init(
+        settings: FCMSettings,
+        account: FCMServiceAccount,
+        tokenFetcher: (any FCMAccessTokenFetching)?,
+        options: Options = Options(),
+        logger: Logger
+    ) throws(FCMConfigurationError) {
+        self.projectID = account.projectID
+        self.options = options
+        self.logger = logger
+        self.authority = settings.endpoint.port == 443 ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
+        self.path = "/v1/projects/\(account.projectID)/messages:send"
+        self.timeout = .nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
+        self.lane = Mutex(LaneState(pause: LanePause(backoff: options.pauseBackoff)))
+
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        tls.certificateVerification = .fullVerification
+        if let caFile = settings.caFile {
+            guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8) else { throw .unreadableFile(path: caFile) }
+            guard let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)), !certificates.isEmpty else {
+                throw .invalidCertificate(path: caFile)
+            }
+            tls.additionalTrustRoots = [.certificates(certificates)]
+        }
+        let group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
+        do {
+            self.pool = try HTTP2ConnectionPool(
+                configuration: .init(
+                    host: settings.endpoint.host,
+                    port: settings.endpoint.port,
+                    connections: max(1, settings.connections),
+                    tls: tls,
+                    serviceName: "FCM"
+                ),
+                group: group,
+                logger: logger
+            )
+            self.tokenPool = try HTTP2ConnectionPool(
+                configuration: .init(
+                    host: account.tokenURI.host ?? "",
+                    port: account.tokenURI.port ?? 443,
+                    connections: 1,
+                    tls: tls,
+                    serviceName: "OAuth2 token endpoint"
+                ),
+                group: group,
+                logger: logger
+            )
+        } catch {
+            throw .unsupported("TLS configuration rejected: \(error)")
+        }
+        let fetcher = tokenFetcher
+            ?? FCMTokenEndpointClient(account: account, pool: tokenPool, timeout: timeout, epochSeconds: { Int64(Date().timeIntervalSince1970) })
+        self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())
+    }
+
+    /// Sends one message and classifies the answer. Never throws.
+    /// - Parameter request: The rendered message (`{"message": …}` with the token inside).
+    public func send(_ request: PushRequest) async -> SendOutcome {
+        let deadline = NIODeadline.now() + timeout
+        let body = ByteBuffer(bytes: request.body)
+        var refreshedAfter401 = false
+        var safeRetries = 0
+        while true {
+            await waitForLane()
+            let bearer: String
+            do {
+                bearer = try await tokens.token()
+            } catch {
+                switch error {
+                case .rejected:
+                    return .halt(code: "OAUTH_REJECTED", message: error.description)
+                case .unavailable:
+                    logger.warning("FCM access token unavailable", metadata: ["error": "\(error)"])
+                    return pauseLane(.retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil), retryAfter: nil)
+                }
+            }
+            let headers: HPACKHeaders = [
+                ":method": "POST",
+                ":scheme": "https",
+                ":authority": authority,
+                ":path": path,
+                "authorization": "Bearer " + bearer,
+                "content-type": "application/json",
+            ]
+            let response: HTTP2Response
+            do {
+                response = try await pool.execute(headers: headers, body: body, deadline: deadline)
+            } catch let error as HTTP2TransportError {
+                if error.isSafeToRetry && safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
+                    safeRetries += 1
+                    continue
+                }
+                return error.outcome
+            } catch {
+                return .ambiguous(code: "transport_error")
+            }
+
+            if response.status == 200 {
+                lane.withLock {
+                    $0.pause.succeeded()
+                    $0.invalidPayloadsInARow = 0
+                }
+                return .delivered(providerMessageID: Self.messageName(response.body))
+            }
+            let error = FCMError.parse(httpStatus: response.status, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView)
+            if response.status == 401 && error.reason == nil && !refreshedAfter401 {
+                refreshedAfter401 = true
+                await tokens.invalidate(bearer)
+                continue
+            }
+            let retryAfter = response.retryAfterSeconds.map { Duration.seconds($0) }
+            let outcome = FCMErrorClassifier.classify(error, retryAfter: retryAfter, projectID: projectID)
+            switch outcome {
+            case .retry(.provider, _, _):
+                return pauseLane(outcome, retryAfter: retryAfter)
+            case .rejected("INVALID_ARGUMENT"):
+                return payloadRejected(error)
+            default:
+                return outcome
+            }
+        }
+    }
+
+    /// Closes all connections.
+    public func shutdown() async {
+        await pool.shutdown()
+        await tokenPool.shutdown()
+    }
+
+    /// Access tokens fetched so far (diagnostics and tests).
+    public func accessTokenFetches() async -> Int {
+        await tokens.fetchCount
+    }
+
+    // MARK: Lane pause and payload breaker
+
+    private var monotonicSeconds: Double {
+        let (seconds, attoseconds) = (ContinuousClock.now - epoch).components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    private func waitForLane() async {
+        while true {
+            let wait = lane.withLock { $0.pause.wait(now: monotonicSeconds) }
+            guard wait > 0 else { return }
+            try? await Task.sleep(for: .milliseconds(Int64((wait * 1000).rounded(.up))))
+        }
+    }
+
+    private func pauseLane(_ outcome: SendOutcome, retryAfter: Duration?) -> SendOutcome {
+        let now = monotonicSeconds
+        let until = lane.withLock { state in
+            state.pause.failed(now: now, retryAfter: retryAfter, using: &state.random)
+        }
+        logger.warning("FCM lane paused", metadata: ["code": "\(outcome.code)", "seconds": "\(Int((until - now).rounded(.up)))"])
+        if case .retry(let scope, let code, _) = outcome {
+            return .retry(scope, code: code, after: .milliseconds(Int64(max(0, until - now) * 1000)))
+        }
+        return outcome
+    }
+
+    private func payloadRejected(_ error: FCMError) -> SendOutcome {
+        let count = lane.withLock { state in
+            state.invalidPayloadsInARow += 1
+            return state.invalidPayloadsInARow
+        }
+        guard count >= options.invalidPayloadHaltThreshold else { return .rejected(code: "INVALID_ARGUMENT") }
+        let detail = error.message.map { ": \($0)" } ?? ""
+        return .halt(code: "INVALID_ARGUMENT", message: "FCM rejected the message \(count) times in a row\(detail)")
+    }
+
+    private static func messageName(_ body: ByteBuffer?) -> String? {
+        guard let body, let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            return nil
+        }
+        return object["name"] as? String
+    }
+}

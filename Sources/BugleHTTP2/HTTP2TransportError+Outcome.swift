@@ -1,0 +1,23 @@
+import BugleCore
+
+extension HTTP2TransportError {
+    /// True when the server certainly did not process the request, so sending it again at once is safe.
+    public var isSafeToRetry: Bool {
+        switch self {
+        case .refused, .notWritten: return true
+        case .timeout, .lostAfterWrite, .shutdown: return false
+        }
+    }
+
+    /// The provider-neutral outcome once no further immediate retry is made: unwritten requests are free
+    /// retries, written-but-unanswered ones are ambiguous (the campaign's policy decides).
+    public var outcome: SendOutcome {
+        switch self {
+        case .refused: return .retry(.safe, code: "refused_stream", after: nil)
+        case .notWritten: return .retry(.safe, code: "not_written", after: nil)
+        case .timeout(let written): return written ? .ambiguous(code: "timeout") : .retry(.safe, code: "timeout_before_write", after: nil)
+        case .lostAfterWrite: return .ambiguous(code: "connection_lost")
+        case .shutdown: return .retry(.safe, code: "shutdown", after: nil)
+        }
+    }
+}
