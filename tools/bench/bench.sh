@@ -52,12 +52,12 @@ chmod 755 "$WORK"
 RUNAS=()
 if [ "$(id -u)" = 0 ]; then RUNAS=(runuser -u postgres --); chown postgres "$WORK"; fi
 PORT=5499
-cleanup() { "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 "${RUNAS[@]}" "$PGBIN/initdb" -D "$WORK/data" -U bugle --auth=trust -E UTF8 --no-sync >/dev/null
 "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w \
-  -o "-k $WORK -p $PORT -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c shared_buffers=256MB" start >/dev/null
+  -o "-k $WORK -p $PORT -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c shared_buffers=256MB ${BENCH_PG_OPTS:-}" start >/dev/null
 "${RUNAS[@]}" "$PGBIN/createdb" -h "$WORK" -p "$PORT" -U bugle bugle
 export BUGLE_DATABASE_URL="postgres://bugle@/bugle?host=$WORK&port=$PORT"
 PSQL=(psql -X -q -h "$WORK" -p "$PORT" -U bugle -d bugle)
@@ -111,6 +111,7 @@ YAML
     p0=$(postgres_cpu); s0=$(cpu_of $SIMPID)
     /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$WORK/apns-campaign.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" > "$WORK/run.out"
     p1=$(postgres_cpu); s1=$(cpu_of $SIMPID)
+    [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.out" "$BENCH_KEEP.run$r.out"
     read -r secs user sys kb < "$WORK/time"
     sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
     rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")

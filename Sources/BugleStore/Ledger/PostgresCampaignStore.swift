@@ -19,6 +19,9 @@ public struct PostgresCampaignStore: CampaignStore {
     public func acquireLease(runID: Int64, owner: String, ttlSeconds: Int) async throws -> Lease? {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection -> Lease? in
+            // FOR UPDATE is the one row lock that conflicts with a group commit's FOR KEY SHARE: a takeover waits
+            // for commits in progress, and commits that start later see the new epoch and change nothing.
+            _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger).collect()
             let rows = try await connection.query(
                 """
                 UPDATE bugle.runs
@@ -71,13 +74,14 @@ public struct PostgresCampaignStore: CampaignStore {
     public func claim(_ lease: Lease, limit: Int) async throws -> ClaimResult {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection -> ClaimResult in
-            // Statement 1: fence and serialise claimers of this run.
+            // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
+            // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
             let fence = try await connection.query(
                 """
                 SELECT in_flight_window, notification_type, period_key FROM bugle.runs
                  WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) AND status = 'running'
                    AND lease_expires_at > now()
-                FOR UPDATE
+                FOR NO KEY UPDATE
                 """,
                 logger: logger
             )
@@ -206,7 +210,7 @@ public struct PostgresCampaignStore: CampaignStore {
         }
         return try await client.withTransaction(logger: logger) { connection -> Bool in
             let fence = try await connection.query(
-                "SELECT notification_type, period_key FROM bugle.runs WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) FOR SHARE",
+                "SELECT notification_type, period_key FROM bugle.runs WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) FOR KEY SHARE",
                 logger: logger
             )
             var run: (String, String?)?
