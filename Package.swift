@@ -156,7 +156,10 @@ let package = Package(
         ),
         .testTarget(
             name: "BugleCoreTests",
-            dependencies: ["BugleCore", "BugleTesting", "BugleRunner", "BugleFCM"],
+            dependencies: [
+                "BugleCore", "BugleTesting", "BugleRunner", "BugleFCM",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
