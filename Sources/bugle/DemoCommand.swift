@@ -84,7 +84,7 @@ struct DemoCommand: AsyncParsableCommand {
                     print("demo: \(seeded) demo device(s) in bugle.devices")
                     let code = try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: nil, logger: logger)
                     guard let dryCampaign else { return (code, nil) }
-                    let report = try await DryRunExecution.execute(campaign: dryCampaign, client: client, csvPath: nil, logger: logger)
+                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, client: client, csvPath: nil, logger: logger)
                     return (code, DryRunOutcome(report: report, campaign: dryCampaign))
                 }
             } catch {

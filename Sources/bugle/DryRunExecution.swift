@@ -7,10 +7,18 @@ import PostgresNIO
 
 /// Wiring for dry runs: stream the segment through a ``DryRunReport``, optionally writing the preview CSV.
 enum DryRunExecution {
-    static func execute(campaign: Campaign, client: PostgresClient, csvPath: String?, logger: Logger) async throws -> DryRunReport {
+    /// - Parameter validator: With `--validate`, sends each FCM recipient's message with `validate_only`.
+    static func execute(
+        campaign: Campaign,
+        client: PostgresClient,
+        csvPath: String?,
+        validator: DryRunValidation? = nil,
+        logger: Logger
+    ) async throws -> (DryRunReport, DryRunValidation?) {
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
         let writer = try csvPath.map { try AtomicFileWriter(path: $0) }
         var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
+        var validation = validator
         // The duplicate count is one aggregate in PostgreSQL: run it beside the page scan, on its own connection.
         async let duplicates = reader.duplicateTokenCount()
         do {
@@ -22,7 +30,9 @@ enum DryRunExecution {
             let scan = try await reader.read { rows in
                 let chunk = report.add(rows, csv: writer != nil)
                 if let writer { try writer.write(chunk) }
+                await validation?.validate(rows)
             }
+
             report.addUnpaged(.missingDeviceID, count: scan.nullDeviceIDs)
             report.addUnpaged(.duplicateToken, count: try await duplicates)
             try writer?.commit()
@@ -31,6 +41,6 @@ enum DryRunExecution {
             _ = try? await duplicates
             throw error
         }
-        return report
+        return (report, validation)
     }
 }

@@ -38,6 +38,15 @@ enum DryRunPrinter {
         if let csvPath { Swift.print("preview: \(csvPath)") }
     }
 
+    /// The `--validate` tally.
+    static func print(_ validation: DryRunValidation) {
+        Swift.print("FCM validate_only: \(validation.checked) checked, \(validation.valid) valid")
+        for (code, n) in validation.refused.sorted(by: { $0.key < $1.key }) {
+            Swift.print("    \(code.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
+        }
+        if let halted = validation.halted { Swift.print("  stopped: \(halted)") }
+    }
+
     /// The body with the device token replaced by its fingerprint.
     static func redactedBody(_ request: PushRequest) -> String {
         String(decoding: request.body, as: UTF8.self).replacingOccurrences(of: request.token, with: TokenFingerprint.of(request.token))

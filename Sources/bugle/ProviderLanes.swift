@@ -1,5 +1,6 @@
 import BugleAPNs
 import BugleCore
+import BugleFCM
 import Logging
 
 /// Wiring: builds the provider lanes a campaign needs from the providers file.
@@ -8,15 +9,35 @@ enum ProviderLanes {
     /// checked here, before the database is touched, so a bad key file is a usage error (exit 1).
     static func make(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
         var lanes: [ProviderKind: any PushProvider] = [:]
+        let source = settings.sourcePath ?? "providers file"
         if let apns = settings.apns {
-            var apnsLogger = logger
-            apnsLogger[metadataKey: "provider"] = "apns"
             do {
-                lanes[.apns] = try APNSProvider(settings: apns, options: APNSProvider.Options(allowReadableKeys: allowReadableKeys), logger: apnsLogger)
+                lanes[.apns] = try APNSProvider(
+                    settings: apns,
+                    options: APNSProvider.Options(allowReadableKeys: allowReadableKeys),
+                    logger: laneLogger(logger, "apns")
+                )
             } catch {
-                throw UsageError("providers file \(settings.sourcePath ?? ""): apns: \(error)")
+                throw UsageError("\(source): apns: \(error)")
+            }
+        }
+        if let fcm = settings.fcm {
+            do {
+                lanes[.fcm] = try FCMProvider(
+                    settings: fcm,
+                    options: FCMProvider.Options(allowReadableKeys: allowReadableKeys),
+                    logger: laneLogger(logger, "fcm")
+                )
+            } catch {
+                throw UsageError("\(source): fcm: \(error)")
             }
         }
         return lanes
+    }
+
+    private static func laneLogger(_ logger: Logger, _ provider: String) -> Logger {
+        var logger = logger
+        logger[metadataKey: "provider"] = "\(provider)"
+        return logger
     }
 }

@@ -14,7 +14,9 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             --dry-run renders every recipient's APNs payload/headers and FCM message, checks sizes, and prints counts \
             per platform, locale and skip reason with sample payloads. It writes nothing to the database; with --csv \
-            it writes a preview CSV (status would_send, or the skip reason).
+            it writes a preview CSV (status would_send, or the skip reason). --dry-run --validate also sends every \
+            Android/web recipient's message to FCM with validate_only (when the providers file has an fcm: section), \
+            so FCM checks message and token without delivering anything; nothing is deactivated.
 
             Exit codes: 0 completed, 1 validation error (nothing written), 2 failed or halted, 3 paused (resumable).
             """
@@ -31,6 +33,9 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Render and count without sending or writing to the database.")
     var dryRun = false
 
+    @Flag(name: .customLong("validate"), help: "With --dry-run: have FCM check every Android/web message (validate_only); needs an fcm: section.")
+    var validateWithFCM = false
+
     @Option(help: "Where to write the CSV report (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
     var csv: String?
 
@@ -39,6 +44,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
     var allowReadableKeys = false
+
+    func validate() throws {
+        if validateWithFCM && !dryRun {
+            throw ValidationError("--validate needs --dry-run")
+        }
+    }
 
     func run() async throws {
         let logger = global.makeLogger()
@@ -76,10 +87,35 @@ struct RunCommand: AsyncParsableCommand {
 
     private func runDry(_ campaign: Campaign, logger: Logger) async throws -> Int32 {
         let csvPath = csv
-        let report = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
-            try await DryRunExecution.execute(campaign: campaign, client: client, csvPath: csvPath, logger: logger)
+        var fcm: (any PushProvider)?
+        if validateWithFCM {
+            guard let providersPath = providers ?? campaign.providersPath else {
+                throw UsageError("\(file): --validate needs a providers file: set `providers:` in the campaign or pass --providers")
+            }
+            let settings = try ProviderSettingsLoader.load(path: providersPath)
+            if settings.fcm == nil {
+                print("note: \(providersPath) has no fcm: section; --validate checks nothing")
+            } else {
+                fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), allowReadableKeys: allowReadableKeys, logger: logger)[.fcm]
+            }
         }
+        let validator = fcm.map { DryRunValidation(campaign: campaign, provider: $0) }
+        let report: DryRunReport
+        let validation: DryRunValidation?
+        do {
+            (report, validation) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
+                try await DryRunExecution.execute(campaign: campaign, client: client, csvPath: csvPath, validator: validator, logger: logger)
+            }
+        } catch {
+            await fcm?.shutdown()
+            throw error
+        }
+        await fcm?.shutdown()
         DryRunPrinter.print(report, campaign: campaign, samples: samples, csvPath: csvPath)
+        if let validation {
+            DryRunPrinter.print(validation)
+            if validation.halted != nil { return ExitCodes.failed }
+        }
         return ExitCodes.completed
     }
 }
