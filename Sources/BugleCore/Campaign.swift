@@ -253,10 +253,23 @@ public struct DeliveryOptions: Sendable, Equatable {
     public var inFlightWindow: Int
     /// `delivery.max_attempts`: attempts before `failed_permanent` (default 5).
     public var maxAttempts: Int
+    /// `delivery.rate`: per-lane ceilings (requests per second) that lower the providers file's rates.
+    public var rateLimits: [ProviderKind: Double]
+    /// `delivery.not_after`: the run does not start after this instant, and stops claiming (paused) when it
+    /// passes.
+    public var notAfter: Instant?
 
-    public init(ambiguousPolicy: AmbiguousPolicy = .drop, inFlightWindow: Int = 1000, maxAttempts: Int = 5) {
+    public init(
+        ambiguousPolicy: AmbiguousPolicy = .drop,
+        inFlightWindow: Int = 1000,
+        maxAttempts: Int = 5,
+        rateLimits: [ProviderKind: Double] = [:],
+        notAfter: Instant? = nil
+    ) {
         self.ambiguousPolicy = ambiguousPolicy
         self.inFlightWindow = inFlightWindow
         self.maxAttempts = maxAttempts
+        self.rateLimits = rateLimits
+        self.notAfter = notAfter
     }
 }

@@ -58,6 +58,8 @@ public struct APNsSettings: Sendable, Equatable {
     public var connections: Int
     public var timeoutSeconds: Double
     public var rate: RateLimit?
+    /// `concurrency`: requests in flight on this lane at once (default 10000: the campaign's window decides).
+    public var concurrency: Int = 10_000
 
     public init(endpoint: Endpoint, caFile: String?, topic: String, auth: Auth, connections: Int = 4, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.endpoint = endpoint
@@ -79,6 +81,8 @@ public struct FCMSettings: Sendable, Equatable {
     public var connections: Int
     public var timeoutSeconds: Double
     public var rate: RateLimit?
+    /// `concurrency`: requests in flight on this lane at once (default 10000: the campaign's window decides).
+    public var concurrency: Int = 10_000
 
     public init(serviceAccountFile: String?, endpoint: Endpoint = .fcm, caFile: String? = nil, connections: Int = 2, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.serviceAccountFile = serviceAccountFile
@@ -102,6 +106,8 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
     public var payloadLimit: Int
     public var connections: Int
     public var rate: RateLimit?
+    /// `concurrency`: requests in flight on this lane at once (default 10000: the campaign's window decides).
+    public var concurrency: Int = 10_000
 
     public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil) {
         self.enabled = enabled

@@ -14,8 +14,6 @@ import Synchronization
 /// Handled inside ``send(_:)`` (never seen by the runner):
 /// - one token refresh and retry after a 401 without an `FcmError` detail;
 /// - immediate retries of requests known not to have been processed (REFUSED_STREAM, GOAWAY, unwritten);
-/// - the lane pause: `QUOTA_EXCEEDED`, `UNAVAILABLE` and `INTERNAL` close the whole lane for
-///   `max(Retry-After, backoff)` (``LanePause``); every send waits for the lane to reopen before writing;
 /// - the payload breaker: `threshold` payload-level `INVALID_ARGUMENT`s in a row, with no delivery between
 ///   them, halt the run (every recipient shares the message, so it would fail for all of them).
 public final class FCMProvider: PushProvider {
@@ -27,8 +25,6 @@ public final class FCMProvider: PushProvider {
         public var safeRetryLimit: Int
         /// Payload-level `INVALID_ARGUMENT`s in a row that halt the run.
         public var invalidPayloadHaltThreshold: Int
-        /// Backoff of the lane pause.
-        public var pauseBackoff: Backoff
         /// Event loops (nil = the shared singleton group).
         public var eventLoopGroup: (any EventLoopGroup)?
 
@@ -37,22 +33,15 @@ public final class FCMProvider: PushProvider {
             allowReadableKeys: Bool = false,
             safeRetryLimit: Int = 3,
             invalidPayloadHaltThreshold: Int = 10,
-            pauseBackoff: Backoff = Backoff(base: .seconds(1), cap: .seconds(60)),
             eventLoopGroup: (any EventLoopGroup)? = nil
         ) {
             self.allowReadableKeys = allowReadableKeys
             self.safeRetryLimit = safeRetryLimit
             self.invalidPayloadHaltThreshold = invalidPayloadHaltThreshold
-            self.pauseBackoff = pauseBackoff
             self.eventLoopGroup = eventLoopGroup
         }
     }
 
-    private struct LaneState {
-        var pause: LanePause
-        var invalidPayloadsInARow = 0
-        var random = SystemRandomNumberGenerator()
-    }
 
     public var kind: ProviderKind { .fcm }
 
@@ -65,8 +54,8 @@ public final class FCMProvider: PushProvider {
     private let authority: String
     private let path: String
     private let timeout: TimeAmount
-    private let lane: Mutex<LaneState>
-    private let epoch = ContinuousClock.now
+    /// Payload-level `INVALID_ARGUMENT`s since the last delivery.
+    private let invalidPayloadsInARow = Mutex(0)
     private let logger: Logger
 
     /// Creates the lane from the providers file's `fcm:` section: reads the service account
@@ -111,7 +100,6 @@ public final class FCMProvider: PushProvider {
         self.authority = settings.endpoint.port == 443 ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
         self.path = "/v1/projects/\(account.projectID)/messages:send"
         self.timeout = .nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
-        self.lane = Mutex(LaneState(pause: LanePause(backoff: options.pauseBackoff)))
 
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
@@ -164,7 +152,6 @@ public final class FCMProvider: PushProvider {
         var refreshedAfter401 = false
         var safeRetries = 0
         while true {
-            await waitForLane()
             let bearer: String
             do {
                 bearer = try await tokens.token()
@@ -174,7 +161,7 @@ public final class FCMProvider: PushProvider {
                     return .halt(code: "OAUTH_REJECTED", message: error.description)
                 case .unavailable:
                     logger.warning("FCM access token unavailable", metadata: ["error": "\(error)"])
-                    return pauseLane(.retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil), retryAfter: nil)
+                    return .retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil)
                 }
             }
             let headers: HPACKHeaders = [
@@ -199,10 +186,7 @@ public final class FCMProvider: PushProvider {
             }
 
             if response.status == 200 {
-                lane.withLock {
-                    $0.pause.succeeded()
-                    $0.invalidPayloadsInARow = 0
-                }
+                invalidPayloadsInARow.withLock { $0 = 0 }
                 return .delivered(providerMessageID: Self.messageName(response.body))
             }
             let error = FCMError.parse(httpStatus: response.status, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView)
@@ -213,14 +197,10 @@ public final class FCMProvider: PushProvider {
             }
             let retryAfter = response.retryAfterSeconds.map { Duration.seconds($0) }
             let outcome = FCMErrorClassifier.classify(error, retryAfter: retryAfter, projectID: projectID)
-            switch outcome {
-            case .retry(.provider, _, _):
-                return pauseLane(outcome, retryAfter: retryAfter)
-            case .rejected("INVALID_ARGUMENT"):
+            if case .rejected("INVALID_ARGUMENT") = outcome {
                 return payloadRejected(error)
-            default:
-                return outcome
             }
+            return outcome
         }
     }
 
@@ -235,37 +215,12 @@ public final class FCMProvider: PushProvider {
         await tokens.fetchCount
     }
 
-    // MARK: Lane pause and payload breaker
-
-    private var monotonicSeconds: Double {
-        let (seconds, attoseconds) = (ContinuousClock.now - epoch).components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-
-    private func waitForLane() async {
-        while true {
-            let wait = lane.withLock { $0.pause.wait(now: monotonicSeconds) }
-            guard wait > 0 else { return }
-            try? await Task.sleep(for: .milliseconds(Int64((wait * 1000).rounded(.up))))
-        }
-    }
-
-    private func pauseLane(_ outcome: SendOutcome, retryAfter: Duration?) -> SendOutcome {
-        let now = monotonicSeconds
-        let until = lane.withLock { state in
-            state.pause.failed(now: now, retryAfter: retryAfter, using: &state.random)
-        }
-        logger.warning("FCM lane paused", metadata: ["code": "\(outcome.code)", "seconds": "\(Int((until - now).rounded(.up)))"])
-        if case .retry(let scope, let code, _) = outcome {
-            return .retry(scope, code: code, after: .milliseconds(Int64(max(0, until - now) * 1000)))
-        }
-        return outcome
-    }
+    // MARK: Payload breaker
 
     private func payloadRejected(_ error: FCMError) -> SendOutcome {
-        let count = lane.withLock { state in
-            state.invalidPayloadsInARow += 1
-            return state.invalidPayloadsInARow
+        let count = invalidPayloadsInARow.withLock { count in
+            count += 1
+            return count
         }
         guard count >= options.invalidPayloadHaltThreshold else { return .rejected(code: "INVALID_ARGUMENT") }
         let detail = error.message.map { ": \($0)" } ?? ""

@@ -26,6 +26,7 @@ public struct CampaignRunner: Sendable {
     private let composer: NotificationComposer
     private let mapper: OutcomeMapper
     private let window: Int
+    private let notAfter: Instant?
     private let iosLane: ProviderKind
     private let configuration: Configuration
     private let control: RunControl
@@ -51,6 +52,7 @@ public struct CampaignRunner: Sendable {
         self.composer = NotificationComposer(campaign: campaign, runID: runID)
         self.mapper = OutcomeMapper(maxAttempts: campaign.delivery.maxAttempts, ambiguousPolicy: campaign.delivery.ambiguousPolicy)
         self.window = campaign.delivery.inFlightWindow
+        self.notAfter = campaign.delivery.notAfter
         self.iosLane = campaign.iosTransport == .legacy ? .legacyAPNs : .apns
         self.configuration = configuration
         self.control = control
@@ -158,6 +160,10 @@ public struct CampaignRunner: Sendable {
                     case .interrupted(let why): stop = .interrupted(why)
                     case .leaseLost: stop = .fenced(nil)
                     }
+                }
+                if stop == nil, let notAfter, Date().timeIntervalSince1970 >= notAfter.secondsSince1970 {
+                    logger.notice("delivery.not_after reached: no more claims")
+                    stop = .interrupted("delivery.not_after reached")
                 }
                 let now = clock.now
                 let committed = sending + claiming + recording + buffer.count

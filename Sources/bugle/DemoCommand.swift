@@ -71,7 +71,7 @@ struct DemoCommand: AsyncParsableCommand {
             let lanes: [ProviderKind: any PushProvider]
             do {
                 let settings = try ProviderSettingsLoader.load(path: certificates.providersFile)
-                lanes = try ProviderLanes.make(settings: settings, allowReadableKeys: false, logger: logger)
+                lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: false, logger: logger)
             } catch {
                 try await simulator.stop()
                 throw error

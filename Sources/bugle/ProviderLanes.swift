@@ -1,13 +1,20 @@
 import BugleAPNs
 import BugleCore
 import BugleFCM
+import BugleRunner
 import Logging
 
 /// Wiring: builds the provider lanes a campaign needs from the providers file.
 enum ProviderLanes {
-    /// The lanes available for `settings` (each provider section present → its lane). Keys are loaded and
-    /// checked here, before the database is touched, so a bad key file is a usage error (exit 1).
-    static func make(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
+    /// The lanes available for `settings` (each provider section present → its lane), each behind its pacer
+    /// (``LanePacing``). Keys are loaded and checked here, before the database is touched, so a bad key file is
+    /// a usage error (exit 1).
+    static func make(settings: ProviderSettings, campaign: Campaign, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
+        LanePacing.wrap(try unpaced(settings: settings, allowReadableKeys: allowReadableKeys, logger: logger), settings: settings, campaign: campaign)
+            .mapValues { $0 }
+    }
+
+    private static func unpaced(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
         var lanes: [ProviderKind: any PushProvider] = [:]
         let source = settings.sourcePath ?? "providers file"
         if let apns = settings.apns {

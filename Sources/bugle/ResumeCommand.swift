@@ -55,7 +55,7 @@ struct ResumeCommand: AsyncParsableCommand {
                     throw UsageError("run \(runID): no providers file; pass --providers")
                 }
                 let settings = try ProviderSettingsLoader.load(path: providersPath)
-                let lanes = try ProviderLanes.make(settings: settings, allowReadableKeys: allowReadable, logger: logger)
+                let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadable, logger: logger)
                 lanesBox.lanes = lanes
                 let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
                 try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)

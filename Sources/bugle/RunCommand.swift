@@ -66,7 +66,7 @@ struct RunCommand: AsyncParsableCommand {
                 throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
             }
             let settings = try ProviderSettingsLoader.load(path: providersPath)
-            let lanes = try ProviderLanes.make(settings: settings, allowReadableKeys: allowReadableKeys, logger: logger)
+            let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
             let code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
             for lane in lanes.values { await lane.shutdown() }
             return code
@@ -96,7 +96,7 @@ struct RunCommand: AsyncParsableCommand {
             if settings.fcm == nil {
                 print("note: \(providersPath) has no fcm: section; --validate checks nothing")
             } else {
-                fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), allowReadableKeys: allowReadableKeys, logger: logger)[.fcm]
+                fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)[.fcm]
             }
         }
         let validator = fcm.map { DryRunValidation(campaign: campaign, provider: $0) }

@@ -9,6 +9,7 @@ import PostgresNIO
 enum RunExecution {
     /// Creates a run, materializes its segment, sends, and writes the report. Returns the exit code.
     static func start(campaign: Campaign, yaml: String, client: PostgresClient, lanes: [ProviderKind: any PushProvider], csvPath: String?, logger: Logger) async throws -> Int32 {
+        try refuseAfterDeadline(campaign)
         let repository = RunRepository(client: client, logger: logger)
         let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
         print("run \(runID): reading segment of \(campaign.name)")
@@ -21,8 +22,17 @@ enum RunExecution {
         return code
     }
 
+    /// A run never starts or resumes after its campaign's `delivery.not_after`.
+    static func refuseAfterDeadline(_ campaign: Campaign, now: Date = Date()) throws {
+        guard let notAfter = campaign.delivery.notAfter, now.timeIntervalSince1970 >= notAfter.secondsSince1970 else { return }
+        let formatter = ISO8601DateFormatter()
+        let deadline = formatter.string(from: Date(timeIntervalSince1970: notAfter.secondsSince1970))
+        throw UsageError("\(campaign.sourcePath ?? campaign.name): delivery.not_after (\(deadline)) has passed; the run does not start")
+    }
+
     /// Sends a run's recipients through `lanes` and returns the exit code.
     static func execute(campaign: Campaign, runID: Int64, client: PostgresClient, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
+        try refuseAfterDeadline(campaign)
         let needed = try await RunRepository(client: client, logger: logger).unfinishedByProvider(runID: runID)
         let missing = needed.filter { provider, _ in ProviderKind(rawValue: provider).map { lanes[$0] == nil } ?? true }
         if !missing.isEmpty {

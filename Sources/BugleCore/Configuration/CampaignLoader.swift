@@ -22,7 +22,9 @@ import Foundation
 ///               expiration (0...30d), thread_id, mutable_content [false], content_available [false], category }
 ///       android: { channel_id, priority normal|high [high], ttl (0...28d), collapse_key, tag }
 ///       webpush: { link (https URL), ttl (0...28d) }
-///     delivery: { ambiguous: resend|drop [drop], in_flight_window 1...10000 [1000], max_attempts 1...100 [5] }
+///     delivery: { ambiguous: resend|drop [drop], in_flight_window 1...10000 [1000], max_attempts 1...100 [5],
+///                 rate: { apns, fcm, legacy_apns: <per second, lowers the providers file's rate> },
+///                 not_after: <ISO 8601 instant with zone, e.g. 2026-11-22T18:00:00Z> }
 ///     ios_transport: http2 | legacy                             [http2]
 ///
 /// Durations accept integer seconds or a number with a unit: `3600s`, `90m`, `1h`, `7d`.
@@ -42,7 +44,8 @@ public enum CampaignLoader {
     ]
     static let androidKeys = ["channel_id", "priority", "ttl", "collapse_key", "tag"]
     static let webpushKeys = ["link", "ttl"]
-    static let deliveryKeys = ["ambiguous", "in_flight_window", "max_attempts"]
+    static let deliveryKeys = ["ambiguous", "in_flight_window", "max_attempts", "rate", "not_after"]
+    static let deliveryRateKeys = ["apns", "fcm", "legacy_apns"]
 
     /// Longest FCM `ttl` (4 weeks), in seconds.
     static let maximumFCMTTL = 2_419_200
@@ -254,7 +257,34 @@ public enum CampaignLoader {
         return DeliveryOptions(
             ambiguousPolicy: try map.choice("ambiguous", default: AmbiguousPolicy.drop),
             inFlightWindow: try map.int("in_flight_window", default: 1000, in: 1...10_000),
-            maxAttempts: try map.int("max_attempts", default: 5, in: 1...100))
+            maxAttempts: try map.int("max_attempts", default: 5, in: 1...100),
+            rateLimits: try map["rate"].map(deliveryRates) ?? [:],
+            notAfter: try map["not_after"].map(instant))
+    }
+
+    private static func deliveryRates(_ node: ConfigurationNode) throws -> [ProviderKind: Double] {
+        let map = try node.mapping(allowedKeys: deliveryRateKeys)
+        var rates: [ProviderKind: Double] = [:]
+        for (key, kind) in [("apns", ProviderKind.apns), ("fcm", .fcm), ("legacy_apns", .legacyAPNs)] {
+            guard let valueNode = map[key] else { continue }
+            let value = try valueNode.number()
+            guard value > 0, value <= 1_000_000 else { throw valueNode.error("must be a rate per second above 0 and at most 1000000") }
+            rates[kind] = value
+        }
+        return rates
+    }
+
+    private static func instant(_ node: ConfigurationNode) throws -> Instant {
+        let text = try node.singleLineString(maximumLength: 64)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        var date = formatter.date(from: text)
+        if date == nil {
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            date = formatter.date(from: text)
+        }
+        guard let date else { throw node.typeError("an ISO 8601 instant with a zone, like 2026-11-22T18:00:00Z") }
+        return Instant(secondsSince1970: date.timeIntervalSince1970)
     }
 
     // MARK: - Values

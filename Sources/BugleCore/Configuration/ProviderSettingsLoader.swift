@@ -12,25 +12,26 @@ import Foundation
 ///         certificate: { cert_file: <path>, key_file: <path>, passphrase_env: <VAR> }
 ///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
 ///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 }
+///       concurrency: requests in flight on the lane, 1...100000 [10000]
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
-///       ca_file   connections [2]   timeout [10s]   rate
+///       ca_file   connections [2]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [10000]
 ///     legacy_apns:
 ///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
-///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate
+///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate   concurrency [1000]
 ///
 /// File paths are resolved against the providers file's folder. Plain `http://` endpoints are refused:
 /// every provider connection uses TLS. Errors never quote values from this file.
 public enum ProviderSettingsLoader {
     static let topKeys = ["apns", "fcm", "legacy_apns"]
-    static let apnsKeys = ["endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate"]
+    static let apnsKeys = ["endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate", "concurrency"]
     static let authKeys = ["token", "certificate"]
     static let tokenKeys = ["team_id", "key_id", "key_file"]
     static let certificateKeys = ["cert_file", "key_file", "p12_file", "passphrase_env"]
-    static let fcmKeys = ["service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate"]
+    static let fcmKeys = ["service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency"]
     static let legacyKeys = [
         "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
-        "connections", "rate",
+        "connections", "rate", "concurrency",
     ]
     static let rateKeys = ["per_second", "burst"]
 
@@ -78,11 +79,13 @@ public enum ProviderSettingsLoader {
         let topic = try topicNode.singleLineString(maximumLength: 255)
         if topic.contains(" ") { throw topicNode.error("must be a bundle identifier without spaces") }
         let auth = try self.auth(map.required("auth"), paths: paths)
-        return APNsSettings(
+        var settings = APNsSettings(
             endpoint: endpoint, caFile: caFile, topic: topic, auth: auth,
             connections: try map.int("connections", default: 4, in: 1...64),
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
+        settings.concurrency = try map.int("concurrency", default: settings.concurrency, in: 1...100_000)
+        return settings
     }
 
     private static func auth(_ node: ConfigurationNode, paths: PathResolver) throws -> APNsSettings.Auth {
@@ -121,13 +124,15 @@ public enum ProviderSettingsLoader {
 
     private static func fcm(_ node: ConfigurationNode, paths: PathResolver) throws -> FCMSettings {
         let map = try node.mapping(allowedKeys: fcmKeys)
-        return FCMSettings(
+        var settings = FCMSettings(
             serviceAccountFile: try map["service_account_file"].map(paths.resolve),
             endpoint: try map["endpoint"].map { try endpoint($0, expected: "an https://host[:port] URL") } ?? .fcm,
             caFile: try map["ca_file"].map(paths.resolve),
             connections: try map.int("connections", default: 2, in: 1...64),
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
+        settings.concurrency = try map.int("concurrency", default: settings.concurrency, in: 1...100_000)
+        return settings
     }
 
     private static func legacy(_ node: ConfigurationNode, paths: PathResolver) throws -> LegacyAPNsSettings {
@@ -138,7 +143,7 @@ public enum ProviderSettingsLoader {
         if host.contains("://") || host.contains("/") || host.contains(" ") || host.contains("@") {
             throw hostNode.error("expected a host name or IP address, without scheme, port or path")
         }
-        return LegacyAPNsSettings(
+        var settings = LegacyAPNsSettings(
             enabled: enabled,
             host: host,
             port: try map.int("port", default: 2195, in: 1...65_535),
@@ -149,6 +154,8 @@ public enum ProviderSettingsLoader {
             payloadLimit: try map.int("payload_limit", default: 2048, in: 256...4096),
             connections: try map.int("connections", default: 1, in: 1...64),
             rate: try map["rate"].map(rate))
+        settings.concurrency = try map.int("concurrency", default: 1000, in: 1...100_000)
+        return settings
     }
 
     // MARK: - Values

@@ -1,0 +1,161 @@
+import BugleCore
+import Synchronization
+
+/// Paces one provider lane: a concurrency limit, a token bucket at the rate the ``RateController`` allows,
+/// and the lane pause (``LanePause``). Shared by every send of the lane; never blocks a thread.
+///
+/// - ``acquire()`` waits for a concurrency slot, then for the lane to be open, then for a token.
+/// - ``release(after:)`` feeds the answer back: throttling storms lower the rate (AIMD), calm windows raise
+///   it, a `Retry-After` or a storm closes the lane for `max(Retry-After, backoff)`, and a delivery resets the
+///   backoff.
+public final class LanePacer: Sendable {
+    /// Limits of one lane.
+    public struct Limits: Sendable, Equatable {
+        /// Requests per second (nil: unpaced).
+        public var perSecond: Double?
+        /// Token-bucket capacity.
+        public var burst: Int
+        /// Requests in flight at once.
+        public var concurrency: Int
+
+        /// Creates limits.
+        public init(perSecond: Double?, burst: Int? = nil, concurrency: Int) {
+            self.perSecond = perSecond
+            self.burst = burst ?? max(1, Int(((perSecond ?? 1) / 10).rounded(.up)))
+            self.concurrency = max(1, concurrency)
+        }
+    }
+
+    /// A snapshot for progress and metrics.
+    public struct Snapshot: Sendable, Equatable {
+        /// The rate in force (nil: unpaced).
+        public var rate: Double?
+        /// Requests holding a slot.
+        public var inFlight: Int
+        /// Seconds until the lane reopens (0: open).
+        public var pausedFor: Double
+    }
+
+    private struct Waiter {
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
+    private struct State {
+        var bucket: TokenBucket?
+        var controller: RateController?
+        var pause: LanePause
+        var inFlight = 0
+        var waiters: [Waiter] = []
+        var random = SystemRandomNumberGenerator()
+    }
+
+    private let limits: Limits
+    private let state: Mutex<State>
+    private let origin = ContinuousClock.now
+
+    /// Creates a pacer.
+    /// - Parameters:
+    ///   - limits: Rate, burst and concurrency.
+    ///   - pauseBackoff: Backoff of the lane pause.
+    public init(limits: Limits, pauseBackoff: Backoff = Backoff(base: .milliseconds(250), cap: .seconds(60))) {
+        self.limits = limits
+        let bucket = limits.perSecond.map { TokenBucket(rate: $0, burst: limits.burst, now: 0) }
+        let controller = limits.perSecond.map { RateController(ceiling: $0) }
+        self.state = Mutex(State(bucket: bucket, controller: controller, pause: LanePause(backoff: pauseBackoff)))
+    }
+
+    private var now: Double {
+        let (seconds, attoseconds) = (ContinuousClock.now - origin).components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// Waits until this lane may send one request; call ``release(after:)`` with its outcome afterwards.
+    public func acquire() async {
+        await takeSlot()
+        while true {
+            let (paused, tokenWait) = state.withLock { state -> (Double, Double) in
+                let now = self.now
+                let paused = state.pause.wait(now: now)
+                if paused > 0 { return (paused, 0) }
+                return (0, state.bucket?.reserve(now: now) ?? 0)
+            }
+            if paused > 0 {
+                try? await Task.sleep(for: .microseconds(Int64((paused * 1e6).rounded(.up))))
+                continue
+            }
+            guard tokenWait > 0 else { return }
+            try? await Task.sleep(for: .microseconds(Int64((tokenWait * 1e6).rounded(.up))))
+            // The token is ours: go, unless the lane closed meanwhile (then hand it back and wait again).
+            let closed = state.withLock { state -> Bool in
+                let now = self.now
+                guard state.pause.wait(now: now) > 0 else { return false }
+                state.bucket?.refund(now: now)
+                return true
+            }
+            if !closed { return }
+        }
+    }
+
+    /// Returns the slot and learns from the answer.
+    /// - Parameter outcome: What the provider said.
+    /// - Returns: The outcome, with a provider-level retry delayed at least until the lane reopens.
+    @discardableResult
+    public func release(after outcome: SendOutcome) -> SendOutcome {
+        let (next, result) = state.withLock { state -> (CheckedContinuation<Void, Never>?, SendOutcome) in
+            let now = self.now
+            var result = outcome
+            let throttled = Self.isThrottling(outcome)
+            let change = state.controller?.record(throttled: throttled, now: now) ?? .none
+            if change != .none, let rate = state.controller?.rate { state.bucket?.setRate(rate, now: now) }
+            switch outcome {
+            case .delivered:
+                state.pause.succeeded()
+            case .retry(let scope, let code, let after):
+                if after != nil || change == .decreased {
+                    let until = state.pause.failed(now: now, retryAfter: after, using: &state.random)
+                    if scope == .provider {
+                        result = .retry(scope, code: code, after: .milliseconds(Int64(max(0, until - now) * 1000)))
+                    }
+                }
+            default:
+                break
+            }
+            if state.waiters.isEmpty {
+                state.inFlight -= 1
+                return (nil, result)
+            }
+            return (state.waiters.removeFirst().continuation, result)
+        }
+        next?.resume()
+        return result
+    }
+
+    /// The current rate, slots in use and pause.
+    public var snapshot: Snapshot {
+        state.withLock { state in
+            Snapshot(rate: state.controller?.rate, inFlight: state.inFlight, pausedFor: state.pause.wait(now: now))
+        }
+    }
+
+    private func takeSlot() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                if state.inFlight < limits.concurrency {
+                    state.inFlight += 1
+                    return true
+                }
+                state.waiters.append(Waiter(continuation: continuation))
+                return false
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    private static func isThrottling(_ outcome: SendOutcome) -> Bool {
+        switch outcome {
+        case .retry(.provider, _, _): return true
+        case .retry(.recipient, let code, _): return code == "TooManyRequests"
+        default: return false
+        }
+    }
+}

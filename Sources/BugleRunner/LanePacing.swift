@@ -1,0 +1,63 @@
+import BugleCore
+
+/// The pacing each lane gets: the providers file's `rate` and `concurrency`, lowered by the campaign's
+/// `delivery.rate`, with FCM's documented project quota (600,000 messages a minute) as FCM's default ceiling.
+///
+/// Several workers on one run each pace at these limits divided by nothing: a run has one lease holder at a
+/// time today, so the limit holds for the run.
+public enum LanePacing {
+    /// FCM's default downstream quota per project, per second (600,000 per minute).
+    public static let fcmDefaultRate = 10_000.0
+
+    /// The limits of one lane.
+    /// - Parameters:
+    ///   - kind: The lane.
+    ///   - settings: The providers file.
+    ///   - campaign: The campaign (its `delivery.rate` may lower the rate).
+    /// - Returns: The limits.
+    public static func limits(for kind: ProviderKind, settings: ProviderSettings, campaign: Campaign) -> LanePacer.Limits {
+        var rate: RateLimit?
+        var concurrency = 10_000
+        switch kind {
+        case .apns:
+            rate = settings.apns?.rate
+            concurrency = settings.apns?.concurrency ?? concurrency
+        case .fcm:
+            rate = settings.fcm?.rate ?? RateLimit(perSecond: fcmDefaultRate, burst: Int(fcmDefaultRate / 10))
+            concurrency = settings.fcm?.concurrency ?? concurrency
+        case .legacyAPNs:
+            rate = settings.legacyAPNs?.rate
+            concurrency = settings.legacyAPNs?.concurrency ?? concurrency
+        case .none:
+            break
+        }
+        var perSecond = rate?.perSecond
+        if let lowered = campaign.delivery.rateLimits[kind] {
+            perSecond = min(perSecond ?? lowered, lowered)
+        }
+        var burst = rate?.burst
+        if let perSecond, let configured = burst {
+            // A campaign that lowers the rate lowers the burst with it.
+            burst = min(configured, max(1, Int((perSecond / 10).rounded(.up))))
+        }
+        return LanePacer.Limits(perSecond: perSecond, burst: burst, concurrency: concurrency)
+    }
+
+    /// Wraps every lane in its pacer.
+    /// - Parameters:
+    ///   - lanes: The lanes.
+    ///   - settings: The providers file.
+    ///   - campaign: The campaign.
+    /// - Returns: The paced lanes.
+    public static func wrap(
+        _ lanes: [ProviderKind: any PushProvider],
+        settings: ProviderSettings,
+        campaign: Campaign
+    ) -> [ProviderKind: PacedProvider] {
+        var paced: [ProviderKind: PacedProvider] = [:]
+        for (kind, lane) in lanes {
+            paced[kind] = PacedProvider(lane, pacer: LanePacer(limits: limits(for: kind, settings: settings, campaign: campaign)))
+        }
+        return paced
+    }
+}

@@ -1,0 +1,30 @@
+import BugleCore
+
+/// A provider lane behind its ``LanePacer``: every send waits for the pacer first and reports its outcome
+/// back, so rate, concurrency and pauses hold for the lane as a whole.
+public struct PacedProvider: PushProvider {
+    /// The lane that sends.
+    public let inner: any PushProvider
+    /// Its pacer.
+    public let pacer: LanePacer
+
+    /// Wraps a lane.
+    /// - Parameters:
+    ///   - inner: The lane.
+    ///   - pacer: Its pacer.
+    public init(_ inner: any PushProvider, pacer: LanePacer) {
+        self.inner = inner
+        self.pacer = pacer
+    }
+
+    public var kind: ProviderKind { inner.kind }
+
+    public func send(_ request: PushRequest) async -> SendOutcome {
+        await pacer.acquire()
+        return pacer.release(after: await inner.send(request))
+    }
+
+    public func shutdown() async {
+        await inner.shutdown()
+    }
+}
