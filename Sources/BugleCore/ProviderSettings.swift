@@ -106,8 +106,8 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
     public var payloadLimit: Int
     public var connections: Int
     public var rate: RateLimit?
-    /// `concurrency`: requests in flight on this lane at once (default 10000: the campaign's window decides).
-    public var concurrency: Int = 10_000
+    /// `concurrency`: notifications written and not yet confirmed at once (default 1000).
+    public var concurrency: Int = 1000
 
     public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil) {
         self.enabled = enabled

@@ -30,6 +30,7 @@ public struct CampaignRunner: Sendable {
     private let iosLane: ProviderKind
     private let configuration: Configuration
     private let control: RunControl
+    private let progress: RunProgressBoard?
     private let logger: Logger
 
     /// - Parameters:
@@ -44,6 +45,7 @@ public struct CampaignRunner: Sendable {
         store: any CampaignStore,
         providers: [ProviderKind: any PushProvider],
         control: RunControl,
+        progress: RunProgressBoard? = nil,
         configuration: Configuration = Configuration(),
         logger: Logger
     ) {
@@ -56,6 +58,7 @@ public struct CampaignRunner: Sendable {
         self.iosLane = campaign.iosTransport == .legacy ? .legacyAPNs : .apns
         self.configuration = configuration
         self.control = control
+        self.progress = progress
         var logger = logger
         logger[metadataKey: "run_id"] = "\(runID)"
         self.logger = logger
@@ -74,6 +77,10 @@ public struct CampaignRunner: Sendable {
             return RunResult(runID: runID, ending: .fenced(nil), attempted: 0)
         }
         logger.info("lease acquired", metadata: ["epoch": "\(lease.epoch)", "recovered_in_flight": "\(lease.recoveredInFlight)"])
+        if let progress {
+            let left = try await store.progress(runID: runID)
+            progress.start(remaining: left.pending + left.inFlight + left.retryWait)
+        }
         return try await withThrowingTaskGroup(of: RunResult?.self) { group in
             group.addTask { [self] in
                 await heartbeat(lease)
@@ -131,7 +138,7 @@ public struct CampaignRunner: Sendable {
     /// What the send loop's child tasks report.
     private enum Event: Sendable {
         case claimed(ClaimResult, requested: Int)
-        case answered(RecipientOutcome, SendOutcome)
+        case answered(RecipientOutcome, SendOutcome, Platform)
         case recorded(Bool)
     }
 
@@ -185,12 +192,12 @@ public struct CampaignRunner: Sendable {
                 if sending == 0 && claiming == 0 && recording == 0 && buffer.isEmpty {
                     if let stop { return try await end(lease, stop, attempted: attempted) }
                     if lastClaimShort {
-                        let progress = try await store.progress(runID: lease.runID)
-                        if progress.isDone {
+                        let left = try await store.progress(runID: lease.runID)
+                        if left.isDone {
                             try await store.finish(lease, status: .completed, reason: nil)
                             return RunResult(runID: lease.runID, ending: .completed, attempted: attempted)
                         }
-                        let wait = min(progress.secondsUntilNextDue ?? 0.5, 0.5)
+                        let wait = min(left.secondsUntilNextDue ?? 0.5, 0.5)
                         if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
                         lastClaimShort = false
                         nextClaim = clock.now
@@ -222,10 +229,10 @@ public struct CampaignRunner: Sendable {
                         attempted += 1
                         group.addTask { [self] in
                             let (outcome, raw) = await sendOne(recipient, now: sendTime)
-                            return .answered(outcome, raw)
+                            return .answered(outcome, raw, recipient.platform)
                         }
                     }
-                case .answered(let answered, let raw):
+                case .answered(let answered, let raw, let platform):
                     sending -= 1
                     var outcome = answered
                     if let verdict = breaker.observe(raw) {
@@ -236,6 +243,7 @@ public struct CampaignRunner: Sendable {
                         }
                     }
                     buffer.append(outcome)
+                    progress?.record(outcome.state, platform: platform)
                     if case .halt(let code, let message) = raw, stop == nil {
                         logger.error("provider halted the run", metadata: ["code": "\(code)"])
                         stop = .halted(code: code, message: message)

@@ -43,21 +43,32 @@ public enum LanePacing {
         return LanePacer.Limits(perSecond: perSecond, burst: burst, concurrency: concurrency)
     }
 
-    /// Wraps every lane in its pacer.
+    /// Lanes ready for a run: each behind its pacer and instrumented.
+    public struct Lanes: Sendable {
+        /// What the runner sends through.
+        public var providers: [ProviderKind: any PushProvider]
+        /// Each lane's pacer (for the progress display).
+        public var pacers: [ProviderKind: LanePacer]
+
+        /// Closes every lane.
+        public func shutdown() async {
+            for provider in providers.values { await provider.shutdown() }
+        }
+    }
+
+    /// Wraps every lane in its pacer and its metrics.
     /// - Parameters:
     ///   - lanes: The lanes.
     ///   - settings: The providers file.
     ///   - campaign: The campaign.
-    /// - Returns: The paced lanes.
-    public static func wrap(
-        _ lanes: [ProviderKind: any PushProvider],
-        settings: ProviderSettings,
-        campaign: Campaign
-    ) -> [ProviderKind: PacedProvider] {
-        var paced: [ProviderKind: PacedProvider] = [:]
+    /// - Returns: The lanes to run with.
+    public static func wrap(_ lanes: [ProviderKind: any PushProvider], settings: ProviderSettings, campaign: Campaign) -> Lanes {
+        var result = Lanes(providers: [:], pacers: [:])
         for (kind, lane) in lanes {
-            paced[kind] = PacedProvider(lane, pacer: LanePacer(limits: limits(for: kind, settings: settings, campaign: campaign)))
+            let pacer = LanePacer(limits: limits(for: kind, settings: settings, campaign: campaign))
+            result.pacers[kind] = pacer
+            result.providers[kind] = InstrumentedProvider(PacedProvider(lane, pacer: pacer), pacer: pacer)
         }
-        return paced
+        return result
     }
 }

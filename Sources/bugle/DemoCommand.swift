@@ -23,6 +23,8 @@ struct DemoCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup var output: RunOutputOptions
+
     @Option(help: "How many demo devices to seed.")
     var devices: Int = 2_000
 
@@ -41,7 +43,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (count, path, dryPath, seedOnly) = (devices, campaign, dryRunCampaign, self.seedOnly)
+        let (count, path, dryPath, seedOnly, output) = (devices, campaign, dryRunCampaign, self.seedOnly, output)
         try await ExitCodes.guarding {
             if seedOnly {
                 let seeded = try await DatabaseSession.with(global, logger: logger) { client in
@@ -68,7 +70,7 @@ struct DemoCommand: AsyncParsableCommand {
             let port = try await simulator.start()
             try certificates.writeProvidersFile(port: port)
             print("demo: APNs simulator on https://127.0.0.1:\(port) (providers file \(certificates.providersFile))")
-            let lanes: [ProviderKind: any PushProvider]
+            let lanes: LanePacing.Lanes
             do {
                 let settings = try ProviderSettingsLoader.load(path: certificates.providersFile)
                 lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: false, logger: logger)
@@ -82,17 +84,17 @@ struct DemoCommand: AsyncParsableCommand {
                 (code, dryReport) = try await DatabaseSession.with(global, logger: logger) { client in
                     let seeded = try await DemoSeeder(client: client, logger: logger).seed(count: count)
                     print("demo: \(seeded) demo device(s) in bugle.devices")
-                    let code = try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: nil, logger: logger)
+                    let code = try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: nil, output: output, logger: logger)
                     guard let dryCampaign else { return (code, nil) }
                     let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, client: client, csvPath: nil, logger: logger)
                     return (code, DryRunOutcome(report: report, campaign: dryCampaign))
                 }
             } catch {
-                for lane in lanes.values { await lane.shutdown() }
+                await lanes.shutdown()
                 try await simulator.stop()
                 throw error
             }
-            for lane in lanes.values { await lane.shutdown() }
+            await lanes.shutdown()
             let counters = simulator.counters()
             try await simulator.stop()
             print("demo: the simulator accepted \(counters.accepted) notification(s)")

@@ -9,9 +9,8 @@ enum ProviderLanes {
     /// The lanes available for `settings` (each provider section present → its lane), each behind its pacer
     /// (``LanePacing``). Keys are loaded and checked here, before the database is touched, so a bad key file is
     /// a usage error (exit 1).
-    static func make(settings: ProviderSettings, campaign: Campaign, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
+    static func make(settings: ProviderSettings, campaign: Campaign, allowReadableKeys: Bool, logger: Logger) throws -> LanePacing.Lanes {
         LanePacing.wrap(try unpaced(settings: settings, allowReadableKeys: allowReadableKeys, logger: logger), settings: settings, campaign: campaign)
-            .mapValues { $0 }
     }
 
     private static func unpaced(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {

@@ -18,16 +18,20 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(help: "Where to write the CSV (default ./bugle-run-<id>.csv).")
     var csv: String?
 
+    @Flag(help: "Print the summary as JSON on stdout (everything else goes to stderr).")
+    var json = false
+
     func run() async throws {
         let logger = global.makeLogger()
         let runID = run
+        let json = self.json
         let path = csv ?? "bugle-run-\(runID).csv"
         try await ExitCodes.guarding {
             try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
                 guard try await RunRepository(client: client, logger: logger).run(id: runID) != nil else {
                     throw UsageError("run \(runID) does not exist")
                 }
-                try await RunExecution.report(runID: runID, client: client, csvPath: path, logger: logger)
+                try await RunExecution.report(runID: runID, client: client, csvPath: path, json: json, logger: logger)
                 return ExitCodes.completed
             }
         }

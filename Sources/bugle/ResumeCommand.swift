@@ -1,5 +1,6 @@
 import ArgumentParser
 import BugleCore
+import BugleRunner
 import BugleStore
 import Foundation
 import Logging
@@ -20,6 +21,8 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup var output: RunOutputOptions
+
     @Argument(help: "The run id (see `bugle runs`).")
     var run: Int64
 
@@ -34,7 +37,7 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, providersOverride, csvPath, allowReadable) = (run, providers, csv, allowReadableKeys)
+        let (runID, providersOverride, csvPath, allowReadable, output) = (run, providers, csv, allowReadableKeys, output)
         try await ExitCodes.guarding {
             let lanesBox = LanesBox()
             let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
@@ -42,8 +45,8 @@ struct ResumeCommand: AsyncParsableCommand {
                 guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
                 switch record.status {
                 case .completed, .cancelled, .failed:
-                    print("run \(runID) is \(record.status.rawValue); nothing to send")
-                    try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+                    Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
+                    try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
                     return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
                 case .materializing:
                     throw UsageError("run \(runID) was interrupted while reading its segment; start a new run with `bugle run`")
@@ -57,8 +60,8 @@ struct ResumeCommand: AsyncParsableCommand {
                 let settings = try ProviderSettingsLoader.load(path: providersPath)
                 let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadable, logger: logger)
                 lanesBox.lanes = lanes
-                let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
-                try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+                let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, logger: logger)
+                try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
                 return code
             }
             await lanesBox.shutdown()
@@ -69,15 +72,15 @@ struct ResumeCommand: AsyncParsableCommand {
 
 /// Holds the lanes a command built so they can be shut down after the database session ends.
 final class LanesBox: Sendable {
-    private let storage = Mutex<[ProviderKind: any PushProvider]>([:])
+    private let storage = Mutex<LanePacing.Lanes?>(nil)
 
-    var lanes: [ProviderKind: any PushProvider] {
+    var lanes: LanePacing.Lanes? {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }
 
     func shutdown() async {
-        for lane in lanes.values { await lane.shutdown() }
+        await lanes?.shutdown()
     }
 }
 

@@ -24,6 +24,8 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup var output: RunOutputOptions
+
     @Argument(help: "The campaign YAML file.")
     var file: String
 
@@ -67,16 +69,22 @@ struct RunCommand: AsyncParsableCommand {
             }
             let settings = try ProviderSettingsLoader.load(path: providersPath)
             let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
-            let code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
-            for lane in lanes.values { await lane.shutdown() }
+            let code: Int32
+            do {
+                code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+            } catch {
+                await lanes.shutdown()
+                throw error
+            }
+            await lanes.shutdown()
             return code
         }
     }
 
-    private func runReal(_ campaign: Campaign, yaml: String, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
-        let csvPath = csv
+    private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
+        let (csvPath, output) = (csv, output)
         return try await DatabaseSession.with(global, logger: logger) { client in
-            try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, logger: logger)
+            try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, logger: logger)
         }
     }
 
@@ -96,7 +104,7 @@ struct RunCommand: AsyncParsableCommand {
             if settings.fcm == nil {
                 print("note: \(providersPath) has no fcm: section; --validate checks nothing")
             } else {
-                fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)[.fcm]
+                fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger).providers[.fcm]
             }
         }
         let validator = fcm.map { DryRunValidation(campaign: campaign, provider: $0) }

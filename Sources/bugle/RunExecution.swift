@@ -8,17 +8,26 @@ import PostgresNIO
 /// Wiring shared by `run`, `resume` and `demo`: drive a materialized run and map its ending to an exit code.
 enum RunExecution {
     /// Creates a run, materializes its segment, sends, and writes the report. Returns the exit code.
-    static func start(campaign: Campaign, yaml: String, client: PostgresClient, lanes: [ProviderKind: any PushProvider], csvPath: String?, logger: Logger) async throws -> Int32 {
+    static func start(
+        campaign: Campaign,
+        yaml: String,
+        client: PostgresClient,
+        lanes: LanePacing.Lanes,
+        csvPath: String?,
+        output: RunOutputOptions,
+        logger: Logger
+    ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
+        let console = Console(jsonOnStdout: output.json)
         let repository = RunRepository(client: client, logger: logger)
         let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
-        print("run \(runID): reading segment of \(campaign.name)")
+        console.say("run \(runID): reading segment of \(campaign.name)")
         let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
         let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-        print("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
-        let code = try await execute(campaign: campaign, runID: runID, client: client, lanes: lanes, logger: logger)
-        try await report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", logger: logger)
+        console.say("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
+        let code = try await execute(campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, logger: logger)
+        try await report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
         return code
     }
 
@@ -31,29 +40,52 @@ enum RunExecution {
     }
 
     /// Sends a run's recipients through `lanes` and returns the exit code.
-    static func execute(campaign: Campaign, runID: Int64, client: PostgresClient, lanes: [ProviderKind: any PushProvider], logger: Logger) async throws -> Int32 {
+    static func execute(
+        campaign: Campaign,
+        runID: Int64,
+        client: PostgresClient,
+        lanes: LanePacing.Lanes,
+        output: RunOutputOptions,
+        logger: Logger
+    ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
+        let console = Console(jsonOnStdout: output.json)
         let needed = try await RunRepository(client: client, logger: logger).unfinishedByProvider(runID: runID)
-        let missing = needed.filter { provider, _ in ProviderKind(rawValue: provider).map { lanes[$0] == nil } ?? true }
+        let missing = needed.filter { provider, _ in ProviderKind(rawValue: provider).map { lanes.providers[$0] == nil } ?? true }
         if !missing.isEmpty {
             let what = missing.sorted { $0.key < $1.key }.map { "\($0.value) recipient(s) need \($0.key)" }.joined(separator: ", ")
             _ = try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .paused, reason: "halted: provider_not_configured: \(what)")
             ExitCodes.printError("run \(runID) halted before sending: \(what), which the providers file does not configure. Add it, then `bugle resume \(runID)`.")
             return ExitCodes.failed
         }
+        var metrics: MetricsExporter?
+        if let port = output.metricsPort { metrics = try await MetricsExporter.start(port: port, logger: logger) }
+        if let metrics { console.say("run \(runID): metrics at http://127.0.0.1:\(metrics.port)/metrics") }
         let store = PostgresCampaignStore(client: client, logger: logger)
         let control = RunControl()
         let trap = SignalTrap(control: control)
         defer { trap.cancel() }
-        let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes, control: control, logger: logger)
+        let board = RunProgressBoard()
+        let display = output.quiet ? nil : ProgressDisplay(runID: runID, board: board, pacers: lanes.pacers, interval: output.progressInterval)
+        let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: control, progress: board, logger: logger)
         let owner = "\(ProcessInfo.processInfo.hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
-        let result = try await runner.run(owner: owner)
+        display?.start()
+        let result: RunResult
+        do {
+            result = try await runner.run(owner: owner)
+        } catch {
+            await display?.stop()
+            await metrics?.stop()
+            throw error
+        }
+        await display?.stop()
+        await metrics?.stop()
         switch result.ending {
         case .completed:
-            print("run \(runID): completed")
+            console.say("run \(runID): completed")
             return ExitCodes.completed
         case .paused(let why):
-            print("run \(runID): paused (\(why)); resume with `bugle resume \(runID)`")
+            console.say("run \(runID): paused (\(why)); resume with `bugle resume \(runID)`")
             return ExitCodes.paused
         case .halted(let code, let message):
             ExitCodes.printError("run \(runID) halted: \(code): \(message). Fix the configuration, then `bugle resume \(runID)`.")
@@ -64,12 +96,18 @@ enum RunExecution {
         }
     }
 
-    /// Writes the CSV report and prints the summary.
-    static func report(runID: Int64, client: PostgresClient, csvPath: String, logger: Logger) async throws {
+    /// Writes the CSV report and prints the summary (as JSON on stdout with `--json`).
+    static func report(runID: Int64, client: PostgresClient, csvPath: String, json: Bool, logger: Logger) async throws {
+        let console = Console(jsonOnStdout: json)
         let repository = RunRepository(client: client, logger: logger)
         let lines = try await repository.summary(runID: runID)
         let rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csvPath)
-        SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: lines)
-        print("report: \(csvPath) (\(rows) row(s))")
+        let record = try await repository.run(id: runID)
+        if json {
+            print(SummaryJSON.render(runID: runID, record: record, lines: lines, reportPath: csvPath, reportRows: rows))
+        } else {
+            SummaryPrinter.print(runID: runID, record: record, lines: lines)
+        }
+        console.say("report: \(csvPath) (\(rows) row(s))")
     }
 }

@@ -154,7 +154,7 @@ public enum ProviderSettingsLoader {
             payloadLimit: try map.int("payload_limit", default: 2048, in: 256...4096),
             connections: try map.int("connections", default: 1, in: 1...64),
             rate: try map["rate"].map(rate))
-        settings.concurrency = try map.int("concurrency", default: 1000, in: 1...100_000)
+        settings.concurrency = try map.int("concurrency", default: settings.concurrency, in: 1...100_000)
         return settings
     }
 

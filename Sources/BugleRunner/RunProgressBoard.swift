@@ -1,0 +1,65 @@
+import BugleCore
+import Synchronization
+
+/// Live counts of one run as this process sees it, for the progress display: per platform, how many
+/// recipients were sent, failed, deactivated, are waiting to retry, or ended unknown, and how many were left
+/// when the run started here. Written by the runner, read by the display; safe from any thread.
+public final class RunProgressBoard: Sendable {
+    /// Counts of one platform.
+    public struct Counts: Sendable, Equatable {
+        public var sent: Int64 = 0
+        public var failed: Int64 = 0
+        public var deactivated: Int64 = 0
+        /// Answers that put a recipient back to wait (not terminal).
+        public var retrying: Int64 = 0
+        /// Ambiguous deliveries recorded as unknown.
+        public var unknown: Int64 = 0
+
+        /// Recipients finished (sent, failed, deactivated, unknown).
+        public var finished: Int64 { sent + failed + deactivated + unknown }
+    }
+
+    /// A consistent copy of the board.
+    public struct Snapshot: Sendable, Equatable {
+        /// Recipients not yet finished when this process started the run (nil until known).
+        public var remainingAtStart: Int64?
+        /// Counts per platform.
+        public var platforms: [Platform: Counts]
+
+        /// Recipients finished since the start, all platforms.
+        public var finished: Int64 { platforms.values.reduce(0) { $0 + $1.finished } }
+    }
+
+    private let state = Mutex(Snapshot(remainingAtStart: nil, platforms: [:]))
+
+    /// Creates an empty board.
+    public init() {}
+
+    /// Sets how many recipients were left when sending started.
+    /// - Parameter remaining: Pending, in flight and waiting recipients.
+    public func start(remaining: Int64) {
+        state.withLock { $0.remainingAtStart = remaining }
+    }
+
+    /// Counts one recorded outcome.
+    /// - Parameters:
+    ///   - state: The ledger state written.
+    ///   - platform: The recipient's platform.
+    public func record(_ recipientState: RecipientState, platform: Platform) {
+        state.withLock { snapshot in
+            var counts = snapshot.platforms[platform] ?? Counts()
+            switch recipientState {
+            case .sent: counts.sent += 1
+            case .invalidToken: counts.deactivated += 1
+            case .failedPermanent: counts.failed += 1
+            case .retryWait, .pending: counts.retrying += 1
+            case .unknown: counts.unknown += 1
+            default: break
+            }
+            snapshot.platforms[platform] = counts
+        }
+    }
+
+    /// The current counts.
+    public var snapshot: Snapshot { state.withLock { $0 } }
+}

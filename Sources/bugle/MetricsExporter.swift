@@ -1,0 +1,105 @@
+import Logging
+import Metrics
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Prometheus
+import Synchronization
+
+/// `--metrics-port`: bootstraps swift-metrics with a Prometheus registry and serves its text format at
+/// `http://127.0.0.1:PORT/metrics` (loopback only) until stopped.
+final class MetricsExporter: Sendable {
+    /// The registry every `bugle` metric lands in (swift-metrics can be bootstrapped once per process).
+    private static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+        ]
+        MetricsSystem.bootstrap(factory)
+        return registry
+    }()
+
+    let port: Int
+    private let channel: any Channel
+
+    private init(port: Int, channel: any Channel) {
+        self.port = port
+        self.channel = channel
+    }
+
+    /// Starts serving.
+    /// - Parameters:
+    ///   - port: TCP port on 127.0.0.1 (0 = any).
+    ///   - logger: Logger.
+    /// - Returns: The running exporter.
+    /// - Throws: Bind errors.
+    static func start(port: Int, logger: Logger) async throws -> MetricsExporter {
+        let registry = Self.registry
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(registry: registry))
+                }
+            }
+            .bind(host: "127.0.0.1", port: port)
+            .get()
+        let bound = channel.localAddress?.port ?? port
+        logger.info("metrics endpoint listening", metadata: ["port": "\(bound)"])
+        return MetricsExporter(port: bound, channel: channel)
+    }
+
+    /// Stops serving.
+    func stop() async {
+        try? await channel.close()
+    }
+}
+
+/// Answers `GET /metrics` with the registry's Prometheus text; anything else is 404 (wrong method 405).
+private final class MetricsHTTPHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let registry: PrometheusCollectorRegistry
+    private var head: HTTPRequestHead?
+
+    init(registry: PrometheusCollectorRegistry) {
+        self.registry = registry
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+            let (status, body): (HTTPResponseStatus, [UInt8])
+            if path != "/metrics" {
+                (status, body) = (.notFound, Array("not found\n".utf8))
+            } else if head.method != .GET {
+                (status, body) = (.methodNotAllowed, Array("method not allowed\n".utf8))
+            } else {
+                (status, body) = (.ok, registry.emitToBuffer())
+            }
+            var headers = HTTPHeaders()
+            headers.add(name: "content-type", value: status == .ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain")
+            headers.add(name: "content-length", value: String(body.count))
+            let keepAlive = head.isKeepAlive
+            if !keepAlive { headers.add(name: "connection", value: "close") }
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+            let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+            if !keepAlive {
+                let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                done.whenComplete { _ in loopBound.value.close(promise: nil) }
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import BugleCore
+import BugleRunner
+import Foundation
+
+/// Formats progress: the terminal block and the one-line log form. Keeps the last reading to compute the
+/// rate (smoothed) and the ETA.
+struct ProgressRenderer {
+    let runID: Int64
+    private var lastFinished: Int64 = 0
+    private var lastTime: ContinuousClock.Instant
+    private var rate: Double?
+
+    init(runID: Int64, started: ContinuousClock.Instant) {
+        self.runID = runID
+        self.lastTime = started
+    }
+
+    /// The lines of the terminal block.
+    mutating func block(_ snapshot: RunProgressBoard.Snapshot, lanes: [ProviderKind: LanePacer.Snapshot], now: ContinuousClock.Instant) -> [String] {
+        let header = headline(snapshot, now: now)
+        var lines = [header]
+        for platform in Platform.allCases {
+            guard let counts = snapshot.platforms[platform] else { continue }
+            lines.append(
+                "  " + platform.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)
+                    + " sent " + Self.number(counts.sent).leftPadded(10)
+                    + "  failed " + Self.number(counts.failed).leftPadded(7)
+                    + "  deactivated " + Self.number(counts.deactivated).leftPadded(7)
+                    + "  retrying " + Self.number(counts.retrying).leftPadded(7)
+                    + (counts.unknown > 0 ? "  unknown " + Self.number(counts.unknown) : "")
+            )
+        }
+        if !lanes.isEmpty {
+            lines.append("  lanes     " + Self.lanes(lanes))
+        }
+        return lines
+    }
+
+    /// One log line (non-terminal output).
+    mutating func logLine(_ snapshot: RunProgressBoard.Snapshot, lanes: [ProviderKind: LanePacer.Snapshot], now: ContinuousClock.Instant) -> String {
+        let finished = snapshot.finished
+        updateRate(finished: finished, now: now)
+        var line = "progress run=\(runID) finished=\(finished)"
+        if let total = snapshot.remainingAtStart { line += "/\(total)" }
+        line += " rate=\(Int(rate ?? 0))/s"
+        if let eta = eta(snapshot) { line += " eta=\(eta)" }
+        for platform in Platform.allCases {
+            guard let c = snapshot.platforms[platform] else { continue }
+            line += " \(platform.rawValue):sent=\(c.sent),failed=\(c.failed),deactivated=\(c.deactivated),retrying=\(c.retrying)"
+        }
+        for (kind, lane) in lanes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            line += " \(kind.rawValue):rate=" + (lane.rate.map { String(Int($0)) } ?? "unpaced") + ",in_flight=\(lane.inFlight)"
+            if lane.pausedFor > 0 { line += ",paused=\(Int(lane.pausedFor.rounded(.up)))s" }
+        }
+        return line
+    }
+
+    private mutating func headline(_ snapshot: RunProgressBoard.Snapshot, now: ContinuousClock.Instant) -> String {
+        let finished = snapshot.finished
+        updateRate(finished: finished, now: now)
+        var header = "run \(runID) · " + Self.number(finished)
+        if let total = snapshot.remainingAtStart { header += " of " + Self.number(total) }
+        header += " · " + Self.number(Int64(rate ?? 0)) + "/s"
+        if let eta = eta(snapshot) { header += " · ETA " + eta }
+        return header
+    }
+
+    private mutating func updateRate(finished: Int64, now: ContinuousClock.Instant) {
+        let elapsed = lastTime.duration(to: now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        guard seconds > 0.05 else { return }
+        let instant = Double(finished - lastFinished) / seconds
+        rate = rate.map { 0.7 * $0 + 0.3 * instant } ?? instant
+        lastFinished = finished
+        lastTime = now
+    }
+
+    private func eta(_ snapshot: RunProgressBoard.Snapshot) -> String? {
+        guard let total = snapshot.remainingAtStart, let rate, rate > 0.5 else { return nil }
+        let left = max(0, total - snapshot.finished)
+        return Self.duration(Double(left) / rate)
+    }
+
+    private static func lanes(_ lanes: [ProviderKind: LanePacer.Snapshot]) -> String {
+        lanes.sorted { $0.key.rawValue < $1.key.rawValue }.map { kind, lane in
+            var text = kind.rawValue + " " + (lane.rate.map { number(Int64($0)) + "/s" } ?? "unpaced")
+            if lane.pausedFor > 0 { text += " paused \(Int(lane.pausedFor.rounded(.up)))s" }
+            return text
+        }.joined(separator: " · ")
+    }
+
+    static func number(_ value: Int64) -> String {
+        let digits = String(value.magnitude)
+        var out = ""
+        for (index, character) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { out.append(",") }
+            out.append(character)
+        }
+        return (value < 0 ? "-" : "") + out
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded(.up))
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return "\(s / 60)m\(String(format: "%02d", s % 60))s" }
+        return "\(s / 3600)h\(String(format: "%02d", s % 3600 / 60))m"
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

@@ -1,0 +1,31 @@
+import BugleCore
+import BugleStore
+import Foundation
+
+/// `--json`: the final summary of a run as one JSON object on stdout, for scripts.
+///
+/// `{"run_id", "campaign", "status", "reason", "started_at", "finished_at", "duration_seconds", "recipients",
+/// "rows_scanned", "duplicates_collapsed", "counts": [{"platform", "status", "reason", "count"}], "report":
+/// {"path", "rows"}}` — keys sorted, absent values as `null`.
+enum SummaryJSON {
+    static func render(runID: Int64, record: RunRecord?, lines: [SummaryLine], reportPath: String, reportRows: Int64) -> String {
+        let object: [String: Any] = [
+            "run_id": runID,
+            "campaign": record?.campaign ?? NSNull(),
+            "status": record?.status.rawValue ?? NSNull(),
+            "reason": record?.pauseReason ?? record?.failureReason ?? NSNull(),
+            "started_at": record?.startedAt ?? NSNull(),
+            "finished_at": record?.finishedAt ?? NSNull(),
+            "duration_seconds": record?.durationSeconds ?? NSNull(),
+            "recipients": record?.recipientsTotal ?? NSNull(),
+            "rows_scanned": record?.rowsScanned ?? NSNull(),
+            "duplicates_collapsed": record?.duplicatesCollapsed ?? 0,
+            "counts": lines.map { ["platform": $0.platform, "status": $0.status, "reason": $0.reason, "count": $0.count] as [String: Any] },
+            "report": ["path": reportPath, "rows": reportRows] as [String: Any],
+        ]
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return "{\"run_id\":\(runID)}"
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
