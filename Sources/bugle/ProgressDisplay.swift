@@ -13,6 +13,8 @@ final class ProgressDisplay: Sendable {
     private let isTerminal: Bool
     private let interval: Double
     private let task = Mutex<Task<Void, Never>?>(nil)
+    private let startedAt = Mutex(ContinuousClock.now)
+    private let lastDrawn = Mutex(0)
 
     /// - Parameters:
     ///   - runID: The run.
@@ -29,6 +31,7 @@ final class ProgressDisplay: Sendable {
 
     /// Starts updating.
     func start() {
+        startedAt.withLock { $0 = ContinuousClock.now }
         let running = Task { [self] in
             var renderer = ProgressRenderer(runID: runID, started: ContinuousClock.now)
             var drawn = 0
@@ -36,6 +39,7 @@ final class ProgressDisplay: Sendable {
                 try? await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
                 if Task.isCancelled { break }
                 drawn = draw(&renderer, previousLines: drawn)
+                lastDrawn.withLock { [drawn] in $0 = drawn }
             }
         }
         task.withLock { $0 = running }
@@ -49,11 +53,12 @@ final class ProgressDisplay: Sendable {
         }) else { return }
         running.cancel()
         _ = await running.value
-        var renderer = ProgressRenderer(runID: runID, started: ContinuousClock.now)
-        _ = draw(&renderer, previousLines: 0, final: true)
+        // The final update shows the average rate since the start.
+        var renderer = ProgressRenderer(runID: runID, started: startedAt.withLock { $0 })
+        _ = draw(&renderer, previousLines: lastDrawn.withLock { $0 })
     }
 
-    private func draw(_ renderer: inout ProgressRenderer, previousLines: Int, final: Bool = false) -> Int {
+    private func draw(_ renderer: inout ProgressRenderer, previousLines: Int) -> Int {
         let snapshot = board.snapshot
         let lanes = pacers.mapValues(\.snapshot)
         if isTerminal {
@@ -63,9 +68,7 @@ final class ProgressDisplay: Sendable {
             Console.toStderr(text)
             return lines.count
         }
-        if !final || previousLines == 0 {
-            Console.toStderr(renderer.logLine(snapshot, lanes: lanes, now: ContinuousClock.now) + "\n")
-        }
+        Console.toStderr(renderer.logLine(snapshot, lanes: lanes, now: ContinuousClock.now) + "\n")
         return 0
     }
 }
