@@ -1,0 +1,143 @@
+import BugleCore
+import BugleRunner
+import Synchronization
+import Testing
+
+@Suite("Token bucket and AIMD rate control")
+struct PacingTests {
+    @Test("a full bucket gives its burst at once, then one token per 1/rate seconds, whoever asks")
+    func bucket() {
+        var bucket = TokenBucket(rate: 100, burst: 5, now: 0)
+        for _ in 0..<5 { #expect(bucket.reserve(now: 0) == 0) }
+        // Reservations queue up: the 6th waits 10 ms, the 7th 20 ms.
+        #expect(abs(bucket.reserve(now: 0) - 0.01) < 1e-9)
+        #expect(abs(bucket.reserve(now: 0) - 0.02) < 1e-9)
+        // After 1 s the debt is paid and the bucket is full again (never above burst).
+        for _ in 0..<5 { #expect(bucket.reserve(now: 1) == 0) }
+        #expect(bucket.reserve(now: 1) > 0)
+    }
+
+    @Test("over any long window the bucket grants rate·T + burst tokens, not more")
+    func bucketRate() {
+        var bucket = TokenBucket(rate: 500, burst: 50, now: 0)
+        var granted = 0
+        var now = 0.0
+        // A sender that asks every 0.1 ms and only counts tokens usable at once.
+        while now < 10 {
+            if bucket.reserve(now: now) == 0 { granted += 1 } else { bucket.refund(now: now) }
+            now += 0.0001
+        }
+        #expect(granted <= 500 * 10 + 50)
+        #expect(granted >= 500 * 10 - 5)
+    }
+
+    @Test("lowering the rate takes effect at once; a refund returns the token")
+    func setRate() {
+        var bucket = TokenBucket(rate: 1000, burst: 1, now: 0)
+        #expect(bucket.reserve(now: 0) == 0)
+        bucket.setRate(10, now: 0)
+        #expect(abs(bucket.reserve(now: 0) - 0.1) < 1e-9)
+        bucket.refund(now: 0)
+        #expect(abs(bucket.reserve(now: 0) - 0.1) < 1e-9)
+    }
+
+    @Test("a 429 storm halves the rate, once per window; calm windows add back 10% of the ceiling")
+    func aimd() {
+        var controller = RateController(ceiling: 1000)
+        var now = 0.0
+        // 100 answers, every tenth a 429 (10% > 5% threshold): one decrease at the third 429.
+        var changes: [RateController.Change] = []
+        for i in 0..<30 {
+            changes.append(controller.record(throttled: i % 10 == 9, now: now))
+            now += 0.001
+        }
+        #expect(changes.filter { $0 == .decreased }.count == 1)
+        #expect(controller.rate == 500)
+        // More 429s in the same burst keep halving only after enough new evidence.
+        for _ in 0..<3 { _ = controller.record(throttled: true, now: now) }
+        #expect(controller.rate == 250)
+        // Sporadic errors (1 in 100) never lower it.
+        var sporadic = RateController(ceiling: 1000)
+        for i in 0..<10_000 { _ = sporadic.record(throttled: i % 100 == 0, now: Double(i) * 0.001) }
+        #expect(sporadic.rate == 1000)
+        // Calm windows: +100 per window until the ceiling.
+        for second in 1...10 {
+            _ = controller.record(throttled: false, now: now + Double(second) * 1.01)
+        }
+        #expect(controller.rate == 1000)
+        // Never below the floor.
+        var floor = RateController(ceiling: 1000, floor: 100)
+        for i in 0..<1000 { _ = floor.record(throttled: true, now: Double(i) * 0.001) }
+        #expect(floor.rate == 100)
+    }
+}
+
+/// A lane that answers from a script and tracks how many sends overlap.
+private final class ScriptedLane: PushProvider {
+    private struct State {
+        var inFlight = 0
+        var maxInFlight = 0
+        var sends = 0
+    }
+    private let state = Mutex(State())
+    let answer: @Sendable (Int) -> SendOutcome
+    let gate: AsyncStream<Void>
+    private let opener: AsyncStream<Void>.Continuation
+
+    init(answer: @escaping @Sendable (Int) -> SendOutcome) {
+        self.answer = answer
+        (gate, opener) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    var kind: ProviderKind { .fcm }
+    var maxInFlight: Int { state.withLock { $0.maxInFlight } }
+    var sends: Int { state.withLock { $0.sends } }
+
+    func send(_ request: PushRequest) async -> SendOutcome {
+        let number = state.withLock { state -> Int in
+            state.inFlight += 1
+            state.sends += 1
+            state.maxInFlight = max(state.maxInFlight, state.inFlight)
+            return state.sends
+        }
+        await Task.yield()
+        state.withLock { $0.inFlight -= 1 }
+        return answer(number)
+    }
+
+    func shutdown() async {}
+}
+
+@Suite("Lane pacer")
+struct LanePacerTests {
+    private static func request(_ seq: Int64) -> PushRequest {
+        PushRequest(seq: seq, deviceID: seq, token: "t\(seq)", platform: .android, body: [])
+    }
+
+    @Test("never more sends in flight than the concurrency limit")
+    func concurrency() async {
+        let lane = ScriptedLane { _ in .delivered(providerMessageID: nil) }
+        let paced = PacedProvider(lane, pacer: LanePacer(limits: .init(perSecond: nil, concurrency: 3)))
+        await withTaskGroup(of: SendOutcome.self) { group in
+            for seq in 0..<200 { group.addTask { await paced.send(Self.request(Int64(seq))) } }
+            for await _ in group {}
+        }
+        #expect(lane.sends == 200)
+        #expect(lane.maxInFlight <= 3)
+        #expect(paced.pacer.snapshot.inFlight == 0)
+    }
+
+    @Test("Retry-After closes the lane: a provider retry comes back delayed at least that long, the lane reports the pause")
+    func retryAfter() async {
+        let lane = ScriptedLane { n in n == 1 ? .retry(.provider, code: "QUOTA_EXCEEDED", after: .seconds(5)) : .delivered(providerMessageID: nil) }
+        let pacer = LanePacer(limits: .init(perSecond: nil, concurrency: 10))
+        let paced = PacedProvider(lane, pacer: pacer)
+        let outcome = await paced.send(Self.request(1))
+        guard case .retry(.provider, "QUOTA_EXCEEDED", let after?) = outcome else {
+            Issue.record("unexpected \(outcome)")
+            return
+        }
+        #expect(after >= .milliseconds(4900))
+        #expect(pacer.snapshot.pausedFor > 4.5)
+    }
+}
