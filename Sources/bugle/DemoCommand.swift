@@ -73,6 +73,7 @@ struct DemoCommand: AsyncParsableCommand {
             let lanes: LanePacing.Lanes
             do {
                 let settings = try ProviderSettingsLoader.load(path: certificates.providersFile)
+                output.prepareMetrics()
                 lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: false, logger: logger)
             } catch {
                 try await simulator.stop()

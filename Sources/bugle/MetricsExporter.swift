@@ -9,6 +9,12 @@ import Synchronization
 /// `--metrics-port`: bootstraps swift-metrics with a Prometheus registry and serves its text format at
 /// `http://127.0.0.1:PORT/metrics` (loopback only) until stopped.
 final class MetricsExporter: Sendable {
+    /// Installs the Prometheus backend. Call before any lane is built: swift-metrics binds a metric to the
+    /// backend in force when the metric is created. Idempotent.
+    static func bootstrap() {
+        _ = registry
+    }
+
     /// The registry every `bugle` metric lands in (swift-metrics can be bootstrapped once per process).
     private static let registry: PrometheusCollectorRegistry = {
         let registry = PrometheusCollectorRegistry()

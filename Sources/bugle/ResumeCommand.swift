@@ -58,6 +58,7 @@ struct ResumeCommand: AsyncParsableCommand {
                     throw UsageError("run \(runID): no providers file; pass --providers")
                 }
                 let settings = try ProviderSettingsLoader.load(path: providersPath)
+                output.prepareMetrics()
                 let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadable, logger: logger)
                 lanesBox.lanes = lanes
                 let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, logger: logger)

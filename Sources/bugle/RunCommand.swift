@@ -68,6 +68,7 @@ struct RunCommand: AsyncParsableCommand {
                 throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
             }
             let settings = try ProviderSettingsLoader.load(path: providersPath)
+            output.prepareMetrics()
             let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
             let code: Int32
             do {

@@ -17,6 +17,11 @@ struct RunOutputOptions: ParsableArguments {
     )
     var progressInterval: Double?
 
+    /// Installs the metrics backend when `--metrics-port` is given (before lanes are built).
+    func prepareMetrics() {
+        if metricsPort != nil { MetricsExporter.bootstrap() }
+    }
+
     func validate() throws {
         if let metricsPort, !(1...65_535).contains(metricsPort) {
             throw ValidationError("--metrics-port must be within 1...65535")

@@ -1,0 +1,226 @@
+import BugleCore
+import BugleSimulator
+import BugleStore
+import BugleTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+
+/// Real sends through the built `bugle` executable against the in-process APNs simulator: progress output
+/// (terminal and log lines), `--json`, and `/metrics` scraped while the run is going.
+@Suite("bugle run output (built executable, simulator, real PostgreSQL)")
+struct CLIRunTests {
+    /// A running `bugle` process whose stdout and stderr are collected in the background.
+    final class RunningBugle: Sendable {
+        let process: Process
+        private let stdoutTask: Task<Data, Never>
+        private let stderrTask: Task<Data, Never>
+
+        init(executable: String, arguments: [String], environment: [String: String]) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            process.currentDirectoryURL = CLITests.packageRoot
+            var env = ProcessInfo.processInfo.environment
+            for (key, value) in environment { env[key] = value }
+            process.environment = env
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            self.process = process
+            stdoutTask = Self.drain(out)
+            stderrTask = Self.drain(err)
+        }
+
+        /// Reads a pipe to its end on a dispatch thread: a blocking read must not occupy one of the few
+        /// threads of Swift's cooperative pool.
+        private static func drain(_ pipe: Pipe) -> Task<Data, Never> {
+            Task {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().async {
+                        continuation.resume(returning: pipe.fileHandleForReading.readDataToEndOfFile())
+                    }
+                }
+            }
+        }
+
+        func finish() async -> CLITests.Output {
+            let stdout = await stdoutTask.value
+            let stderr = await stderrTask.value
+            process.waitUntilExit()
+            return CLITests.Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+        }
+    }
+
+    /// A simulator, a seeded database and an iOS campaign paced at `rate` per second.
+    struct Fixture {
+        let environment: APNsTestEnvironment
+        let simulator: APNsSimulator
+        let databaseURL: String
+        let campaign: String
+        let providers: String
+
+        static func make(devices: Int, rate: Int) async throws -> Fixture {
+            let configuration = try await TestDatabase.fresh()
+            try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+                try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: devices)
+            }
+            let environment = try APNsTestEnvironment()
+            let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
+            let port = try await simulator.start()
+            try environment.material.writeProvidersFile(port: port)
+            let campaign = try CLITests.temporaryFile(
+                "paced.yaml",
+                """
+                name: paced-ios
+                notification_type: cli-output
+                dedupe: none
+                segment:
+                  sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'ios'
+                message:
+                  default_locale: en
+                  locales: { en: { title: Hello, body: From the CLI test } }
+                delivery: { rate: { apns: \(rate) } }
+                """
+            )
+            return Fixture(
+                environment: environment, simulator: simulator, databaseURL: try CLITests.url(configuration),
+                campaign: campaign, providers: environment.material.providersFile
+            )
+        }
+
+        func stop() async throws {
+            try await simulator.stop()
+            environment.remove()
+        }
+    }
+
+    static var binary: String { CLITests.packageRoot.appendingPathComponent(".build/debug/bugle").path }
+
+    /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw CocoaError(.fileWriteUnknown) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
+    func logLinesJSONAndMetrics() async throws {
+        let fixture = try await Fixture.make(devices: 1200, rate: 300)
+        let metricsPort = try Self.freePort()
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-out-\(UUID().uuidString).csv").path
+        let running = try RunningBugle(
+            executable: Self.binary,
+            arguments: [
+                "run", fixture.campaign, "--providers", fixture.providers, "--csv", csv, "--json",
+                "--metrics-port", String(metricsPort), "--progress-interval", "0.3",
+            ],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL]
+        )
+        // Scrape until the run has reported deliveries (the process is sending at 300/s for ~2 s).
+        var scraped: String?
+        var lastAnswer = "nothing"
+        var attempts = 0
+        while running.process.isRunning && scraped == nil {
+            attempts += 1
+            do {
+                let text = try Self.get(port: metricsPort, path: "/metrics")
+                lastAnswer = text
+                if text.contains(#"bugle_sends_total{provider="apns",outcome="delivered"}"#) {
+                    scraped = text
+                    continue
+                }
+            } catch {
+                lastAnswer = "\(error)"
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let output = await running.finish()
+        try await fixture.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        let metrics = try #require(scraped, "no /metrics answer with deliveries during the run; \(attempts) attempt(s), last: \(lastAnswer); stderr: \(output.stderr)")
+        #expect(metrics.contains("bugle_in_flight"))
+        #expect(metrics.contains(#"bugle_rate_limit_per_second{provider="apns"} 300"#))
+        #expect(metrics.contains("bugle_send_duration_seconds_bucket"))
+        // stdout is exactly one JSON object.
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        #expect(object["status"] as? String == "completed")
+        #expect(object["recipients"] as? Int == 600)
+        let counts = try #require(object["counts"] as? [[String: Any]])
+        let sent = counts.filter { $0["status"] as? String == "sent" }.compactMap { $0["count"] as? Int }.reduce(0, +)
+        #expect(sent == 588)
+        #expect((object["report"] as? [String: Any])?["rows"] as? Int == 600)
+        // Human output went to stderr, with at least one progress line before the final one.
+        let progress = output.stderr.split(separator: "\n").filter { $0.hasPrefix("progress run=") }
+        #expect(progress.count >= 2, "\(output.stderr)")
+        #expect(progress.last?.contains("finished=600/600") == true, "\(progress)")
+        #expect(progress.last?.contains("ios:sent=588,failed=0,deactivated=12") == true, "\(progress)")
+        #expect(output.stderr.contains("report: \(csv)"))
+        #expect(!output.stderr.contains("\u{1B}["))
+    }
+
+    @Test("on a terminal: the progress block is redrawn in place")
+    func terminal() async throws {
+        let fixture = try await Fixture.make(devices: 800, rate: 400)
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-tty-\(UUID().uuidString).csv").path
+        let command = [
+            Self.binary, "run", fixture.campaign, "--providers", fixture.providers, "--csv", csv, "--progress-interval", "0.2",
+        ].map { "'" + $0 + "'" }.joined(separator: " ")
+        // script(1) gives the process a pseudo-terminal and copies what it draws to our pipe.
+        let running = try RunningBugle(
+            executable: "/usr/bin/script",
+            arguments: ["-qfec", command, "/dev/null"],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL, "TERM": "xterm"]
+        )
+        let output = await running.finish()
+        try await fixture.stop()
+        #expect(output.status == 0, "\(output.stdout)")
+        let screen = output.stdout
+        #expect(screen.contains("\u{1B}[2K"))
+        #expect(screen.contains("\u{1B}[3F"), "the block of 3 lines is redrawn in place")
+        #expect(screen.contains("of 400"))
+        #expect(screen.contains("ios       sent"))
+        #expect(screen.contains("apns 400/s"))
+        #expect(!screen.contains("progress run="))
+    }
+
+    /// `GET path` on 127.0.0.1:port over a plain socket (HTTP/1.0, so the server closes after answering).
+    static func get(port: Int, path: String) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED) }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        guard send(fd, request, request.count, 0) == request.count else { throw POSIXError(.EIO) }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            response.append(contentsOf: buffer[0..<n])
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+}
