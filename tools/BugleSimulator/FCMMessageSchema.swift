@@ -60,6 +60,7 @@ struct FCMMessageSchema: Sendable {
     /// `collapse_key` → `collapseKey`.
     /// - Parameter snake: A snake_case name.
     static func lowerCamel(_ snake: String) -> String {
+        guard snake.utf8.contains(UInt8(ascii: "_")) else { return snake }
         var out = ""
         var upperNext = false
         for character in snake {

@@ -344,7 +344,7 @@ final class FCMSimulatorCore: Sendable {
         guard utf8.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
             return AuthenticationFailure(reason: "ACCESS_TOKEN_TYPE_UNSUPPORTED", message: invalid)
         }
-        let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        let token = String(authorization.dropFirst(7).drop(while: { $0 == " " || $0 == "\t" }))
         if let expiresAt = verifiedTokens.withLockedValue({ $0[token] }) {
             return now < expiresAt ? nil : AuthenticationFailure(reason: "ACCESS_TOKEN_EXPIRED", message: invalid)
         }

@@ -14,8 +14,7 @@
 /// | `5000` | 500 | `INTERNAL` | `INTERNAL` | does not count |
 /// | `fa11` | — | — | — | never answered; does not count |
 ///
-/// Tokens starting with anything else (for example `live`, `ok`, or a digit other than 3, 4 and 5) are
-/// treated normally.
+/// Tokens with any other start (for example `live-…`) are treated normally.
 public enum FCMTokenScript: Sendable, Equatable {
     /// Answer with this HTTP status, canonical status and `FcmError` code.
     case error(status: Int, canonicalStatus: String, errorCode: String, retryAfter: Bool)
