@@ -3,20 +3,21 @@ import BugleSimulator
 import Foundation
 import Logging
 
-/// `bugle-sim`: local stand-ins for push providers (APNs today).
+/// `bugle-sim`: local stand-ins for push providers (APNs, FCM).
 struct BugleSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bugle-sim",
         abstract: "Run local push-provider simulators for Bugle.",
-        subcommands: [Certs.self, Serve.self, JWT.self]
+        subcommands: [Certs.self, Serve.self, JWT.self, FCMToken.self]
     )
 }
 
 extension BugleSim {
-    /// `bugle-sim certs DIR [--port P]`
+    /// `bugle-sim certs DIR [--port P] [--fcm-port P]`
     struct Certs: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a private CA, a server certificate, an APNs .p8 key and providers.yaml into DIR."
+            abstract:
+                "Write a private CA, a server certificate, an APNs .p8 key, an FCM service account and providers.yaml into DIR."
         )
 
         @Argument(help: "Directory to write into (created if missing).")
@@ -28,10 +29,41 @@ extension BugleSim {
         @Option(help: "Bundle id (apns-topic) the simulator accepts.")
         var topic: String = "com.example.bugle"
 
+        @Option(
+            name: .customLong("fcm-port"),
+            help: "FCM port: adds an fcm: section to providers.yaml and points the service account's token_uri at it."
+        )
+        var fcmPort: Int?
+
         func run() throws {
-            let material = try SimulatorCertificates.generate(in: dir, port: port, topic: topic)
-            print("wrote \(dir): ca.pem, server.pem, AuthKey_\(material.keyID).p8, providers.yaml")
+            let material = try SimulatorCertificates.generate(in: dir, port: port, topic: topic, fcmPort: fcmPort)
+            print(
+                "wrote \(dir): ca.pem, server.pem, AuthKey_\(material.keyID).p8, fcm-service-account.json, providers.yaml"
+            )
             print("team_id \(material.teamID)  key_id \(material.keyID)  topic \(material.topic)")
+            print("fcm project \(material.fcmProjectID)  client_email \(material.fcmClientEmail)")
+        }
+    }
+
+    /// `bugle-sim fcm-token DIR [--lifetime S]`: prints an FCM access token for h2load and curl.
+    struct FCMToken: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "fcm-token",
+            abstract: "Print an access token the FCM simulator of DIR accepts (for h2load and curl; minted offline)."
+        )
+
+        @Argument(help: "Simulator directory written by `bugle-sim certs` or `serve`.")
+        var dir: String
+
+        @Option(help: "Seconds the token stays valid.")
+        var lifetime: Int = 3600
+
+        func validate() throws {
+            guard lifetime > 0 else { throw ValidationError("--lifetime must be positive") }
+        }
+
+        func run() throws {
+            print(try SimulatorCertificates.load(from: dir).fcmAccessToken(lifetime: .seconds(lifetime)))
         }
     }
 
@@ -49,10 +81,11 @@ extension BugleSim {
         }
     }
 
-    /// `bugle-sim serve --dir DIR --apns-port P [faults] [--record FILE]`
+    /// `bugle-sim serve --dir DIR --apns-port P [faults] [--record FILE] [--fcm-port P [FCM options]]`
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Serve the APNs simulator until SIGINT/SIGTERM (writes certificates first if DIR is empty)."
+            abstract:
+                "Serve the APNs simulator (and the FCM simulator with --fcm-port) until SIGINT/SIGTERM (writes certificates first if DIR is empty)."
         )
 
         @Option(help: "Simulator directory (certificates, key, providers.yaml).")
@@ -94,9 +127,46 @@ extension BugleSim {
         @Option(help: "Event-loop threads (default: cores).")
         var threads: Int?
 
+        @Option(
+            name: .customLong("fcm-port"),
+            help: "Also serve the FCM simulator on this port (0 = ephemeral); off when not given."
+        )
+        var fcmPort: Int?
+
+        @Option(name: .customLong("fcm-token-lifetime"), help: "Seconds an FCM access token from POST /token stays valid.")
+        var fcmTokenLifetime: Int = 3600
+
+        @Option(name: .customLong("fcm-quota"), help: "FCM messages per rolling minute (Google's default 600000).")
+        var fcmQuota: Int = 600_000
+
+        @Option(name: .customLong("fcm-error-ratio"), help: "Fraction of valid FCM messages answered 503 UNAVAILABLE.")
+        var fcmErrorRatio: Double = 0
+
+        @Option(name: .customLong("fcm-internal-ratio"), help: "Fraction of valid FCM messages answered 500 INTERNAL.")
+        var fcmInternalRatio: Double = 0
+
+        @Option(name: .customLong("fcm-retry-after"), help: "Retry-After seconds of scripted and injected FCM 429/503 answers.")
+        var fcmRetryAfter: Int = 1
+
+        @Option(name: .customLong("fcm-latency-ms"), help: "Delay before every FCM answer, in milliseconds.")
+        var fcmLatencyMilliseconds: Int = 0
+
+        @Option(name: .customLong("fcm-record"), help: "Append every delivered FCM message as JSON lines to this file.")
+        var fcmRecord: String?
+
         func validate() throws {
             guard (0...1).contains(errorRatio), (0...1).contains(hangRatio), errorRatio + hangRatio <= 1 else {
                 throw ValidationError("--error-ratio and --hang-ratio must be within 0...1 and sum to at most 1")
+            }
+            guard (0...1).contains(fcmErrorRatio), (0...1).contains(fcmInternalRatio),
+                fcmErrorRatio + fcmInternalRatio <= 1
+            else {
+                throw ValidationError("--fcm-error-ratio and --fcm-internal-ratio must be within 0...1 and sum to at most 1")
+            }
+            guard fcmTokenLifetime > 0, fcmQuota >= 0, fcmRetryAfter >= 1, fcmLatencyMilliseconds >= 0 else {
+                throw ValidationError(
+                    "--fcm-token-lifetime must be positive, --fcm-quota non-negative, --fcm-retry-after at least 1"
+                )
             }
         }
 
@@ -108,9 +178,10 @@ extension BugleSim {
         func serve() async throws {
             let material: SimulatorCertificates
             if SimulatorCertificates.exists(in: dir) {
+                // Also gives a directory from an older version its FCM material.
                 material = try SimulatorCertificates.load(from: dir)
             } else {
-                material = try SimulatorCertificates.generate(in: dir, port: apnsPort)
+                material = try SimulatorCertificates.generate(in: dir, port: apnsPort, fcmPort: fcmPort)
             }
             var configuration = APNsSimulatorConfiguration(certificates: material, port: apnsPort)
             configuration.maxConcurrentStreams = maxStreams
@@ -129,17 +200,59 @@ extension BugleSim {
             )
             let simulator = APNsSimulator(configuration: configuration)
             let port = try await simulator.start()
-            if port != apnsPort {
-                try material.writeProvidersFile(port: port)
+
+            var fcmSimulator: FCMSimulator?
+            var boundFCMPort: Int?
+            if let fcmPort {
+                let fcm = FCMSimulator(configuration: fcmConfiguration(material: material, port: fcmPort))
+                do {
+                    boundFCMPort = try await fcm.start()
+                } catch {
+                    try? await simulator.stop()
+                    throw error
+                }
+                fcmSimulator = fcm
             }
-            // FileHandle writes are unbuffered, so scripts reading our stdout see the port at once.
-            FileHandle.standardOutput.write(
-                Data("apns https://127.0.0.1:\(port)\nproviders file: \(material.providersFile)\n".utf8)
-            )
+            if port != apnsPort || boundFCMPort != nil {
+                try material.writeProvidersFile(port: port, fcmPort: boundFCMPort)
+            }
+            var lines = "apns https://127.0.0.1:\(port)\n"
+            if let boundFCMPort {
+                try material.writeServiceAccount(fcmPort: boundFCMPort)
+                lines += "fcm https://127.0.0.1:\(boundFCMPort)\n"
+                lines += "fcm service account: \(material.fcmServiceAccountFile)\n"
+            }
+            lines += "providers file: \(material.providersFile)\n"
+            // FileHandle writes are unbuffered, so scripts reading our stdout see the ports at once.
+            FileHandle.standardOutput.write(Data(lines.utf8))
             await Self.waitForTermination()
             try await simulator.stop()
+            try await fcmSimulator?.stop()
             let counters = simulator.counters()
             print("accepted \(counters.accepted) rejected \(counters.rejected) connections \(counters.connections)")
+            if let fcmCounters = fcmSimulator?.counters() {
+                print(
+                    "fcm accepted \(fcmCounters.accepted) rejected \(fcmCounters.rejected) token grants \(fcmCounters.tokenGrants) connections \(fcmCounters.connections)"
+                )
+            }
+        }
+
+        /// The FCM simulator's configuration from the command line.
+        private func fcmConfiguration(material: SimulatorCertificates, port: Int) -> FCMSimulatorConfiguration {
+            var configuration = FCMSimulatorConfiguration(certificates: material, port: port)
+            configuration.accessTokenLifetime = .seconds(fcmTokenLifetime)
+            configuration.quotaPerMinute = fcmQuota
+            configuration.retryAfter = .seconds(fcmRetryAfter)
+            configuration.recordFile = fcmRecord
+            configuration.keepRecordsInMemory = false
+            if let threads { configuration.threads = threads }
+            configuration.faults = .init(
+                unavailableRatio: fcmErrorRatio,
+                internalRatio: fcmInternalRatio,
+                latency: fcmLatencyMilliseconds > 0 ? .milliseconds(fcmLatencyMilliseconds) : nil,
+                seed: seed
+            )
+            return configuration
         }
 
         /// Suspends until SIGINT or SIGTERM.
