@@ -1,4 +1,5 @@
 import BugleSimulator
+import BugleTesting
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
