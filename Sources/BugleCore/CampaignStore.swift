@@ -143,7 +143,8 @@ public protocol CampaignStore: Sendable {
     /// Extends the lease; false when it was lost (fenced).
     func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> Bool
     /// Claims up to `limit` due recipients, keeping at most the run's window in flight; reserves dedupe rows.
-    func claim(_ lease: Lease, limit: Int) async throws -> ClaimResult
+    /// - Parameter lanes: Only recipients of these lanes (nil: every lane).
+    func claim(_ lease: Lease, limit: Int, lanes: Set<ProviderKind>?) async throws -> ClaimResult
     /// Writes outcomes of recipients claimed under `lease` (group commit). False when fenced.
     func record(_ lease: Lease, outcomes: [RecipientOutcome]) async throws -> Bool
     /// Counts of unfinished recipients.

@@ -62,4 +62,12 @@ public protocol PushProvider: Sendable {
     func send(_ request: PushRequest) async -> SendOutcome
     /// Closes connections after in-flight requests were answered.
     func shutdown() async
+    /// False while the lane cannot use more work soon (paused, or a second's worth of requests already
+    /// waiting for its rate): the runner then claims recipients of other lanes only, so a slow or paused
+    /// lane never takes the whole in-flight window.
+    var isAcceptingWork: Bool { get }
+}
+
+extension PushProvider {
+    public var isAcceptingWork: Bool { true }
 }

@@ -176,9 +176,17 @@ public struct CampaignRunner: Sendable {
                 let committed = sending + claiming + recording + buffer.count
                 let room = window - committed
                 if stop == nil, claiming == 0, now >= nextClaim, room >= claimThreshold || (committed == 0 && room > 0) {
-                    let limit = min(room, configuration.claimBatch)
-                    claiming = limit
-                    group.addTask { [self] in .claimed(try await claimWithRetry(lease, limit: limit), requested: limit) }
+                    // Lanes that cannot use more work soon (paused, or backlogged on their rate) are left out of
+                    // the claim, so they never fill the window that other lanes need.
+                    let busy = providers.filter { !$0.value.isAcceptingWork }.map(\.key)
+                    let lanes: Set<ProviderKind>? = busy.isEmpty ? nil : Set(providers.keys).subtracting(busy)
+                    if let lanes, lanes.isEmpty {
+                        nextClaim = now + .milliseconds(20)
+                    } else {
+                        let limit = min(room, configuration.claimBatch)
+                        claiming = limit
+                        group.addTask { [self] in .claimed(try await claimWithRetry(lease, limit: limit, lanes: lanes), requested: limit) }
+                    }
                 }
                 if recording == 0, !buffer.isEmpty,
                     buffer.count >= configuration.flushSize || now - lastFlush >= configuration.flushInterval
@@ -272,12 +280,12 @@ public struct CampaignRunner: Sendable {
 
     /// Claims, retrying database errors (restart, killed backend, deadlock) with backoff; nothing was claimed when
     /// a claim transaction fails, so a retry is always safe.
-    private func claimWithRetry(_ lease: Lease, limit: Int) async throws -> ClaimResult {
+    private func claimWithRetry(_ lease: Lease, limit: Int, lanes: Set<ProviderKind>?) async throws -> ClaimResult {
         var delay = Duration.milliseconds(100)
         var attempt = 0
         while true {
             do {
-                return try await store.claim(lease, limit: limit)
+                return try await store.claim(lease, limit: limit, lanes: lanes)
             } catch {
                 attempt += 1
                 if attempt >= 30 || control.stopRequest != nil { throw error }

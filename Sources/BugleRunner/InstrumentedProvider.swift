@@ -43,6 +43,8 @@ public struct InstrumentedProvider: PushProvider {
 
     public var kind: ProviderKind { inner.kind }
 
+    public var isAcceptingWork: Bool { inner.isAcceptingWork }
+
     public func send(_ request: PushRequest) async -> SendOutcome {
         inFlight.increment()
         let start = ContinuousClock.now

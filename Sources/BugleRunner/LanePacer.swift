@@ -21,7 +21,8 @@ public final class LanePacer: Sendable {
         /// Creates limits.
         public init(perSecond: Double?, burst: Int? = nil, concurrency: Int) {
             self.perSecond = perSecond
-            self.burst = burst ?? max(1, Int(((perSecond ?? 1) / 10).rounded(.up)))
+            // 2% of a second's worth: any one-second window stays within 2% of the rate.
+            self.burst = burst ?? max(1, Int(((perSecond ?? 1) / 50).rounded(.up)))
             self.concurrency = max(1, concurrency)
         }
     }
@@ -128,6 +129,16 @@ public final class LanePacer: Sendable {
         }
         next?.resume()
         return result
+    }
+
+    /// False while paused, while every slot is taken, or while more than half a second of requests waits for
+    /// the rate: the runner then claims for other lanes.
+    public var isAcceptingWork: Bool {
+        state.withLock { state in
+            let now = self.now
+            if state.pause.wait(now: now) > 0 || state.inFlight >= limits.concurrency { return false }
+            return (state.bucket?.backlog(now: now) ?? 0) < 0.5
+        }
     }
 
     /// The current rate, slots in use and pause.

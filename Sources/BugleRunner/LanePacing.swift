@@ -23,7 +23,7 @@ public enum LanePacing {
             rate = settings.apns?.rate
             concurrency = settings.apns?.concurrency ?? concurrency
         case .fcm:
-            rate = settings.fcm?.rate ?? RateLimit(perSecond: fcmDefaultRate, burst: Int(fcmDefaultRate / 10))
+            rate = settings.fcm?.rate ?? RateLimit(perSecond: fcmDefaultRate, burst: Int(fcmDefaultRate / 50))
             concurrency = settings.fcm?.concurrency ?? concurrency
         case .legacyAPNs:
             rate = settings.legacyAPNs?.rate
@@ -38,7 +38,7 @@ public enum LanePacing {
         var burst = rate?.burst
         if let perSecond, let configured = burst {
             // A campaign that lowers the rate lowers the burst with it.
-            burst = min(configured, max(1, Int((perSecond / 10).rounded(.up))))
+            burst = min(configured, max(1, Int((perSecond / 50).rounded(.up))))
         }
         return LanePacer.Limits(perSecond: perSecond, burst: burst, concurrency: concurrency)
     }

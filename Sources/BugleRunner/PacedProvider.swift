@@ -19,6 +19,8 @@ public struct PacedProvider: PushProvider {
 
     public var kind: ProviderKind { inner.kind }
 
+    public var isAcceptingWork: Bool { pacer.isAcceptingWork && inner.isAcceptingWork }
+
     public func send(_ request: PushRequest) async -> SendOutcome {
         await pacer.acquire()
         return pacer.release(after: await inner.send(request))

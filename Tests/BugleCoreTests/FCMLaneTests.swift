@@ -286,7 +286,7 @@ struct LanePauseTests {
         }
     }
 
-    @Test("Retry-After is a floor, backoff grows with consecutive failures, a healthy answer resets it")
+    @Test("Retry-After is a floor; answers during a pause extend it without growing the backoff; a new episode grows it; a delivery resets it")
     func pause() {
         var random = Seeded(state: 42)
         var lane = LanePause(backoff: Backoff(base: .seconds(1), cap: .seconds(60)))
@@ -295,13 +295,23 @@ struct LanePauseTests {
         #expect(until >= 15)
         #expect(lane.wait(now: 12) >= 3)
         #expect(lane.wait(now: until) == 0)
-        // A later, shorter failure never shortens a pause in force.
+        // Answers to requests sent before the pause: they never shorten it and are not a new episode.
         let again = lane.failed(now: 11, retryAfter: nil, using: &random)
         #expect(again >= until)
+        #expect(lane.consecutiveFailures == 1)
+        let longer = lane.failed(now: 11, retryAfter: .seconds(8), using: &random)
+        #expect(longer >= 19)
+        #expect(lane.consecutiveFailures == 1)
+        // A failure after the lane reopened is the next episode.
+        lane.failed(now: longer + 0.001, retryAfter: nil, using: &random)
         #expect(lane.consecutiveFailures == 2)
         lane.succeeded()
         #expect(lane.consecutiveFailures == 0)
-        for _ in 0..<20 { lane.failed(now: 100, retryAfter: nil, using: &random) }
-        #expect(lane.wait(now: 100) <= 60)
+        var now = 100.0
+        for _ in 0..<20 {
+            now = lane.failed(now: now, retryAfter: nil, using: &random) + 0.001
+        }
+        #expect(lane.consecutiveFailures == 20)
+        #expect(lane.wait(now: now - 0.001) <= 60)
     }
 }

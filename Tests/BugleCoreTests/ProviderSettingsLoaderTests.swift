@@ -117,7 +117,7 @@ struct ProviderSettingsLoaderTests {
                 caFile: "/etc/bugle/ca.pem",
                 connections: 3,
                 timeoutSeconds: 2.5,
-                rate: RateLimit(perSecond: 2500.5, burst: 2501)),
+                rate: RateLimit(perSecond: 2500.5, burst: 51)),
             legacyAPNs: LegacyAPNsSettings(
                 enabled: false,
                 host: "127.0.0.1",

@@ -11,7 +11,7 @@ import Foundation
 ///         token: { team_id: <10 chars>, key_id: <10 chars>, key_file: <path> }
 ///         certificate: { cert_file: <path>, key_file: <path>, passphrase_env: <VAR> }
 ///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
-///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 }
+///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 [per_second / 50] }
 ///       concurrency: requests in flight on the lane, 1...100000 [10000]
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
@@ -168,7 +168,8 @@ public enum ProviderSettingsLoader {
             throw perSecondNode.error("must be greater than 0, got \(perSecondNode.scalar?.text ?? "")")
         }
         guard perSecond <= 1_000_000 else { throw perSecondNode.error("must be at most 1000000") }
-        var burst = max(1, Int(perSecond.rounded(.up)))
+        // Default: 2% of a second's worth, so every one-second window stays within 2% of the rate.
+        var burst = max(1, Int((perSecond / 50).rounded(.up)))
         if let burstNode = map["burst"] {
             let value = try burstNode.int()
             guard value >= 1 else { throw burstNode.error("must be at least 1, got \(value)") }

@@ -1,7 +1,8 @@
 /// When a provider lane may send again after provider-wide trouble (FCM `QUOTA_EXCEEDED`, `UNAVAILABLE`,
-/// `INTERNAL`; RELIABILITY.md §3.5): every failure pauses the whole lane for
-/// `max(Retry-After, full-jitter backoff)`, the backoff growing with consecutive failures and reset by a
-/// healthy answer. Pure: time is a number of seconds on a monotonic timeline, randomness is injected.
+/// `INTERNAL`; RELIABILITY.md §3.5): a failure pauses the whole lane for `max(Retry-After, full-jitter
+/// backoff)`. The backoff grows with consecutive pause *episodes* — failures that arrive while a pause is in
+/// force answer requests sent before it and only extend it to their own `Retry-After` — and a healthy answer
+/// resets it. Pure: time is a number of seconds on a monotonic timeline, randomness is injected.
 public struct LanePause: Sendable, Equatable {
     /// The backoff curve (attempt = consecutive failures).
     public var backoff: Backoff
@@ -24,8 +25,11 @@ public struct LanePause: Sendable, Equatable {
     /// - Returns: The monotonic second the lane reopens.
     @discardableResult
     public mutating func failed(now: Double, retryAfter: Duration?, using random: inout some RandomNumberGenerator) -> Double {
-        consecutiveFailures += 1
-        let delay = backoff.delay(attempt: consecutiveFailures, retryAfter: retryAfter, using: &random)
+        let inPause = (resumeAt ?? -Double.infinity) > now
+        if !inPause { consecutiveFailures += 1 }
+        let delay = inPause
+            ? (retryAfter ?? .zero)
+            : backoff.delay(attempt: consecutiveFailures, retryAfter: retryAfter, using: &random)
         let (seconds, attoseconds) = delay.components
         let until = now + Double(seconds) + Double(attoseconds) / 1e18
         resumeAt = max(resumeAt ?? until, until)

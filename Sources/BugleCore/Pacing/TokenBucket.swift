@@ -38,6 +38,13 @@ public struct TokenBucket: Sendable, Equatable {
         tokens = min(burst, tokens + 1)
     }
 
+    /// Seconds of reservations queued beyond the tokens available at `now` (0 when a token is free).
+    /// - Parameter now: Monotonic seconds.
+    public func backlog(now: Double) -> Double {
+        let available = min(burst, tokens + max(0, now - updatedAt) * rate)
+        return available >= 0 ? 0 : -available / rate
+    }
+
     /// Changes the rate from `now` on (tokens earned so far at the old rate are kept).
     /// - Parameters:
     ///   - rate: Tokens per second.

@@ -71,8 +71,10 @@ public struct PostgresCampaignStore: CampaignStore {
 
     // MARK: Claim
 
-    public func claim(_ lease: Lease, limit: Int) async throws -> ClaimResult {
+    public func claim(_ lease: Lease, limit: Int, lanes: Set<ProviderKind>?) async throws -> ClaimResult {
         let logger = self.logger
+        // NULL = every lane; otherwise the provider column must be one of them.
+        let laneFilter: [String]? = lanes.map { $0.map(\.rawValue).sorted() }
         return try await client.withTransaction(logger: logger) { connection -> ClaimResult in
             // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
@@ -99,6 +101,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 picked AS (
                   SELECT seq FROM bugle.run_recipients
                    WHERE run_id = \(lease.runID) AND state IN ('pending', 'retry_wait') AND next_attempt_at <= now()
+                     AND (\(laneFilter)::text[] IS NULL OR provider = ANY(\(laneFilter)::text[]))
                    ORDER BY next_attempt_at, seq
                    LIMIT least(\(limit), coalesce((SELECT n FROM room), 0))
                    FOR UPDATE SKIP LOCKED)
