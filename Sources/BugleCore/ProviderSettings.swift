@@ -58,8 +58,9 @@ public struct APNsSettings: Sendable, Equatable {
     public var connections: Int
     public var timeoutSeconds: Double
     public var rate: RateLimit?
-    /// `concurrency`: requests in flight on this lane at once (default 10000: the campaign's window decides).
-    public var concurrency: Int = 10_000
+    /// `concurrency`: requests in flight on this lane at once (nil: connections × the provider's usual
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`, so requests wait in the pacer, not inside a connection).
+    public var concurrency: Int?
 
     public init(endpoint: Endpoint, caFile: String?, topic: String, auth: Auth, connections: Int = 4, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.endpoint = endpoint
@@ -81,8 +82,9 @@ public struct FCMSettings: Sendable, Equatable {
     public var connections: Int
     public var timeoutSeconds: Double
     public var rate: RateLimit?
-    /// `concurrency`: requests in flight on this lane at once (default 10000: the campaign's window decides).
-    public var concurrency: Int = 10_000
+    /// `concurrency`: requests in flight on this lane at once (nil: connections × the provider's usual
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`, so requests wait in the pacer, not inside a connection).
+    public var concurrency: Int?
 
     public init(serviceAccountFile: String?, endpoint: Endpoint = .fcm, caFile: String? = nil, connections: Int = 2, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.serviceAccountFile = serviceAccountFile
@@ -106,8 +108,8 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
     public var payloadLimit: Int
     public var connections: Int
     public var rate: RateLimit?
-    /// `concurrency`: notifications written and not yet confirmed at once (default 1000).
-    public var concurrency: Int = 1000
+    /// `concurrency`: notifications written and not yet confirmed at once (nil: 1000).
+    public var concurrency: Int?
 
     public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil) {
         self.enabled = enabled

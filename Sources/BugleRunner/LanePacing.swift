@@ -17,14 +17,17 @@ public enum LanePacing {
     /// - Returns: The limits.
     public static func limits(for kind: ProviderKind, settings: ProviderSettings, campaign: Campaign) -> LanePacer.Limits {
         var rate: RateLimit?
-        var concurrency = 10_000
+        // Defaults: what the connections can carry at once (APNs announces 1000 streams per connection,
+        // Google's front ends 100), so waiting happens in the pacer — where pauses are checked — and not in a
+        // connection's stream queue.
+        var concurrency = 1000
         switch kind {
         case .apns:
             rate = settings.apns?.rate
-            concurrency = settings.apns?.concurrency ?? concurrency
+            concurrency = settings.apns?.concurrency ?? (settings.apns?.connections ?? 1) * 1000
         case .fcm:
             rate = settings.fcm?.rate ?? RateLimit(perSecond: fcmDefaultRate, burst: Int(fcmDefaultRate / 50))
-            concurrency = settings.fcm?.concurrency ?? concurrency
+            concurrency = settings.fcm?.concurrency ?? (settings.fcm?.connections ?? 1) * 100
         case .legacyAPNs:
             rate = settings.legacyAPNs?.rate
             concurrency = settings.legacyAPNs?.concurrency ?? concurrency

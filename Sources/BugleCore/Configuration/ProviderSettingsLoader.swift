@@ -12,10 +12,10 @@ import Foundation
 ///         certificate: { cert_file: <path>, key_file: <path>, passphrase_env: <VAR> }
 ///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
 ///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 [per_second / 50] }
-///       concurrency: requests in flight on the lane, 1...100000 [10000]
+///       concurrency: requests in flight on the lane, 1...100000 [connections × 1000]
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
-///       ca_file   connections [2]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [10000]
+///       ca_file   connections [2]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [connections × 100]
 ///     legacy_apns:
 ///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
 ///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate   concurrency [1000]
@@ -84,7 +84,7 @@ public enum ProviderSettingsLoader {
             connections: try map.int("connections", default: 4, in: 1...64),
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
-        settings.concurrency = try map.int("concurrency", default: settings.concurrency, in: 1...100_000)
+        settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         return settings
     }
 
@@ -131,7 +131,7 @@ public enum ProviderSettingsLoader {
             connections: try map.int("connections", default: 2, in: 1...64),
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
-        settings.concurrency = try map.int("concurrency", default: settings.concurrency, in: 1...100_000)
+        settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         return settings
     }
 
@@ -154,7 +154,7 @@ public enum ProviderSettingsLoader {
             payloadLimit: try map.int("payload_limit", default: 2048, in: 256...4096),
             connections: try map.int("connections", default: 1, in: 1...64),
             rate: try map["rate"].map(rate))
-        settings.concurrency = try map.int("concurrency", default: settings.concurrency, in: 1...100_000)
+        settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         return settings
     }
 
