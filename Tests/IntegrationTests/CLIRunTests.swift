@@ -3,7 +3,9 @@ import BugleSimulator
 import BugleStore
 import BugleTesting
 import Foundation
+import PostgresNIO
 import Testing
+import _CryptoExtras
 
 #if canImport(Glibc)
 import Glibc
@@ -102,6 +104,56 @@ struct CLIRunTests {
     }
 
     static var binary: String { CLITests.packageRoot.appendingPathComponent(".build/debug/bugle").path }
+
+    @Test("a service account whose key the token endpoint refuses halts the run with exit 2 and deactivates nothing")
+    func badServiceAccountKey() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 200)
+        }
+        // Same account, same key id, another RSA key: the assertion's signature does not verify.
+        let original = try #require(FileManager.default.contents(atPath: environment.material.fcmServiceAccountFile))
+        var account = try #require(try JSONSerialization.jsonObject(with: original) as? [String: Any])
+        account["private_key"] = try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation
+        let forged = environment.directory + "/forged-service-account.json"
+        FileManager.default.createFile(atPath: forged, contents: try JSONSerialization.data(withJSONObject: account), attributes: [.posixPermissions: 0o600])
+        let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
+            .replacingOccurrences(of: environment.material.fcmServiceAccountFile, with: forged)
+        let providersFile = environment.directory + "/forged-providers.yaml"
+        try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
+        let campaign = try CLITests.temporaryFile(
+            "android.yaml",
+            """
+            name: android-only
+            notification_type: cli-fcm
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'android'
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Android } }
+            """
+        )
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-forged-\(UUID().uuidString).csv").path
+        let output = try CLITests.bugle(
+            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
+            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
+        )
+        let grants = environment.fcm.counters().tokenGrants
+        let accepted = environment.fcm.accepted().count
+        try await environment.stop()
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("OAUTH_REJECTED"))
+        #expect(output.stderr.contains("invalid_grant"))
+        #expect(!output.stderr.contains("BEGIN PRIVATE KEY"))
+        #expect(grants == 0)
+        #expect(accepted == 0)
+        let inactive = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+        }
+        #expect(inactive == 0)
+    }
 
     /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
     static func freePort() throws -> Int {
