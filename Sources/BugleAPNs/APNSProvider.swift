@@ -195,6 +195,11 @@ public final class APNSProvider: PushProvider {
         }
     }
 
+    /// Opens the connections before the first notification.
+    public func prepare() async {
+        await pool.warmUp(deadline: .now() + timeout)
+    }
+
     /// Closes all connections.
     public func shutdown() async {
         await pool.shutdown()

@@ -142,9 +142,9 @@ public protocol CampaignStore: Sendable {
     func acquireLease(runID: Int64, owner: String, ttlSeconds: Int) async throws -> Lease?
     /// Extends the lease; false when it was lost (fenced).
     func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> Bool
-    /// Claims up to `limit` due recipients, keeping at most the run's window in flight; reserves dedupe rows.
-    /// - Parameter lanes: Only recipients of these lanes (nil: every lane).
-    func claim(_ lease: Lease, limit: Int, lanes: Set<ProviderKind>?) async throws -> ClaimResult
+    /// Claims due recipients — up to `limits[lane]` of each lane's oldest — keeping at most the run's window
+    /// in flight; reserves dedupe rows.
+    func claim(_ lease: Lease, limits: [ProviderKind: Int]) async throws -> ClaimResult
     /// Writes outcomes of recipients claimed under `lease` (group commit). False when fenced.
     func record(_ lease: Lease, outcomes: [RecipientOutcome]) async throws -> Bool
     /// Counts of unfinished recipients.

@@ -66,8 +66,12 @@ public protocol PushProvider: Sendable {
     /// waiting for its rate): the runner then claims recipients of other lanes only, so a slow or paused
     /// lane never takes the whole in-flight window.
     var isAcceptingWork: Bool { get }
+    /// Gets ready to send before the first recipient is claimed: connections opened, credentials fetched.
+    /// Failures are not reported here; the first send reports them.
+    func prepare() async
 }
 
 extension PushProvider {
     public var isAcceptingWork: Bool { true }
+    public func prepare() async {}
 }

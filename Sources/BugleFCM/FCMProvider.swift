@@ -204,6 +204,14 @@ public final class FCMProvider: PushProvider {
         }
     }
 
+    /// Fetches the first access token and opens the connections, so the first messages are not held up
+    /// (and then released at once) by the handshake.
+    public func prepare() async {
+        async let token: Void = { _ = try? await self.tokens.token() }()
+        await pool.warmUp(deadline: .now() + timeout)
+        await token
+    }
+
     /// Closes all connections.
     public func shutdown() async {
         await pool.shutdown()

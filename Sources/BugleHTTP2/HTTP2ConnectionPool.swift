@@ -140,6 +140,14 @@ public final class HTTP2ConnectionPool: Sendable {
         return try await connection.execute(headers: headers, body: body, deadline: deadline).get()
     }
 
+    /// Opens the connections ahead of the first request (waits for the first one, up to `deadline`).
+    /// - Parameter deadline: How long to wait.
+    public func warmUp(deadline: NIODeadline) async {
+        if let connection = try? await lease(deadline: deadline) {
+            release(connection)
+        }
+    }
+
     /// Leases a stream slot on some connection.
     /// - Parameter deadline: Give up (``HTTP2TransportError/notWritten(_:)``) after this.
     /// - Returns: A connection with one stream reserved for the caller; call ``release(_:)`` afterwards.

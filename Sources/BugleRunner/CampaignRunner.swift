@@ -77,6 +77,9 @@ public struct CampaignRunner: Sendable {
             return RunResult(runID: runID, ending: .fenced(nil), attempted: 0)
         }
         logger.info("lease acquired", metadata: ["epoch": "\(lease.epoch)", "recovered_in_flight": "\(lease.recoveredInFlight)"])
+        await withTaskGroup(of: Void.self) { group in
+            for provider in providers.values { group.addTask { await provider.prepare() } }
+        }
         if let progress {
             let left = try await store.progress(runID: runID)
             progress.start(remaining: left.pending + left.inFlight + left.retryWait)
@@ -137,7 +140,7 @@ public struct CampaignRunner: Sendable {
 
     /// What the send loop's child tasks report.
     private enum Event: Sendable {
-        case claimed(ClaimResult, requested: Int)
+        case claimed(ClaimResult, requested: [ProviderKind: Int])
         case answered(RecipientOutcome, SendOutcome, Platform)
         case recorded(Bool)
     }
@@ -157,6 +160,7 @@ public struct CampaignRunner: Sendable {
             var lastFlush = clock.now
             var nextClaim = clock.now
             var lastClaimShort = false
+            var dryUntil: [ProviderKind: ContinuousClock.Instant] = [:]
             var stop: Stop?
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
@@ -176,16 +180,15 @@ public struct CampaignRunner: Sendable {
                 let committed = sending + claiming + recording + buffer.count
                 let room = window - committed
                 if stop == nil, claiming == 0, now >= nextClaim, room >= claimThreshold || (committed == 0 && room > 0) {
-                    // Lanes that cannot use more work soon (paused, or backlogged on their rate) are left out of
-                    // the claim, so they never fill the window that other lanes need.
-                    let busy = providers.filter { !$0.value.isAcceptingWork }.map(\.key)
-                    let lanes: Set<ProviderKind>? = busy.isEmpty ? nil : Set(providers.keys).subtracting(busy)
-                    if let lanes, lanes.isEmpty {
+                    // Each lane that can use more work soon gets its share of the claim, taken from its own oldest
+                    // recipients; paused or backlogged lanes, and lanes that just came back empty, sit it out. A
+                    // slow or paused lane therefore never fills the window another lane needs.
+                    let limits = claimLimits(room: min(room, configuration.claimBatch), dryUntil: dryUntil, now: now)
+                    if limits.isEmpty {
                         nextClaim = now + .milliseconds(20)
                     } else {
-                        let limit = min(room, configuration.claimBatch)
-                        claiming = limit
-                        group.addTask { [self] in .claimed(try await claimWithRetry(lease, limit: limit, lanes: lanes), requested: limit) }
+                        claiming = limits.values.reduce(0, +)
+                        group.addTask { [self] in .claimed(try await claimWithRetry(lease, limits: limits), requested: limits) }
                     }
                 }
                 if recording == 0, !buffer.isEmpty,
@@ -221,9 +224,17 @@ public struct CampaignRunner: Sendable {
                     if stop == nil { stop = .fenced(status) }
                 case .claimed(.claimed(let recipients), let requested):
                     claiming = 0
-                    // A short claim means nothing more is due right now: look again a little later.
-                    lastClaimShort = recipients.count < requested
-                    if lastClaimShort { nextClaim = clock.now + .milliseconds(50) }
+                    // A lane that came back short has nothing more due right now: leave it out for a moment. When
+                    // every lane came back short, look again a little later.
+                    var got: [ProviderKind: Int] = [:]
+                    for recipient in recipients { got[lane(for: recipient.platform), default: 0] += 1 }
+                    for (kind, asked) in requested where got[kind, default: 0] < asked {
+                        dryUntil[kind] = clock.now + .milliseconds(200)
+                    }
+                    lastClaimShort = recipients.count < requested.values.reduce(0, +)
+                    if requested.keys.allSatisfy({ got[$0, default: 0] < requested[$0, default: 0] }) {
+                        nextClaim = clock.now + .milliseconds(50)
+                    }
                     if stop != nil {
                         // Claimed after the stop: never sent, so handed back unspent.
                         for recipient in recipients {
@@ -278,14 +289,27 @@ public struct CampaignRunner: Sendable {
         }
     }
 
+    /// Splits a claim of `room` between the lanes that can use work now: lanes accepting work and not known
+    /// to be dry; when every accepting lane is dry, all of them (to learn when work is due again).
+    private func claimLimits(room: Int, dryUntil: [ProviderKind: ContinuousClock.Instant], now: ContinuousClock.Instant) -> [ProviderKind: Int] {
+        let accepting = providers.filter { $0.value.isAcceptingWork }.map(\.key)
+        guard !accepting.isEmpty, room > 0 else { return [:] }
+        let wet = accepting.filter { (dryUntil[$0] ?? now) <= now }
+        let lanes = wet.isEmpty ? accepting : wet
+        let share = max(1, room / lanes.count)
+        var limits: [ProviderKind: Int] = [:]
+        for kind in lanes { limits[kind] = share }
+        return limits
+    }
+
     /// Claims, retrying database errors (restart, killed backend, deadlock) with backoff; nothing was claimed when
     /// a claim transaction fails, so a retry is always safe.
-    private func claimWithRetry(_ lease: Lease, limit: Int, lanes: Set<ProviderKind>?) async throws -> ClaimResult {
+    private func claimWithRetry(_ lease: Lease, limits: [ProviderKind: Int]) async throws -> ClaimResult {
         var delay = Duration.milliseconds(100)
         var attempt = 0
         while true {
             do {
-                return try await store.claim(lease, limit: limit, lanes: lanes)
+                return try await store.claim(lease, limits: limits)
             } catch {
                 attempt += 1
                 if attempt >= 30 || control.stopRequest != nil { throw error }

@@ -45,6 +45,8 @@ public struct InstrumentedProvider: PushProvider {
 
     public var isAcceptingWork: Bool { inner.isAcceptingWork }
 
+    public func prepare() async { await inner.prepare() }
+
     public func send(_ request: PushRequest) async -> SendOutcome {
         inFlight.increment()
         let start = ContinuousClock.now

@@ -21,6 +21,8 @@ public struct PacedProvider: PushProvider {
 
     public var isAcceptingWork: Bool { pacer.isAcceptingWork && inner.isAcceptingWork }
 
+    public func prepare() async { await inner.prepare() }
+
     public func send(_ request: PushRequest) async -> SendOutcome {
         await pacer.acquire()
         return pacer.release(after: await inner.send(request))

@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -100,6 +100,19 @@ extension Migration {
                    END AS rate_per_second,
                    r.totals, r.pause_reason, r.failure_reason
               FROM bugle.runs r
+            """,
+        ]
+    )
+
+    /// Version 4: due recipients per lane, for the per-lane claim (each lane takes its own oldest rows, so a
+    /// lane whose rows come first in the ledger never crowds out another).
+    public static let laneClaimIndex = Migration(
+        version: 4,
+        name: "lane_claim_index",
+        statements: [
+            """
+            CREATE INDEX run_recipients_lane_ready_idx ON bugle.run_recipients (run_id, provider, next_attempt_at, seq) \
+            WHERE state IN ('pending','retry_wait')
             """,
         ]
     )

@@ -6,18 +6,19 @@ import BugleStore
 import Foundation
 import Logging
 
-/// `bugle demo`: the zero-setup tour — embedded PostgreSQL, seeded demo devices, an in-process simulator,
-/// a real campaign run, and a dry run of the mixed campaign.
+/// `bugle demo`: the zero-setup tour — embedded PostgreSQL, seeded demo devices, in-process APNs and FCM
+/// simulators, a real run of the mixed campaign, and a dry run.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Seed demo devices into the embedded database and run campaigns from campaigns/ against a local simulator.",
+        abstract: "Seed demo devices into the embedded database and run campaigns from campaigns/ against local APNs and FCM simulators.",
         discussion: """
             Starts (or reuses) the embedded PostgreSQL cluster under $BUGLE_HOME, seeds --devices demo devices \
-            (half iOS, half Android/web, several locales, 2% dead tokens), starts the APNs simulator in-process \
-            over TLS + HTTP/2 (certificates and an ES256 key in $BUGLE_HOME/sim), sends campaigns/ios-launch.yaml \
-            through it for real (dead tokens come back 410 and are deactivated), then dry-runs the mixed \
-            campaigns/spring-sale.yaml. Run it again: the `once` dedupe means nobody is notified twice.
+            (half iOS, half Android/web, several locales, 2% dead tokens), starts the APNs and FCM simulators \
+            in-process over TLS + HTTP/2 (a private CA, an ES256 .p8 key and an RSA service account in \
+            $BUGLE_HOME/sim), sends the mixed campaigns/spring-sale.yaml through them for real (dead tokens come \
+            back 410 / UNREGISTERED and are deactivated), then dry-runs campaigns/ios-launch.yaml. Run it again \
+            the same day: the `daily` dedupe means nobody is notified twice.
             """
     )
 
@@ -28,11 +29,11 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "How many demo devices to seed.")
     var devices: Int = 2_000
 
-    @Option(help: "The campaign sent for real to the simulator.")
-    var campaign: String = "campaigns/ios-launch.yaml"
+    @Option(help: "The campaign sent for real to the simulators.")
+    var campaign: String = "campaigns/spring-sale.yaml"
 
     @Option(help: "The campaign dry-run afterwards (empty to skip).")
-    var dryRunCampaign: String = "campaigns/spring-sale.yaml"
+    var dryRunCampaign: String = "campaigns/ios-launch.yaml"
 
     @Flag(name: .customLong("seed-only"), help: "Only seed the demo devices (used by tools/bench).")
     var seedOnly = false
@@ -60,23 +61,15 @@ struct DemoCommand: AsyncParsableCommand {
             let dryCampaign = try dryPath.isEmpty ? nil : CampaignLoader.load(path: dryPath)
 
             let home = EmbeddedCluster.bugleHome(environment: ProcessInfo.processInfo.environment)
-            let simulatorDirectory = home + "/sim"
-            let certificates = SimulatorCertificates.exists(in: simulatorDirectory)
-                ? try SimulatorCertificates.load(from: simulatorDirectory)
-                : try SimulatorCertificates.generate(in: simulatorDirectory, port: 0)
-            var simulatorLogger = logger
-            simulatorLogger[metadataKey: "component"] = "simulator"
-            let simulator = APNsSimulator(configuration: APNsSimulatorConfiguration(certificates: certificates), logger: simulatorLogger)
-            let port = try await simulator.start()
-            try certificates.writeProvidersFile(port: port)
-            print("demo: APNs simulator on https://127.0.0.1:\(port) (providers file \(certificates.providersFile))")
+            let simulators = try await DemoSimulators.start(directory: home + "/sim", logger: logger)
+            print("demo: APNs simulator on https://127.0.0.1:\(simulators.apnsPort), FCM on https://127.0.0.1:\(simulators.fcmPort) (providers file \(simulators.certificates.providersFile))")
             let lanes: LanePacing.Lanes
             do {
-                let settings = try ProviderSettingsLoader.load(path: certificates.providersFile)
+                let settings = try ProviderSettingsLoader.load(path: simulators.certificates.providersFile)
                 output.prepareMetrics()
                 lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: false, logger: logger)
             } catch {
-                try await simulator.stop()
+                try await simulators.stop()
                 throw error
             }
             let code: Int32
@@ -92,13 +85,13 @@ struct DemoCommand: AsyncParsableCommand {
                 }
             } catch {
                 await lanes.shutdown()
-                try await simulator.stop()
+                try await simulators.stop()
                 throw error
             }
             await lanes.shutdown()
-            let counters = simulator.counters()
-            try await simulator.stop()
-            print("demo: the simulator accepted \(counters.accepted) notification(s)")
+            let accepted = simulators.accepted
+            try await simulators.stop()
+            print("demo: the simulators accepted \(accepted.apns) APNs and \(accepted.fcm) FCM notification(s)")
             if let dryReport {
                 print("")
                 DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, samples: 1, csvPath: nil)

@@ -136,7 +136,7 @@ struct CLIRunTests {
             """
         )
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-forged-\(UUID().uuidString).csv").path
-        let output = try CLITests.bugle(
+        let output = try await CLITests.bugle(
             ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
             environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
         )

@@ -3,6 +3,7 @@ import BugleRunner
 import BugleStore
 import BugleTesting
 import Foundation
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 
@@ -17,7 +18,17 @@ struct CLITests {
         var stderr: String
     }
 
-    static func bugle(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+    /// Runs the built executable to completion. The blocking wait happens on a dispatch thread, never on one
+    /// of the few threads of Swift's cooperative pool that the other tests' tasks need.
+    static func bugle(_ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try runBlocking(arguments, environment: environment) })
+            }
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Output {
         let binary = packageRoot.appendingPathComponent(".build/debug/bugle")
         let process = Process()
         process.executableURL = binary
@@ -32,8 +43,18 @@ struct CLITests {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        // Drain stderr on its own thread so a chatty child cannot fill one pipe while we read the other.
+        let stderrBox = NIOLockedValueBox(Data())
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            stderrBox.withLockedValue { $0 = data }
+            group.leave()
+        }
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        let stderr = stderrBox.withLockedValue { $0 }
         process.waitUntilExit()
         return Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }
@@ -56,20 +77,20 @@ struct CLITests {
     }
 
     @Test("--help explains the exit codes; every subcommand has help")
-    func help() throws {
-        let root = try Self.bugle(["--help"])
+    func help() async throws {
+        let root = try await Self.bugle(["--help"])
         #expect(root.status == 0)
         #expect(root.stdout.contains("Exit codes: 0 completed; 1 usage or validation error"))
         for command in ["run", "validate", "report", "runs", "db", "devices", "demo"] {
-            let output = try Self.bugle([command, "--help"])
+            let output = try await Self.bugle([command, "--help"])
             #expect(output.status == 0, "\(command) --help")
             #expect(output.stdout.contains("USAGE"), "\(command) --help")
         }
     }
 
     @Test("validate: a good campaign exits 0; a bad one exits 1 naming file:line:column and the key")
-    func validate() throws {
-        let good = try Self.bugle(["validate", "campaigns/spring-sale.yaml"])
+    func validate() async throws {
+        let good = try await Self.bugle(["validate", "campaigns/spring-sale.yaml"])
         #expect(good.status == 0)
         let bad = try Self.temporaryFile(
             "bad.yaml",
@@ -84,16 +105,16 @@ struct CLITests {
               locales: { en: { title: a, body: b } }
             """
         )
-        let output = try Self.bugle(["validate", bad])
+        let output = try await Self.bugle(["validate", bad])
         #expect(output.status == 1)
         #expect(output.stderr.contains("\(bad):5:3: segment.page_sise"))
     }
 
     @Test("a bad campaign exits 1 before touching the database")
-    func badCampaignTouchesNothing() throws {
+    func badCampaignTouchesNothing() async throws {
         let bad = try Self.temporaryFile("bad.yaml", "name: [unclosed\n")
         // An unreachable database: touching it would fail with exit 2, not 1.
-        let output = try Self.bugle(["run", bad, "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
+        let output = try await Self.bugle(["run", bad, "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
         #expect(output.status == 1)
         #expect(output.stderr.contains(bad + ":"))
     }
@@ -107,7 +128,7 @@ struct CLITests {
         }
         let before = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-preview-\(UUID().uuidString).csv").path
-        let output = try Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
+        let output = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("300 row(s) read, 300 would be sent"))
         #expect(output.stdout.contains("sample ios"))
@@ -124,12 +145,12 @@ struct CLITests {
         let configuration = try await TestDatabase.fresh()
         let url = try Self.url(configuration)
         let token = String(repeating: "ab", count: 32)
-        let registered = try Self.bugle(["devices", "register", "--user", "42", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
+        let registered = try await Self.bugle(["devices", "register", "--user", "42", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(registered.status == 0, "\(registered.stderr)")
-        let unregistered = try Self.bugle(["devices", "unregister", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
+        let unregistered = try await Self.bugle(["devices", "unregister", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(unregistered.status == 0)
         #expect(unregistered.stdout.contains("unregistered 1 device(s)"))
-        let badPlatform = try Self.bugle(["devices", "register", "--user", "1", "--token", "x", "--platform", "nokia"], environment: ["BUGLE_DATABASE_URL": url])
+        let badPlatform = try await Self.bugle(["devices", "register", "--user", "1", "--token", "x", "--platform", "nokia"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(badPlatform.status != 0)
     }
 
@@ -149,12 +170,12 @@ struct CLITests {
             return (completed, ready)
         }
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-resume-\(UUID().uuidString).csv").path
-        let resumed = try Self.bugle(["resume", String(completedRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
+        let resumed = try await Self.bugle(["resume", String(completedRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.stdout.contains("is completed; nothing to send"))
-        let cancelled = try Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
+        let cancelled = try await Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(cancelled.status == 0)
-        let again = try Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
+        let again = try await Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(again.status == 1)
         let states = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
             try await LedgerTestSupport.scalar(

@@ -51,7 +51,7 @@ struct FCMCampaignTests {
             try await Support.withFreshDatabase { client in
                 try await MixedTestEnvironment.seed(client, count: 20_000)
                 let campaign = Self.mixedCampaign()
-                let (runID, result) = try await Self.run(client, campaign, lanes: try environment.lanes(for: campaign))
+                let (runID, result) = try await Self.run(client, campaign, lanes: try environment.lanes(for: campaign, fcmConcurrency: 50))
                 #expect(result.ending == .completed)
 
                 // Exactly once per live token, per provider, from the simulators' own records.
@@ -68,11 +68,12 @@ struct FCMCampaignTests {
                 let throttled = entries.filter { $0.status == 429 }
                 #expect(!throttled.isEmpty)
                 #expect(throttled.allSatisfy { ($0.retryAfter ?? 0) >= 1 })
+                // After a 429 the only requests the simulator may still see before Retry-After has passed are those
+                // already written when the answer came back: at most the lane's 50 slots, however slow the machine.
                 for answer in throttled {
-                    // Requests already on the wire when the 429 came back may still arrive just after it.
-                    let early = Self.requests(entries, after: answer.time + 0.3, before: answer.time + Double(answer.retryAfter ?? 0) - 0.05)
-                    #expect(early.isEmpty, "a request \(early.first.map { $0.time - answer.time } ?? 0) s after a 429 with Retry-After \(answer.retryAfter ?? 0)")
-                    if !early.isEmpty { break }
+                    let early = Self.requests(entries, after: answer.time, before: answer.time + Double(answer.retryAfter ?? 0) - 0.05)
+                    #expect(early.count <= 50, "\(early.count) requests within Retry-After \(answer.retryAfter ?? 0) s of a 429")
+                    if early.count > 50 { break }
                 }
 
                 // 5% of each platform deactivated; nothing else.

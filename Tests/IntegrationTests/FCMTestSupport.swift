@@ -54,8 +54,9 @@ struct MixedTestEnvironment {
     }
 
     /// Paced, instrumented lanes for `campaign`, as the CLI builds them.
-    func lanes(for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil) throws -> LanePacing.Lanes {
-        let settings = try settings()
+    func lanes(for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil, fcmConcurrency: Int? = nil) throws -> LanePacing.Lanes {
+        var settings = try settings()
+        if let fcmConcurrency { settings.fcm?.concurrency = fcmConcurrency }
         var lanes: [ProviderKind: any PushProvider] = [:]
         if let apnsSettings = settings.apns {
             lanes[.apns] = try APNSProvider(settings: apnsSettings, logger: Self.logger)

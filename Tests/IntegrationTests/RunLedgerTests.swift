@@ -188,7 +188,7 @@ struct RunLedgerTests {
                     Issue.record("no lease")
                     return
                 }
-                guard case .claimed(let claimed) = try await store.claim(lease, limit: 100, lanes: nil) else {
+                guard case .claimed(let claimed) = try await store.claim(lease, limits: [.apns: 50, .fcm: 50]) else {
                     Issue.record("fenced")
                     return
                 }

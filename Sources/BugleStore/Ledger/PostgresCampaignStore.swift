@@ -71,10 +71,13 @@ public struct PostgresCampaignStore: CampaignStore {
 
     // MARK: Claim
 
-    public func claim(_ lease: Lease, limit: Int, lanes: Set<ProviderKind>?) async throws -> ClaimResult {
+    public func claim(_ lease: Lease, limits: [ProviderKind: Int]) async throws -> ClaimResult {
         let logger = self.logger
-        // NULL = every lane; otherwise the provider column must be one of them.
-        let laneFilter: [String]? = lanes.map { $0.map(\.rawValue).sorted() }
+        let lanes = limits.filter { $0.value > 0 }.sorted { $0.key.rawValue < $1.key.rawValue }
+        guard !lanes.isEmpty else { return .claimed([]) }
+        let laneNames = lanes.map(\.key.rawValue)
+        let laneLimits = lanes.map(\.value)
+        let total = laneLimits.reduce(0, +)
         return try await client.withTransaction(logger: logger) { connection -> ClaimResult in
             // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
@@ -98,13 +101,19 @@ public struct PostgresCampaignStore: CampaignStore {
                 WITH room AS (
                   SELECT greatest(0, \(window) - count(*)) AS n FROM bugle.run_recipients
                    WHERE run_id = \(lease.runID) AND state = 'in_flight'),
+                lane_picks AS (
+                  -- Each lane's own oldest due recipients, so one lane's backlog never crowds out another's.
+                  SELECT p.seq, p.next_attempt_at FROM unnest(\(laneNames)::text[], \(laneLimits)::int[]) AS l(provider, n)
+                  CROSS JOIN LATERAL (
+                    SELECT r.seq, r.next_attempt_at FROM bugle.run_recipients r
+                     WHERE r.run_id = \(lease.runID) AND r.provider = l.provider AND r.state IN ('pending', 'retry_wait')
+                       AND r.next_attempt_at <= now()
+                     ORDER BY r.next_attempt_at, r.seq
+                     LIMIT l.n
+                     FOR UPDATE SKIP LOCKED) p),
                 picked AS (
-                  SELECT seq FROM bugle.run_recipients
-                   WHERE run_id = \(lease.runID) AND state IN ('pending', 'retry_wait') AND next_attempt_at <= now()
-                     AND (\(laneFilter)::text[] IS NULL OR provider = ANY(\(laneFilter)::text[]))
-                   ORDER BY next_attempt_at, seq
-                   LIMIT least(\(limit), coalesce((SELECT n FROM room), 0))
-                   FOR UPDATE SKIP LOCKED)
+                  SELECT seq FROM lane_picks ORDER BY next_attempt_at, seq
+                   LIMIT least(\(total), coalesce((SELECT n FROM room), 0)))
                 UPDATE bugle.run_recipients r
                    SET state = 'in_flight', claim_epoch = \(lease.epoch), claimed_at = now(), attempts = r.attempts + 1
                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
@@ -113,7 +122,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 logger: logger
             )
             var claimed: [ClaimedRecipient] = []
-            claimed.reserveCapacity(limit)
+            claimed.reserveCapacity(total)
             for try await (seq, deviceID, userID, token, platform, locale, timezone, variables, attempts) in rows.decode(
                 (Int64, Int64?, String?, String?, String, String?, String?, String?, Int).self
             ) {

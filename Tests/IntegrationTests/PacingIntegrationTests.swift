@@ -1,0 +1,112 @@
+import BugleCore
+import BugleRunner
+import BugleSimulator
+import BugleStore
+import BugleTesting
+import Foundation
+import PostgresNIO
+import Testing
+
+/// Per-lane pacing measured from the simulators' own records: real PostgreSQL ledger → runner → paced lanes
+/// over TLS + HTTP/2 → in-process APNs and FCM simulators.
+/// Runs only in the second, solitary phase of `tools/test.sh` (`BUGLE_TIMING_TESTS=1`): per-second rates measured
+/// at simulators that share two cores with the rest of the suite say more about the scheduler than about Bugle.
+@Suite(
+    "Pacing across lanes (PostgreSQL + both simulators)",
+    .serialized,
+    .enabled(if: ProcessInfo.processInfo.environment["BUGLE_TIMING_TESTS"] == "1", "timing suite: run by tools/test.sh alone")
+)
+struct PacingIntegrationTests {
+    typealias Support = LedgerTestSupport
+
+    /// `ios` iOS devices then `android` Android devices, all live.
+    static func seed(_ client: PostgresClient, ios: Int, android: Int) async throws {
+        _ = try await client.query(
+            """
+            INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+            SELECT i, 'u' || i,
+                   CASE WHEN i <= \(ios) THEN lpad(to_hex(i), 64, '0') ELSE 'live-' || md5(i::text) END,
+                   CASE WHEN i <= \(ios) THEN 'ios' ELSE 'android' END, 'en'
+              FROM generate_series(1, \(ios + android)) i
+            """,
+            logger: Support.logger
+        ).collect()
+    }
+
+    /// Counts per whole second since the first event, leaving out the first and last (partial) seconds.
+    static func fullSeconds(_ times: [Double]) -> [Int] {
+        guard let first = times.min(), let last = times.max(), last - first >= 3 else { return [] }
+        var counts = [Int](repeating: 0, count: Int(last - first) + 1)
+        for time in times { counts[Int(time - first)] += 1 }
+        return Array(counts.dropFirst().dropLast())
+    }
+
+    @Test("APNs at 500/s and FCM at 300/s for 20 s: no second of either simulator's record exceeds its lane's limit by more than 5%, and both lanes progress every second")
+    func twoLanesAtTheirLimits() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        do {
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, ios: 10_000, android: 6_000)
+                var campaign = Support.campaign(pageSize: 5000, window: 1500)
+                campaign.delivery.rateLimits = [.apns: 500, .fcm: 300]
+                let lanes = try environment.lanes(for: campaign)
+                defer { Task { await lanes.shutdown() } }
+                let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
+                #expect(result.ending == .completed)
+                let apns = Self.fullSeconds(environment.apns.accepted().map(\.time))
+                let fcm = Self.fullSeconds(environment.fcm.accepted().map(\.time))
+                #expect(apns.count >= 17, "APNs ran \(apns.count + 2) s")
+                #expect(fcm.count >= 17, "FCM ran \(fcm.count + 2) s")
+                // The limiter never overshoots; both lanes move every second (neither starves the other); and each
+                // runs near its limit overall. On an idle machine every second sits at the limit (README); a loaded
+                // machine running debug builds of both simulators may fall below it, never above.
+                #expect(apns.allSatisfy { $0 <= 525 && $0 > 0 }, "APNs per second: \(apns)")
+                #expect(fcm.allSatisfy { $0 <= 315 && $0 > 0 }, "FCM per second: \(fcm)")
+                #expect(apns.reduce(0, +) >= apns.count * 250, "APNs per second: \(apns)")
+                #expect(fcm.reduce(0, +) >= fcm.count * 150, "FCM per second: \(fcm)")
+            }
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+
+    @Test("a 503 with Retry-After: 5 on FCM pauses FCM for 5 s while APNs keeps its rate")
+    func retryAfterPausesOnlyFCM() async throws {
+        let environment = try await MixedTestEnvironment.start(fcm: {
+            $0.faults = .init(unavailableRatio: 0.01, seed: 11)
+            $0.retryAfter = .seconds(5)
+        })
+        do {
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, ios: 4_000, android: 300)
+                var campaign = Support.campaign(pageSize: 5000, window: 1000)
+                campaign.delivery.rateLimits = [.apns: 400]
+                let lanes = try environment.lanes(for: campaign, fcmConcurrency: 50)
+                defer { Task { await lanes.shutdown() } }
+                let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
+                #expect(result.ending == .completed)
+                #expect(environment.fcm.accepted().count == 300)
+                let entries = environment.fcm.requestTimes().sorted { $0.time < $1.time }
+                let first = try #require(entries.first { $0.status == 503 }, "no 503 was injected")
+                #expect(first.retryAfter == 5)
+                // FCM: within Retry-After, only what was already written when the 503 came back (at most the lane's
+                // 50 slots) — and after the first second, nothing at all.
+                let during = entries.filter { $0.time > first.time && $0.time < first.time + 4.95 }
+                #expect(during.count <= 50, "\(during.count) FCM request(s) during the 5 s pause")
+                let late = during.filter { $0.time > first.time + 1 }
+                #expect(late.isEmpty, "\(late.count) FCM request(s) 1–5 s into the pause")
+                // APNs: kept sending at its 400/s during those 5 s (when it had that much left to send).
+                let apnsTimes = environment.apns.accepted().map(\.time)
+                let apnsDuring = apnsTimes.filter { $0 > first.time + 0.5 && $0 < first.time + 4.5 }.count
+                let apnsLeft = apnsTimes.filter { $0 > first.time + 0.5 }.count
+                #expect(apnsDuring >= min(apnsLeft, 1_500), "APNs sent \(apnsDuring) in the 4 s of the FCM pause")
+            }
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+}
