@@ -1,4 +1,5 @@
 import BugleCore
+import BugleLegacyAPNs
 import BugleRunner
 import BugleStore
 import Foundation
@@ -38,6 +39,9 @@ enum RunExecution {
         let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes, control: control, logger: logger)
         let owner = "\(ProcessInfo.processInfo.hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
         let result = try await runner.run(owner: owner)
+        if campaign.iosTransport == .legacy, let legacy = lanes[.legacyAPNs] as? LegacyAPNSProvider {
+            if case .fenced = result.ending {} else { await pollFeedback(legacy, runID: runID, client: client, logger: logger) }
+        }
         switch result.ending {
         case .completed:
             print("run \(runID): completed")
@@ -51,6 +55,15 @@ enum RunExecution {
         case .fenced(let status):
             ExitCodes.printError("run \(runID): stopped, the run is \(status?.rawValue ?? "held by another worker")")
             return status == .paused ? ExitCodes.paused : ExitCodes.failed
+        }
+    }
+
+    /// The end-of-run feedback poll of a legacy campaign; a failure is reported but does not fail the run.
+    private static func pollFeedback(_ lane: LegacyAPNSProvider, runID: Int64, client: PostgresClient, logger: Logger) async {
+        do {
+            print("run \(runID): " + (try await FeedbackCommand.poll(lane, client: client, logger: logger)).description)
+        } catch {
+            ExitCodes.printError("run \(runID): the legacy APNs feedback service could not be read: \(error); run `bugle feedback` later")
         }
     }
 
