@@ -7,6 +7,12 @@ import NIOSSL
 /// The TLS client identity shared by the gateway and the feedback connections: the provider's client
 /// certificate and key (the key file is refused when group/others can read it), and the extra trusted CA
 /// of the providers file. Server verification is never switched off.
+///
+/// TLS 1.2 exactly: in TLS 1.3 a client's handshake completes before the server has judged the client
+/// certificate, so a refused certificate would surface only as a close after notifications were written —
+/// indistinguishable from a silent close, making them ambiguous. In TLS 1.2 the server's verdict on the
+/// certificate comes before the handshake completes, so "ready" means "accepted". (The retired Apple gateway
+/// never offered TLS 1.3.)
 enum LegacyAPNSClientTLS {
     /// Builds the TLS context from the `legacy_apns:` section.
     /// - Parameters:
@@ -17,6 +23,7 @@ enum LegacyAPNSClientTLS {
     static func makeContext(settings: LegacyAPNsSettings, allowReadableKeys: Bool) throws(LegacyAPNSConfigurationError) -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
+        tls.maximumTLSVersion = .tlsv12
         tls.certificateVerification = .fullVerification
         if let caFile = settings.caFile {
             let pem = try readPublic(caFile)

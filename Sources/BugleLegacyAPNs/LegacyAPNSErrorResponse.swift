@@ -28,6 +28,11 @@ public struct LegacyAPNSErrorResponse: Sendable, Equatable {
     public struct UnexpectedCommand: Error, Sendable, Equatable, CustomStringConvertible {
         /// The byte received.
         public var command: UInt8
+
+        /// Creates the error.
+        /// - Parameter command: The byte received.
+        public init(command: UInt8) { self.command = command }
+
         public var description: String { "expected an error response (command 8), received command \(command)" }
     }
 

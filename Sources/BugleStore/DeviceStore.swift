@@ -210,6 +210,17 @@ public struct DeviceStore: Sendable {
         public var keptReregistered: Int
         /// Distinct tokens reported that match no active device (unknown, or already inactive).
         public var notActive: Int
+
+        /// Creates a result.
+        /// - Parameters:
+        ///   - deactivated: Devices deactivated.
+        ///   - keptReregistered: Tokens kept because they registered again later.
+        ///   - notActive: Tokens matching no active device.
+        public init(deactivated: Int, keptReregistered: Int, notActive: Int) {
+            self.deactivated = deactivated
+            self.keptReregistered = keptReregistered
+            self.notActive = notActive
+        }
     }
 
     /// Deactivates devices a provider reported gone, unless they registered again after the report's time —

@@ -26,6 +26,23 @@ public struct LegacyAPNsFrameParser: Sendable {
         public var token: [UInt8]
         /// The payload bytes.
         public var payload: [UInt8]
+
+        /// Creates a parsed notification.
+        /// - Parameters:
+        ///   - command: 0, 1 or 2.
+        ///   - identifier: Identifier, if the packet has one.
+        ///   - expiry: Expiration, if the packet has one.
+        ///   - priority: Priority, if the packet has one.
+        ///   - token: The binary token.
+        ///   - payload: The payload.
+        public init(command: UInt8, identifier: UInt32?, expiry: UInt32?, priority: UInt8?, token: [UInt8], payload: [UInt8]) {
+            self.command = command
+            self.identifier = identifier
+            self.expiry = expiry
+            self.priority = priority
+            self.token = token
+            self.payload = payload
+        }
     }
 
     /// A verdict on one packet.

@@ -31,6 +31,15 @@ public final class LegacyAPNsSimulator: Sendable {
         public var gateway: Int
         /// The feedback service (stand-in for 2196).
         public var feedback: Int
+
+        /// Creates a pair of ports.
+        /// - Parameters:
+        ///   - gateway: The gateway port.
+        ///   - feedback: The feedback port.
+        public init(gateway: Int, feedback: Int) {
+            self.gateway = gateway
+            self.feedback = feedback
+        }
     }
 
     private enum Lifecycle {

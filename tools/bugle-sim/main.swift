@@ -8,7 +8,7 @@ struct BugleSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bugle-sim",
         abstract: "Run local push-provider simulators for Bugle.",
-        subcommands: [Certs.self, Serve.self, JWT.self]
+        subcommands: [Certs.self, Serve.self, JWT.self, Legacy.self]
     )
 }
 
@@ -31,6 +31,8 @@ extension BugleSim {
         func run() throws {
             let material = try SimulatorCertificates.generate(in: dir, port: port, topic: topic)
             print("wrote \(dir): ca.pem, server.pem, AuthKey_\(material.keyID).p8, providers.yaml")
+            try SimulatorCertificates.generateLegacyClient(in: dir, commonName: topic)
+            print("wrote \(dir): legacy-client.pem, legacy-client.key (legacy APNs client certificate)")
             print("team_id \(material.teamID)  key_id \(material.keyID)  topic \(material.topic)")
         }
     }
@@ -187,6 +189,8 @@ do {
     var command = try BugleSim.parseAsRoot()
     if let serve = command as? BugleSim.Serve {
         try await serve.serve()
+    } else if let legacy = command as? BugleSim.Legacy {
+        try await legacy.serve()
     } else {
         try command.run()
     }
