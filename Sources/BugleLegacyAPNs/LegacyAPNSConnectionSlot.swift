@@ -311,6 +311,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         statistics.withLockedValue {
             $0.errorResponses[response.status.name, default: 0] += 1
             $0.resent += resent
+            $0.resendLimitReached += exhausted.count
             $0.delivered += resolution.delivered.count
         }
         let level: Logger.Level = response.status == .invalidToken ? .debug : .info

@@ -10,6 +10,9 @@ public struct LegacyAPNSLaneStatistics: Sendable, Equatable {
     public var silentCloses = 0
     /// Notifications written again after the gateway discarded them.
     public var resent = 0
+    /// Notifications handed back to the runner as free retries after ``LegacyAPNSProvider/Options/resendLimit``
+    /// resends.
+    public var resendLimitReached = 0
     /// Notifications confirmed by the quiet period or by a later error response.
     public var delivered = 0
     /// Notifications left ambiguous by a silent close.

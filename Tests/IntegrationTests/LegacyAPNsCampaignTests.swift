@@ -134,7 +134,7 @@ struct LegacyAPNsCampaignTests {
 
     @Test("a legacy campaign's dead tokens are accepted, then reported by the feedback service and deactivated")
     func deadTokensThroughFeedback() async throws {
-        try await Environment.withLane(quietPeriod: 0.3) { _, simulator, lane in
+        try await Environment.withLane { _, simulator, lane in
             try await Support.withFreshDatabase { client in
                 try await Self.seedIOS(client, count: 1_000, deadEvery: 100)
                 let (runID, result) = try await Support.runCampaign(client, Self.legacyCampaign(window: 200), providers: [.legacyAPNs: lane])
@@ -160,7 +160,7 @@ struct LegacyAPNsCampaignTests {
         let simulator = LegacyAPNsSimulator(configuration: environment.simulatorConfiguration())
         let ports = try await simulator.start()
         do {
-            try environment.material.writeLegacyProvidersFile(gatewayPort: ports.gateway, feedbackPort: ports.feedback, quietPeriod: 0.2)
+            try environment.material.writeLegacyProvidersFile(gatewayPort: ports.gateway, feedbackPort: ports.feedback, quietPeriod: 1.0)
             let configuration = try await TestDatabase.fresh()
             let url = try CLITests.url(configuration)
             try await Database.withClient(configuration, logger: TestDatabase.logger) { client in

@@ -48,7 +48,7 @@ struct LegacyAPNsLaneTests {
 
     @Test("silent close: the unconfirmed window is ambiguous, nothing unaccepted is called delivered")
     func silentClose() async throws {
-        try await Environment.withLane(configure: { $0.faults = .init(silentCloseEvery: 50) }, quietPeriod: 0.3) { _, simulator, lane in
+        try await Environment.withLane(configure: { $0.faults = .init(silentCloseEvery: 50) }) { _, simulator, lane in
             let tokens = (0..<200).map(Environment.liveToken)
             let outcomes = await sendAll(lane, tokens.enumerated().map { Environment.request(token: $1, seq: Int64($0)) }, concurrency: 200)
             let accepted = Set(simulator.accepted().map(\.token))

@@ -66,7 +66,9 @@ struct LegacyTestEnvironment {
     static func withLane(
         configure: (inout LegacyAPNsSimulatorConfiguration) -> Void = { _ in },
         connections: Int = 1,
-        quietPeriod: Double = 0.5,
+        // Generous: a gateway answer slower than this would be mistaken for success (the protocol's inherent
+        // limit), and these tests share 2 cores with builds.
+        quietPeriod: Double = 1.0,
         options: LegacyAPNSProvider.Options = LegacyAPNSProvider.Options(),
         settings customize: (inout LegacyAPNsSettings) -> Void = { _ in },
         _ body: (LegacyTestEnvironment, LegacyAPNsSimulator, LegacyAPNSProvider) async throws -> Void
