@@ -34,6 +34,9 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         var connectTimeout: TimeAmount
         var quietPeriod: TimeAmount
         var resendLimit: Int
+        /// A write batch that has not reached the socket by then means the gateway stopped reading: the
+        /// connection is closed (its unconfirmed notifications become ambiguous).
+        var writeTimeout: TimeAmount = .seconds(30)
         var backoffBase: TimeAmount = .milliseconds(100)
         var backoffCap: TimeAmount = .seconds(30)
         /// Consecutive connect failures after which queued sends are failed instead of waiting.
@@ -175,8 +178,14 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         }
         channel.flush()
         let through = lastSequence
-        promise.futureResult.whenSuccess {
-            guard case .ready(let current, _) = self.connection, current == generation else { return }
+        let stalled = eventLoop.scheduleTask(in: configuration.writeTimeout) {
+            guard case .ready(let current, let channel) = self.connection, current == generation else { return }
+            self.logger.warning("legacy APNs gateway stopped reading; closing the connection")
+            channel.close(promise: nil)
+        }
+        promise.futureResult.whenComplete { result in
+            stalled.cancel()
+            guard case .success = result, case .ready(let current, _) = self.connection, current == generation else { return }
             self.buffer.markWritten(through: through, at: .now())
             self.scheduleTick()
         }

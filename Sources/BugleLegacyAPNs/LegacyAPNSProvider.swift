@@ -35,6 +35,9 @@ public final class LegacyAPNSProvider: PushProvider {
         public var resendLimit: Int
         /// TCP connect timeout, and separately the TLS handshake timeout.
         public var connectTimeout: TimeAmount
+        /// Longest time written frames may wait to reach the socket before the gateway counts as stalled and the
+        /// connection is closed (its unconfirmed notifications become ambiguous).
+        public var writeTimeout: TimeAmount
         /// Event loops for the connections (default: the shared singleton group).
         public var eventLoopGroup: (any EventLoopGroup)?
         /// Wall clock in UNIX seconds, for the default expiry of notifications without `apns-expiration`.
@@ -46,6 +49,7 @@ public final class LegacyAPNSProvider: PushProvider {
         ///   - quietPeriod: Override of `quiet_period`.
         ///   - resendLimit: Most resends per notification.
         ///   - connectTimeout: Connect and TLS handshake timeout.
+        ///   - writeTimeout: Stalled-gateway timeout for writes.
         ///   - eventLoopGroup: Event loops (nil = `MultiThreadedEventLoopGroup.singleton`).
         ///   - wallClock: UNIX seconds now.
         public init(
@@ -53,6 +57,7 @@ public final class LegacyAPNSProvider: PushProvider {
             quietPeriod: TimeAmount? = nil,
             resendLimit: Int = 8,
             connectTimeout: TimeAmount = .seconds(10),
+            writeTimeout: TimeAmount = .seconds(30),
             eventLoopGroup: (any EventLoopGroup)? = nil,
             wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
         ) {
@@ -60,6 +65,7 @@ public final class LegacyAPNSProvider: PushProvider {
             self.quietPeriod = quietPeriod
             self.resendLimit = resendLimit
             self.connectTimeout = connectTimeout
+            self.writeTimeout = writeTimeout
             self.eventLoopGroup = eventLoopGroup
             self.wallClock = wallClock
         }
@@ -100,7 +106,8 @@ public final class LegacyAPNSProvider: PushProvider {
             sslContext: sslContext,
             connectTimeout: options.connectTimeout,
             quietPeriod: quietPeriod,
-            resendLimit: max(0, options.resendLimit)
+            resendLimit: max(0, options.resendLimit),
+            writeTimeout: options.writeTimeout
         )
         let statistics = statisticsBox
         let group = self.group
