@@ -37,6 +37,13 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         /// A write batch that has not reached the socket by then means the gateway stopped reading: the
         /// connection is closed (its unconfirmed notifications become ambiguous).
         var writeTimeout: TimeAmount = .seconds(30)
+        /// After an error response the new connection ramps up: at most `rampStart` frames in the first
+        /// `rampInterval`, doubling each interval without an error until `rampLimit`. Everything written after a
+        /// failing notification is discarded by the gateway, so a smaller burst after an error means fewer
+        /// resends when the next invalid token is near (an efficiency heuristic; correctness does not depend on it).
+        var rampStart = 32
+        var rampInterval: TimeAmount = .milliseconds(5)
+        var rampLimit = 4096
         var backoffBase: TimeAmount = .milliseconds(100)
         var backoffCap: TimeAmount = .seconds(30)
         /// Consecutive connect failures after which queued sends are failed instead of waiting.
@@ -62,6 +69,10 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
     private var pending = CircularBuffer<Pending>()
     private var buffer = LegacyAPNSResendBuffer<Pending>()
     private var tick: Scheduled<Void>?
+    /// Frames allowed in the current ramp interval (nil = no ramp: write everything queued).
+    private var rampWindow: Int?
+    private var rampBudget = 0
+    private var rampTimer: Scheduled<Void>?
     private var reconnect: Scheduled<Void>?
     private var consecutiveConnectFailures = 0
     private var notBefore = NIODeadline.uptimeNanoseconds(0)
@@ -169,7 +180,13 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
 
     private func write(to channel: any Channel, generation: Int) {
         var lastSequence = -1
-        let count = pending.count
+        var count = pending.count
+        if rampWindow != nil {
+            count = min(count, rampBudget)
+            rampBudget -= count
+            if rampTimer == nil { startRampInterval() }
+            guard count > 0 else { return }
+        }
         let promise = eventLoop.makePromise(of: Void.self)
         for index in 0..<count {
             let item = pending.removeFirst()
@@ -188,6 +205,19 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
             guard case .success = result, case .ready(let current, _) = self.connection, current == generation else { return }
             self.buffer.markWritten(through: through, at: .now())
             self.scheduleTick()
+        }
+    }
+
+    /// Ends the current ramp interval after `rampInterval`: no error meanwhile doubles the allowance (or ends
+    /// the ramp at `rampLimit`), then queued frames are written.
+    private func startRampInterval() {
+        rampTimer = eventLoop.scheduleTask(in: configuration.rampInterval) {
+            self.rampTimer = nil
+            guard let window = self.rampWindow else { return }
+            let doubled = window * 2
+            self.rampWindow = doubled >= self.configuration.rampLimit ? nil : doubled
+            self.rampBudget = doubled
+            self.drain()
         }
     }
 
@@ -303,6 +333,12 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         guard case .ready(let current, let channel) = connection, current == generation else { return }
         connection = .idle
         channel.close(promise: nil)
+        rampTimer?.cancel()
+        rampTimer = nil
+        if configuration.rampStart > 0 {
+            rampWindow = configuration.rampStart
+            rampBudget = configuration.rampStart
+        }
         let resolution = buffer.errorResponse(response)
         let outcome = LegacyAPNSErrorClassifier.classify(response.status)
         var resent = 0
