@@ -38,6 +38,12 @@ public final class LegacyAPNSProvider: PushProvider {
         /// Longest time written frames may wait to reach the socket before the gateway counts as stalled and the
         /// connection is closed (its unconfirmed notifications become ambiguous).
         public var writeTimeout: TimeAmount
+        /// Frames a connection opened after an error response may write in its first ``rampInterval``
+        /// (doubling every interval without an error; 0 = no ramp). Everything written after a failing
+        /// notification is discarded and resent, so a small first burst keeps resends small.
+        public var rampStart: Int
+        /// Length of one ramp step.
+        public var rampInterval: TimeAmount
         /// Event loops for the connections (default: the shared singleton group).
         public var eventLoopGroup: (any EventLoopGroup)?
         /// Wall clock in UNIX seconds, for the default expiry of notifications without `apns-expiration`.
@@ -50,6 +56,8 @@ public final class LegacyAPNSProvider: PushProvider {
         ///   - resendLimit: Most resends per notification.
         ///   - connectTimeout: Connect and TLS handshake timeout.
         ///   - writeTimeout: Stalled-gateway timeout for writes.
+        ///   - rampStart: First burst after an error response (0 = no ramp).
+        ///   - rampInterval: Length of one ramp step.
         ///   - eventLoopGroup: Event loops (nil = `MultiThreadedEventLoopGroup.singleton`).
         ///   - wallClock: UNIX seconds now.
         public init(
@@ -58,6 +66,8 @@ public final class LegacyAPNSProvider: PushProvider {
             resendLimit: Int = 8,
             connectTimeout: TimeAmount = .seconds(10),
             writeTimeout: TimeAmount = .seconds(30),
+            rampStart: Int = 32,
+            rampInterval: TimeAmount = .milliseconds(5),
             eventLoopGroup: (any EventLoopGroup)? = nil,
             wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
         ) {
@@ -66,6 +76,8 @@ public final class LegacyAPNSProvider: PushProvider {
             self.resendLimit = resendLimit
             self.connectTimeout = connectTimeout
             self.writeTimeout = writeTimeout
+            self.rampStart = rampStart
+            self.rampInterval = rampInterval
             self.eventLoopGroup = eventLoopGroup
             self.wallClock = wallClock
         }
@@ -107,7 +119,9 @@ public final class LegacyAPNSProvider: PushProvider {
             connectTimeout: options.connectTimeout,
             quietPeriod: quietPeriod,
             resendLimit: max(0, options.resendLimit),
-            writeTimeout: options.writeTimeout
+            writeTimeout: options.writeTimeout,
+            rampStart: max(0, options.rampStart),
+            rampInterval: options.rampInterval
         )
         let statistics = statisticsBox
         let group = self.group

@@ -31,6 +31,24 @@ struct LegacyAPNsLaneTests {
         }
     }
 
+    @Test("after an error response the new connection ramps up: the next error discards at most the first burst")
+    func rampAfterError() async throws {
+        // A long ramp step makes the bound deterministic: the second error response always arrives before the
+        // second burst is written.
+        try await Environment.withLane(options: LegacyAPNSProvider.Options(rampStart: 32, rampInterval: .milliseconds(400))) { _, simulator, lane in
+            let tokens = (0..<300).map { [10, 20].contains($0) ? Environment.scriptedToken(prefix: "bad0", $0) : Environment.liveToken($0) }
+            let outcomes = await sendAll(lane, tokens.enumerated().map { Environment.request(token: $1, seq: Int64($0)) }, concurrency: 300)
+            #expect(outcomes.filter { $0 == .delivered(providerMessageID: nil) }.count == 298)
+            #expect(Set(simulator.accepted().map(\.token)).count == 298)
+            #expect(simulator.accepted().count == 298)
+            let statistics = lane.statistics()
+            #expect(statistics.connections == 3)
+            // First connection: at most the 289 frames after token 10. Second: a burst of at most 32 frames from
+            // token 11, so at most the 22 after token 20 are discarded (without the ramp: up to 279).
+            #expect(statistics.resent <= 289 + 22)
+        }
+    }
+
     @Test("status 10 after every 40th notification: reconnect and resend after the last good identifier, nothing lost or doubled")
     func shutdownResend() async throws {
         try await Environment.withLane(configure: { $0.faults = .init(shutdownEvery: 40) }) { _, simulator, lane in
