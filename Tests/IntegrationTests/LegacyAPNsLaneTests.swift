@@ -10,9 +10,11 @@ import Testing
 struct LegacyAPNsLaneTests {
     typealias Environment = LegacyTestEnvironment
 
-    @Test("error responses mid-stream: the named tokens are invalid, every other one delivered and accepted exactly once")
+    @Test("error responses mid-stream: the named tokens are invalid, every other one delivered and accepted exactly once (also in the JSONL record)")
     func errorMidStream() async throws {
-        try await Environment.withLane { _, simulator, lane in
+        let recordFile = NSTemporaryDirectory() + "bugle-legacy-records-\(UUID().uuidString).jsonl"
+        defer { try? FileManager.default.removeItem(atPath: recordFile) }
+        try await Environment.withLane(configure: { $0.recordFile = recordFile }) { _, simulator, lane in
             let tokens = (0..<300).map { $0 % 100 == 60 ? Environment.scriptedToken(prefix: "bad0", $0) : Environment.liveToken($0) }
             let outcomes = await sendAll(lane, tokens.enumerated().map { Environment.request(token: $1, seq: Int64($0)) }, concurrency: 300)
             for (token, outcome) in zip(tokens, outcomes) {
@@ -28,6 +30,10 @@ struct LegacyAPNsLaneTests {
             #expect(records.allSatisfy { $0.command == 2 && $0.priority == 10 && $0.expiry == 1_900_000_000 })
             #expect(simulator.counters().rejectedByStatus[8] == 3)
             #expect(lane.statistics().errorResponses["InvalidToken"] == 3)
+            simulator.flushRecords()
+            let lines = try String(contentsOfFile: recordFile, encoding: .utf8).split(separator: "\n")
+            let decoded = try lines.map { try JSONDecoder().decode(LegacyAPNsRecord.self, from: Data($0.utf8)) }
+            #expect(decoded == records)
         }
     }
 
