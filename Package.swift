@@ -95,6 +95,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "BugleLegacyAPNs",
+            dependencies: [
+                "BugleCore",
+                "BugleHTTP2",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "BugleRunner",
             dependencies: [
                 "BugleCore",
@@ -120,6 +134,7 @@ let package = Package(
                 "BugleRunner",
                 "BugleAPNs",
                 "BugleFCM",
+                "BugleLegacyAPNs",
                 "BugleSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -165,8 +180,10 @@ let package = Package(
         .testTarget(
             name: "BugleCoreTests",
             dependencies: [
-                "BugleCore", "BugleTesting", "BugleRunner", "BugleFCM",
+                "BugleCore", "BugleTesting", "BugleRunner", "BugleFCM", "BugleLegacyAPNs",
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
@@ -175,7 +192,9 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "BugleCore", "BugleStore", "BugleRunner", "BugleTesting", "BugleAPNs", "BugleFCM", "BugleHTTP2", "BugleSimulator",
+                "BugleLegacyAPNs",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings

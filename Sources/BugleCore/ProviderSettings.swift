@@ -110,8 +110,11 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
     public var rate: RateLimit?
     /// `concurrency`: notifications written and not yet confirmed at once (nil: 1000).
     public var concurrency: Int?
+    /// `quiet_period`: seconds after a notification reached the socket without an error response before it
+    /// counts as delivered (the gateway never confirms success).
+    public var quietPeriodSeconds: Double
 
-    public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil) {
+    public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil, quietPeriodSeconds: Double = 0.5) {
         self.enabled = enabled
         self.host = host
         self.port = port
@@ -122,5 +125,6 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
         self.payloadLimit = payloadLimit
         self.connections = connections
         self.rate = rate
+        self.quietPeriodSeconds = quietPeriodSeconds
     }
 }

@@ -52,6 +52,8 @@ public enum LanePacing {
         public var providers: [ProviderKind: any PushProvider]
         /// Each lane's pacer (for the progress display).
         public var pacers: [ProviderKind: LanePacer]
+        /// The lanes themselves, unwrapped (for lane-specific work such as the legacy feedback poll).
+        public var unpaced: [ProviderKind: any PushProvider]
 
         /// Closes every lane.
         public func shutdown() async {
@@ -66,7 +68,7 @@ public enum LanePacing {
     ///   - campaign: The campaign.
     /// - Returns: The lanes to run with.
     public static func wrap(_ lanes: [ProviderKind: any PushProvider], settings: ProviderSettings, campaign: Campaign) -> Lanes {
-        var result = Lanes(providers: [:], pacers: [:])
+        var result = Lanes(providers: [:], pacers: [:], unpaced: lanes)
         for (kind, lane) in lanes {
             let pacer = LanePacer(limits: limits(for: kind, settings: settings, campaign: campaign))
             result.pacers[kind] = pacer

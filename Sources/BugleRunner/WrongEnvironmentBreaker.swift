@@ -1,6 +1,6 @@
 import BugleCore
 
-/// Trips when a run's first APNs answers are all `BadDeviceToken`: the tokens belong to the other APNs
+/// Trips when a run's first APNs answers are all `BadDeviceToken` (legacy lane: status 8 `InvalidToken`): the tokens belong to the other APNs
 /// environment (sandbox vs production), so deactivating them would destroy thousands of good tokens
 /// (RELIABILITY.md §2.3 #23). Until one notification is delivered, `BadDeviceToken` answers are held
 /// unconfirmed (the recipient goes back to `retry_wait` without deactivation or a charged attempt); after
@@ -14,6 +14,9 @@ struct WrongEnvironmentBreaker: Sendable {
         case trip(String)
     }
 
+    /// Answers that a token from the other environment gets: HTTP/2 `BadDeviceToken`, legacy status 8.
+    static let environmentCodes: Set<String> = ["BadDeviceToken", "InvalidToken"]
+
     var threshold = 50
     private(set) var confirmedHealthy = false
     private(set) var held = 0
@@ -24,7 +27,7 @@ struct WrongEnvironmentBreaker: Sendable {
         case .delivered:
             confirmedHealthy = true
             return nil
-        case .invalidToken(let code, _) where code == "BadDeviceToken" && !confirmedHealthy:
+        case .invalidToken(let code, _) where Self.environmentCodes.contains(code) && !confirmedHealthy:
             held += 1
             if held >= threshold {
                 return .trip(

@@ -184,6 +184,83 @@ public struct DeviceStore: Sendable {
         )
     }
 
+    /// A token a provider reported gone (legacy APNs feedback service), and since when.
+    public struct Uninstalled: Sendable, Hashable {
+        /// The token (iOS tokens are matched lowercase, as stored).
+        public var token: String
+        /// When the provider saw the app gone.
+        public var since: Date
+
+        /// Creates an entry.
+        /// - Parameters:
+        ///   - token: The token.
+        ///   - since: When the provider saw the app gone.
+        public init(token: String, since: Date) {
+            self.token = token
+            self.since = since
+        }
+    }
+
+    /// What ``deactivate(uninstalled:platform:reason:)`` did.
+    public struct UninstalledResult: Sendable, Hashable {
+        /// Devices deactivated.
+        public var deactivated: Int
+        /// Distinct tokens reported that matched an active device which re-registered after the report's
+        /// time, and so stayed active.
+        public var keptReregistered: Int
+        /// Distinct tokens reported that match no active device (unknown, or already inactive).
+        public var notActive: Int
+
+        /// Creates a result.
+        /// - Parameters:
+        ///   - deactivated: Devices deactivated.
+        ///   - keptReregistered: Tokens kept because they registered again later.
+        ///   - notActive: Tokens matching no active device.
+        public init(deactivated: Int, keptReregistered: Int, notActive: Int) {
+            self.deactivated = deactivated
+            self.keptReregistered = keptReregistered
+            self.notActive = notActive
+        }
+    }
+
+    /// Deactivates devices a provider reported gone, unless they registered again after the report's time —
+    /// the same rule the ledger applies to an APNs 410 timestamp (`registered_at < since`). A token reported
+    /// twice keeps its latest time.
+    /// - Parameters:
+    ///   - uninstalled: The reported tokens.
+    ///   - platform: Their platform.
+    ///   - reason: `deactivation_reason` to store.
+    /// - Returns: Counts of deactivated, kept and unmatched tokens.
+    /// - Throws: ``StoreError`` with code `query`.
+    public func deactivate(uninstalled: [Uninstalled], platform: Platform, reason: String) async throws -> UninstalledResult {
+        guard !uninstalled.isEmpty else { return UninstalledResult(deactivated: 0, keptReregistered: 0, notActive: 0) }
+        let tokens = uninstalled.map { platform == .ios ? $0.token.lowercased() : $0.token }
+        let since = uninstalled.map { $0.since.timeIntervalSince1970 }
+        let rows = try await self.run(
+            """
+            WITH input AS (
+              SELECT token, max(since) AS since FROM unnest(\(tokens)::text[], \(since)::float8[]) AS i(token, since)
+               GROUP BY token),
+            matched AS (
+              SELECT d.id, d.registered_at < to_timestamp(i.since) AS gone
+                FROM input i JOIN bugle.devices d ON d.platform = \(platform.rawValue) AND d.token = i.token AND d.is_active),
+            changed AS (
+              UPDATE bugle.devices d
+                 SET is_active = false, deactivated_at = now(), deactivation_reason = \(reason)
+                FROM matched m
+               WHERE d.id = m.id AND m.gone AND d.is_active
+              RETURNING 1)
+            SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM matched WHERE NOT gone),
+                   (SELECT count(*) FROM input) - (SELECT count(*) FROM matched)
+            """,
+            what: "deactivating uninstalled devices"
+        )
+        for try await (deactivated, kept, unmatched) in rows.decode((Int64, Int64, Int64).self) {
+            return UninstalledResult(deactivated: Int(deactivated), keptReregistered: Int(kept), notActive: Int(unmatched))
+        }
+        return UninstalledResult(deactivated: 0, keptReregistered: 0, notActive: 0)
+    }
+
     /// Deactivates active devices not seen for a while, with reason `stale`.
     /// - Parameters:
     ///   - seconds: Devices whose `last_seen` is older than this many seconds are pruned; must be positive.

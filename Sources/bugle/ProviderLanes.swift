@@ -1,6 +1,7 @@
 import BugleAPNs
 import BugleCore
 import BugleFCM
+import BugleLegacyAPNs
 import BugleRunner
 import Logging
 
@@ -36,6 +37,17 @@ enum ProviderLanes {
                 )
             } catch {
                 throw UsageError("\(source): fcm: \(error)")
+            }
+        }
+        if let legacy = settings.legacyAPNs, legacy.enabled {
+            do {
+                lanes[.legacyAPNs] = try LegacyAPNSProvider(
+                    settings: legacy,
+                    options: LegacyAPNSProvider.Options(allowReadableKeys: allowReadableKeys),
+                    logger: laneLogger(logger, "apns_legacy")
+                )
+            } catch {
+                throw UsageError("\(source): legacy_apns: \(error)")
             }
         }
         return lanes

@@ -1,4 +1,5 @@
 import BugleCore
+import BugleLegacyAPNs
 import BugleRunner
 import BugleStore
 import Foundation
@@ -80,6 +81,9 @@ enum RunExecution {
         }
         await display?.stop()
         await metrics?.stop()
+        if campaign.iosTransport == .legacy, let legacy = lanes.unpaced[.legacyAPNs] as? LegacyAPNSProvider {
+            if case .fenced = result.ending {} else { await pollFeedback(legacy, runID: runID, client: client, console: console, logger: logger) }
+        }
         switch result.ending {
         case .completed:
             console.say("run \(runID): completed")
@@ -93,6 +97,15 @@ enum RunExecution {
         case .fenced(let status):
             ExitCodes.printError("run \(runID): stopped, the run is \(status?.rawValue ?? "held by another worker")")
             return status == .paused ? ExitCodes.paused : ExitCodes.failed
+        }
+    }
+
+    /// The end-of-run feedback poll of a legacy campaign; a failure is reported but does not fail the run.
+    private static func pollFeedback(_ lane: LegacyAPNSProvider, runID: Int64, client: PostgresClient, console: Console, logger: Logger) async {
+        do {
+            console.say("run \(runID): " + (try await FeedbackCommand.poll(lane, client: client, logger: logger)).description)
+        } catch {
+            ExitCodes.printError("run \(runID): the legacy APNs feedback service could not be read: \(error); run `bugle feedback` later")
         }
     }
 

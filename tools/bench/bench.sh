@@ -2,6 +2,7 @@
 # Bugle benchmarks. Usage:
 #   tools/bench/bench.sh [segment] [--devices N[,N...]] [--runs R]
 #   tools/bench/bench.sh apns [--devices N] [--runs R]
+#   tools/bench/bench.sh legacy [--devices N] [--runs R] [--window W] [--quiet S]
 #
 # apns: seeds 2N demo devices (N iOS), starts a release `bugle-sim` in its own process, runs an iOS campaign
 # end to end R times (PostgreSQL ledger -> APNs lane over TLS + HTTP/2 -> simulator), and in the same run
@@ -14,6 +15,12 @@
 # machine's `COPY (SELECT ...) TO STDOUT` of the same rows as the ceiling. Prints the median rows/second,
 # the ratio to COPY, and peak RSS per N.
 #
+# legacy: seeds 2N demo devices (N iOS) and starts two release simulators in their own processes: `bugle-sim
+# serve` (HTTP/2) and `bugle-sim legacy` (binary gateway + feedback, TLS with a client certificate). Runs the same
+# iOS campaign R times through the HTTP/2 lane, then R times with `ios_transport: legacy` (in-flight window W,
+# default 10000; quiet_period S, default 0.2 s), and prints for each lane the median notifications/second, CPU
+# seconds per 10,000 notifications for Bugle, PostgreSQL and the simulator, and Bugle's peak RSS.
+#
 # Needs a release build: swift build -c release --product bugle (the script builds it when missing).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,13 +29,18 @@ ROOT=$(pwd)
 mode=segment
 devices="1000000"
 runs=3
+window=10000
+quiet=0.2
 while [ $# -gt 0 ]; do
   case "$1" in
     segment) mode=segment ;;
     apns) mode=apns ;;
+    legacy) mode=legacy ;;
+    --window) window="$2"; shift ;;
+    --quiet) quiet="$2"; shift ;;
     --devices) devices="$2"; shift ;;
     --runs) runs="$2"; shift ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 1 ;;
   esac
   shift
@@ -52,7 +64,8 @@ chmod 755 "$WORK"
 RUNAS=()
 if [ "$(id -u)" = 0 ]; then RUNAS=(runuser -u postgres --); chown postgres "$WORK"; fi
 PORT=5499
-cleanup() { "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; rm -rf "$WORK"; }
+SIM_PIDS=""
+cleanup() { for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 "${RUNAS[@]}" "$PGBIN/initdb" -D "$WORK/data" -U bugle --auth=trust -E UTF8 --no-sync >/dev/null
@@ -78,6 +91,66 @@ postgres_cpu() {
   done
   echo "$total"
 }
+
+if [ "$mode" = legacy ]; then
+  n=${devices%%,*}
+  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
+  "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
+  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
+  "$SIM" serve --dir "$WORK/sim" --apns-port 0 > "$WORK/sim.out" 2>&1 &
+  H2PID=$!; SIM_PIDS="$SIM_PIDS $H2PID"
+  "$SIM" legacy --dir "$WORK/sim" --port 0 --feedback-port 0 --quiet-period "$quiet" > "$WORK/legacy.out" 2>&1 &
+  LEGACYPID=$!; SIM_PIDS="$SIM_PIDS $LEGACYPID"
+  for _ in $(seq 100); do grep -q "^apns " "$WORK/sim.out" && grep -q "^providers file: " "$WORK/legacy.out" && break; sleep 0.1; done
+  grep -q "^providers file: " "$WORK/legacy.out" || { echo "bugle-sim legacy did not start:" >&2; cat "$WORK/legacy.out" >&2; exit 1; }
+  for transport in http2 legacy; do
+    cat > "$WORK/$transport-campaign.yaml" <<YAML
+name: bench-$transport
+notification_type: bench
+dedupe: none
+ios_transport: $transport
+segment:
+  page_size: 5000
+  sql: |
+    $SQL AND d.platform = 'ios' AND d.id <= $((2 * n))
+message:
+  default_locale: en
+  locales:
+    en: { title: "Benchmark", body: "Hello from the benchmark" }
+    de: { title: "Benchmark", body: "Hallo vom Benchmark" }
+  data: { deeplink: "app://bench" }
+  apns: { push_type: alert, priority: 10, collapse_id: bench }
+delivery: { in_flight_window: $window }
+YAML
+  done
+  med() { printf '%s\n' "$@" | median; }
+  # lane_runs CAMPAIGN PROVIDERS SIMULATOR_PID: R runs; prints "notif/s bugle-cpu pg-cpu sim-cpu rss-mb" medians.
+  lane_runs() {
+    local rates=() bcpu=() pcpu=() scpu=() rss=() p0 p1 s0 s1 secs user sys kb sent
+    for r in $(seq "$runs"); do
+      p0=$(postgres_cpu); s0=$(cpu_of "$3")
+      /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$1" --providers "$2" --csv "$WORK/report.csv" > "$WORK/run.out"
+      p1=$(postgres_cpu); s1=$(cpu_of "$3")
+      [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.out" "$BENCH_KEEP.$(basename "$1" .yaml).run$r.out"
+      read -r secs user sys kb < "$WORK/time"
+      sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
+      rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
+      bcpu+=("$(awk -v u="$user" -v s="$sys" -v n="$sent" 'BEGIN {printf "%.3f", (u + s) * 10000 / n}')")
+      pcpu+=("$(awk -v a="$p0" -v b="$p1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
+      scpu+=("$(awk -v a="$s0" -v b="$s1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
+      rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
+    done
+    echo "$(med "${rates[@]}") $(med "${bcpu[@]}") $(med "${pcpu[@]}") $(med "${scpu[@]}") $(med "${rss[@]}")"
+  }
+  # HTTP/2 first: its 410s deactivate the demo set's 2% dead tokens, so both lanes then send the same devices.
+  read -r h2 h2b h2p h2s h2r <<< "$(lane_runs "$WORK/http2-campaign.yaml" "$WORK/sim/providers.yaml" "$H2PID")"
+  read -r lg lgb lgp lgs lgr <<< "$(lane_runs "$WORK/legacy-campaign.yaml" "$WORK/sim/providers-legacy.yaml" "$LEGACYPID")"
+  printf '%-28s %s\n' "iOS notifications" "$n per run ($runs runs per lane, medians; window $window, quiet_period ${quiet}s)"
+  printf '%-22s %10s %14s %14s %14s %10s\n' lane "notif/s" "Bugle CPU/10k" "PG CPU/10k" "sim CPU/10k" "RSS MB"
+  printf '%-22s %10s %14s %14s %14s %10s\n' "HTTP/2 (apns)" "$h2" "$h2b" "$h2p" "$h2s" "$h2r"
+  printf '%-22s %10s %14s %14s %14s %10s\n' "legacy binary" "$lg" "$lgb" "$lgp" "$lgs" "$lgr"
+  exit 0
+fi
 
 if [ "$mode" = apns ]; then
   n=${devices%%,*}

@@ -8,7 +8,7 @@ struct BugleSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bugle-sim",
         abstract: "Run local push-provider simulators for Bugle.",
-        subcommands: [Certs.self, Serve.self, JWT.self, FCMToken.self]
+        subcommands: [Certs.self, Serve.self, JWT.self, FCMToken.self, Legacy.self]
     )
 }
 
@@ -40,6 +40,8 @@ extension BugleSim {
             print(
                 "wrote \(dir): ca.pem, server.pem, AuthKey_\(material.keyID).p8, fcm-service-account.json, providers.yaml"
             )
+            try SimulatorCertificates.generateLegacyClient(in: dir, commonName: topic)
+            print("wrote \(dir): legacy-client.pem, legacy-client.key (legacy APNs client certificate)")
             print("team_id \(material.teamID)  key_id \(material.keyID)  topic \(material.topic)")
             print("fcm project \(material.fcmProjectID)  client_email \(material.fcmClientEmail)")
         }
@@ -300,6 +302,8 @@ do {
     var command = try BugleSim.parseAsRoot()
     if let serve = command as? BugleSim.Serve {
         try await serve.serve()
+    } else if let legacy = command as? BugleSim.Legacy {
+        try await legacy.serve()
     } else {
         try command.run()
     }

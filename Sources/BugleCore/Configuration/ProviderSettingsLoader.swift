@@ -19,6 +19,8 @@ import Foundation
 ///     legacy_apns:
 ///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
 ///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate   concurrency [1000]
+///       quiet_period: time without an error response before a written notification counts as delivered,
+///         a duration within 0.01...60 seconds such as 200ms [0.5]
 ///
 /// File paths are resolved against the providers file's folder. Plain `http://` endpoints are refused:
 /// every provider connection uses TLS. Errors never quote values from this file.
@@ -31,7 +33,7 @@ public enum ProviderSettingsLoader {
     static let fcmKeys = ["service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency"]
     static let legacyKeys = [
         "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
-        "connections", "rate", "concurrency",
+        "connections", "rate", "concurrency", "quiet_period",
     ]
     static let rateKeys = ["per_second", "burst"]
 
@@ -153,9 +155,16 @@ public enum ProviderSettingsLoader {
             caFile: try map["ca_file"].map(paths.resolve),
             payloadLimit: try map.int("payload_limit", default: 2048, in: 256...4096),
             connections: try map.int("connections", default: 1, in: 1...64),
-            rate: try map["rate"].map(rate))
+            rate: try map["rate"].map(rate),
+            quietPeriodSeconds: try map["quiet_period"].map(quietPeriod) ?? 0.5)
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         return settings
+    }
+
+    private static func quietPeriod(_ node: ConfigurationNode) throws -> Double {
+        let seconds = try node.durationSeconds()
+        guard (0.01...60).contains(seconds) else { throw node.error("must be between 0.01 and 60 seconds") }
+        return seconds
     }
 
     // MARK: - Values

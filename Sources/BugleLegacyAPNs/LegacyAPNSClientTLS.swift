@@ -1,0 +1,68 @@
+import BugleCore
+import BugleHTTP2
+import Foundation
+import NIOCore
+import NIOSSL
+
+/// The TLS client identity shared by the gateway and the feedback connections: the provider's client
+/// certificate and key (the key file is refused when group/others can read it), and the extra trusted CA
+/// of the providers file. Server verification is never switched off.
+///
+/// TLS 1.2 exactly: in TLS 1.3 a client's handshake completes before the server has judged the client
+/// certificate, so a refused certificate would surface only as a close after notifications were written —
+/// indistinguishable from a silent close, making them ambiguous. In TLS 1.2 the server's verdict on the
+/// certificate comes before the handshake completes, so "ready" means "accepted". (The retired Apple gateway
+/// never offered TLS 1.3.)
+enum LegacyAPNSClientTLS {
+    /// Builds the TLS context from the `legacy_apns:` section.
+    /// - Parameters:
+    ///   - settings: The `legacy_apns:` section.
+    ///   - allowReadableKeys: Accept a group/other-readable key file.
+    /// - Returns: A client context presenting the certificate.
+    /// - Throws: ``LegacyAPNSConfigurationError``.
+    static func makeContext(settings: LegacyAPNsSettings, allowReadableKeys: Bool) throws(LegacyAPNSConfigurationError) -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.maximumTLSVersion = .tlsv12
+        tls.certificateVerification = .fullVerification
+        if let caFile = settings.caFile {
+            let pem = try readPublic(caFile)
+            guard let roots = try? NIOSSLCertificate.fromPEMBytes(pem), !roots.isEmpty else {
+                throw .invalidCertificate(path: caFile)
+            }
+            tls.additionalTrustRoots = [.certificates(roots)]
+        }
+        let chainPEM = try readPublic(settings.certFile)
+        guard let chain = try? NIOSSLCertificate.fromPEMBytes(chainPEM), !chain.isEmpty else {
+            throw .invalidCertificate(path: settings.certFile)
+        }
+        let keyBytes: Data
+        switch SecretFile.read(settings.keyFile, allowReadableByOthers: allowReadableKeys) {
+        case .success(let data): keyBytes = data
+        case .failure(.unreadable): throw .unreadableFile(path: settings.keyFile)
+        case .failure(.readableByOthers(let mode)): throw .keyFileReadableByOthers(path: settings.keyFile, mode: mode)
+        }
+        guard let key = try? NIOSSLPrivateKey(bytes: Array(keyBytes), format: .pem) else {
+            throw .invalidKey(path: settings.keyFile)
+        }
+        tls.certificateChain = chain.map { .certificate($0) }
+        tls.privateKey = .privateKey(key)
+        do {
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw .tls("\(type(of: error))")
+        }
+    }
+
+    /// The name to send as SNI and verify in the server certificate; nil for an IP literal (NIOSSL then
+    /// checks the IP address SAN).
+    /// - Parameter host: The configured host.
+    static func serverHostname(for host: String) -> String? {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil ? nil : host
+    }
+
+    private static func readPublic(_ path: String) throws(LegacyAPNSConfigurationError) -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw .unreadableFile(path: path) }
+        return Array(data)
+    }
+}

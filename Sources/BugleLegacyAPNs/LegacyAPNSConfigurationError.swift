@@ -1,0 +1,42 @@
+/// Why the legacy APNs lane or its feedback client cannot start. Descriptions name files, never their
+/// contents.
+public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    private enum Base: Sendable, Equatable {
+        case keyFileReadableByOthers(path: String, mode: Int)
+        case unreadableFile(path: String)
+        case invalidKey(path: String)
+        case invalidCertificate(path: String)
+        case tls(String)
+    }
+
+    private let base: Base
+
+    /// The client key can be read by group or others (like ssh, refuse unless `allowReadableKeys`).
+    public static func keyFileReadableByOthers(path: String, mode: Int) -> Self {
+        Self(base: .keyFileReadableByOthers(path: path, mode: mode))
+    }
+    /// A file could not be read.
+    public static func unreadableFile(path: String) -> Self { Self(base: .unreadableFile(path: path)) }
+    /// The key file is not a PEM private key.
+    public static func invalidKey(path: String) -> Self { Self(base: .invalidKey(path: path)) }
+    /// A certificate file holds no usable PEM certificate.
+    public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
+    /// The TLS library refused the configuration.
+    public static func tls(_ what: String) -> Self { Self(base: .tls(what)) }
+
+    public var description: String {
+        switch base {
+        case .keyFileReadableByOthers(let path, let mode):
+            return "key file \(path) is readable by other users (mode \(String(mode, radix: 8))); "
+                + "run chmod 600 on it, or pass --allow-readable-keys"
+        case .unreadableFile(let path):
+            return "cannot read \(path)"
+        case .invalidKey(let path):
+            return "\(path) is not a PEM private key"
+        case .invalidCertificate(let path):
+            return "\(path) holds no usable PEM certificate"
+        case .tls(let what):
+            return "TLS configuration rejected: \(what)"
+        }
+    }
+}

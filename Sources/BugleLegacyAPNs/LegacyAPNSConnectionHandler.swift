@@ -1,0 +1,47 @@
+import NIOCore
+import NIOTLS
+
+/// The last handler of a gateway connection's pipeline (after TLS and the error-response decoder): reports
+/// the connection's events to its slot. All callbacks run on the channel's event loop, which is the slot's.
+final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = LegacyAPNSErrorResponse
+
+    /// What the slot is told.
+    struct Events {
+        /// The TLS handshake completed: the connection may carry notifications.
+        var ready: (any Channel) -> Void
+        /// The gateway answered an error response (it closes the connection next).
+        var errorResponse: (LegacyAPNSErrorResponse) -> Void
+        /// A transport or TLS error (described without secrets); the connection is being closed.
+        var failed: (String) -> Void
+        /// The connection closed.
+        var closed: () -> Void
+    }
+
+    private let events: Events
+
+    init(events: Events) {
+        self.events = events
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tls = event as? TLSUserEvent, case .handshakeCompleted = tls {
+            events.ready(context.channel)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        events.errorResponse(unwrapInboundIn(data))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        events.failed(String(describing: error))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        events.closed()
+        context.fireChannelInactive()
+    }
+}
