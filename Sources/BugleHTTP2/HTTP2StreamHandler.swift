@@ -53,12 +53,13 @@ final class HTTP2StreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             handler.fail(.timeout(written: handler.written))
             context.close(promise: nil)
         }
+        // From here on the request may reach the server: a write promise completes only when the whole
+        // coalesced TLS write it rode in has left, so a request the server already has can still look
+        // "unwritten". Only an explicit refusal (REFUSED_STREAM, or a stream above a GOAWAY's last-stream-id)
+        // proves it was not processed; every other failure after this point is ambiguous.
+        written = true
         context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: false))), promise: nil)
-        let dataWritten = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: dataWritten)
-        dataWritten.futureResult.assumeIsolated().whenSuccess {
-            loopBound.value.0.written = true
-        }
+        context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -57,6 +57,10 @@ struct MixedTestEnvironment {
     func lanes(for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil, fcmConcurrency: Int? = nil) throws -> LanePacing.Lanes {
         var settings = try settings()
         if let fcmConcurrency { settings.fcm?.concurrency = fcmConcurrency }
+        // Debug builds of two simulators and Bugle share two cores with the rest of the suite: give requests
+        // room, so a starved scheduler is not mistaken for a lost answer.
+        settings.fcm?.timeoutSeconds = 60
+        settings.apns?.timeoutSeconds = 60
         var lanes: [ProviderKind: any PushProvider] = [:]
         if let apnsSettings = settings.apns {
             lanes[.apns] = try APNSProvider(settings: apnsSettings, logger: Self.logger)

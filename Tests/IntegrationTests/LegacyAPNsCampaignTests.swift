@@ -10,7 +10,9 @@ import Testing
 
 /// Whole legacy iOS campaigns: real PostgreSQL ledger → runner → legacy lane over TLS with a client
 /// certificate → in-process legacy simulator.
-@Suite("Legacy APNs campaigns end to end (PostgreSQL + legacy simulator over TLS)")
+/// A timing suite (``TimingPhase``): the legacy gateway never confirms success, so delivery is decided by a
+/// quiet period that a starved scheduler can outlast.
+@Suite("Legacy APNs campaigns end to end (PostgreSQL + legacy simulator over TLS)", .enabled(if: TimingPhase.isActive, TimingPhase.reason))
 struct LegacyAPNsCampaignTests {
     typealias Support = LedgerTestSupport
     typealias Environment = LegacyTestEnvironment

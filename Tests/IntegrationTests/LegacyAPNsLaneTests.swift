@@ -6,7 +6,8 @@ import NIOCore
 import Testing
 
 /// The legacy lane against the in-process legacy simulator over real TLS with client certificates.
-@Suite("Legacy APNs lane against the simulator (TLS, client certificate)")
+/// A timing suite (``TimingPhase``): see ``LegacyAPNsCampaignTests``.
+@Suite("Legacy APNs lane against the simulator (TLS, client certificate)", .enabled(if: TimingPhase.isActive, TimingPhase.reason))
 struct LegacyAPNsLaneTests {
     typealias Environment = LegacyTestEnvironment
 

@@ -9,19 +9,12 @@ final class APNsSimulatorLedger: Sendable {
         var records: [APNsRecord] = []
         var counters = APNsSimulatorCounters()
         var random: SplitMix64
-        var pendingLines: [UInt8] = []
-        var file: FileHandle?
         var nextConnectionID = 0
     }
 
     private let state: NIOLockedValueBox<State>
     private let keepRecords: Bool
-    private let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
-    private static let flushThreshold = 64 * 1024
+    private let recordFile: SimulatorRecordFile?
 
     /// Creates the ledger.
     /// - Parameters:
@@ -30,18 +23,8 @@ final class APNsSimulatorLedger: Sendable {
     ///   - recordFile: Optional JSONL file (appended).
     /// - Throws: When the record file cannot be opened.
     init(seed: UInt64, keepRecords: Bool, recordFile: String?) throws {
-        var file: FileHandle?
-        if let recordFile {
-            if !FileManager.default.fileExists(atPath: recordFile) {
-                _ = FileManager.default.createFile(atPath: recordFile, contents: nil)
-            }
-            guard let handle = FileHandle(forWritingAtPath: recordFile) else {
-                throw SimulatorCertificates.Failure(description: "cannot open record file \(recordFile)")
-            }
-            handle.seekToEndOfFile()
-            file = handle
-        }
-        self.state = NIOLockedValueBox(State(random: SplitMix64(seed: seed), file: file))
+        self.recordFile = try (recordFile).map { try SimulatorRecordFile(path: $0) }
+        self.state = NIOLockedValueBox(State(random: SplitMix64(seed: seed)))
         self.keepRecords = keepRecords
     }
 
@@ -55,26 +38,12 @@ final class APNsSimulatorLedger: Sendable {
     /// Records an accepted notification.
     /// - Parameter record: The record.
     func recordAccepted(_ record: APNsRecord) {
-        var line: [UInt8] = []
-        let writesFile = state.withLockedValue { $0.file != nil }
-        if writesFile, let data = try? encoder.encode(record) {
-            line = Array(data)
-            line.append(UInt8(ascii: "\n"))
-        }
         let keep = keepRecords
-        let toFlush: (FileHandle, [UInt8])? = state.withLockedValue { state in
+        state.withLockedValue { state in
             state.counters.accepted += 1
             if keep { state.records.append(record) }
-            guard let file = state.file, !line.isEmpty else { return nil }
-            state.pendingLines.append(contentsOf: line)
-            guard state.pendingLines.count >= Self.flushThreshold else { return nil }
-            let bytes = state.pendingLines
-            state.pendingLines.removeAll(keepingCapacity: true)
-            return (file, bytes)
         }
-        if let (file, bytes) = toFlush {
-            file.write(Data(bytes))
-        }
+        recordFile?.append(record)
     }
 
     /// Counts an error answer.
@@ -107,25 +76,12 @@ final class APNsSimulatorLedger: Sendable {
 
     /// Writes buffered JSONL lines to the record file.
     func flush() {
-        let pending: (FileHandle, [UInt8])? = state.withLockedValue { state in
-            guard let file = state.file, !state.pendingLines.isEmpty else { return nil }
-            let bytes = state.pendingLines
-            state.pendingLines.removeAll()
-            return (file, bytes)
-        }
-        if let (file, bytes) = pending {
-            file.write(Data(bytes))
-        }
+        recordFile?.flush()
     }
 
     /// Flushes and closes the record file.
     func close() {
-        flush()
-        let file = state.withLockedValue { state -> FileHandle? in
-            defer { state.file = nil }
-            return state.file
-        }
-        try? file?.close()
+        recordFile?.close()
     }
 }
 

@@ -11,8 +11,6 @@ final class FCMSimulatorLedger: Sendable {
         var counters = FCMSimulatorCounters()
         var quota: FCMQuotaWindow
         var random: SplitMix64
-        var pendingLines: [UInt8] = []
-        var file: FileHandle?
         var nextConnectionID = 0
         var nextMessageNumber: UInt64 = 0
     }
@@ -20,12 +18,7 @@ final class FCMSimulatorLedger: Sendable {
     private let state: NIOLockedValueBox<State>
     private let keepRecords: Bool
     private let messageIDSalt: UInt64
-    private let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
-    private static let flushThreshold = 64 * 1024
+    private let recordFile: SimulatorRecordFile?
 
     /// Creates the ledger.
     /// - Parameters:
@@ -35,20 +28,10 @@ final class FCMSimulatorLedger: Sendable {
     ///   - recordFile: Optional JSONL file (appended).
     /// - Throws: When the record file cannot be opened.
     init(seed: UInt64, quota: FCMQuotaWindow, keepRecords: Bool, recordFile: String?) throws {
-        var file: FileHandle?
-        if let recordFile {
-            if !FileManager.default.fileExists(atPath: recordFile) {
-                _ = FileManager.default.createFile(atPath: recordFile, contents: nil)
-            }
-            guard let handle = FileHandle(forWritingAtPath: recordFile) else {
-                throw SimulatorCertificates.Failure(description: "cannot open record file \(recordFile)")
-            }
-            handle.seekToEndOfFile()
-            file = handle
-        }
+        self.recordFile = try (recordFile).map { try SimulatorRecordFile(path: $0) }
         var salt = SystemRandomNumberGenerator()
         self.messageIDSalt = salt.next()
-        self.state = NIOLockedValueBox(State(quota: quota, random: SplitMix64(seed: seed), file: file))
+        self.state = NIOLockedValueBox(State(quota: quota, random: SplitMix64(seed: seed)))
         self.keepRecords = keepRecords
     }
 
@@ -99,30 +82,16 @@ final class FCMSimulatorLedger: Sendable {
     ///   - record: The record.
     ///   - entry: The request-log entry.
     func recordAccepted(_ record: FCMRecord, entry: FCMRequestEntry) {
-        var line: [UInt8] = []
-        let writesFile = state.withLockedValue { $0.file != nil }
-        if writesFile, let data = try? encoder.encode(record) {
-            line = Array(data)
-            line.append(UInt8(ascii: "\n"))
-        }
         let keep = keepRecords
-        let toFlush: (FileHandle, [UInt8])? = state.withLockedValue { state in
+        state.withLockedValue { state in
             state.counters.sendRequests += 1
             state.counters.accepted += 1
             if keep {
                 state.records.append(record)
                 state.requests.append(entry)
             }
-            guard let file = state.file, !line.isEmpty else { return nil }
-            state.pendingLines.append(contentsOf: line)
-            guard state.pendingLines.count >= Self.flushThreshold else { return nil }
-            let bytes = state.pendingLines
-            state.pendingLines.removeAll(keepingCapacity: true)
-            return (file, bytes)
         }
-        if let (file, bytes) = toFlush {
-            file.write(Data(bytes))
-        }
+        recordFile?.append(record)
     }
 
     /// Logs a send request that was not delivered (an error, a hang, or `validate_only`).
@@ -189,24 +158,11 @@ final class FCMSimulatorLedger: Sendable {
 
     /// Writes buffered JSONL lines to the record file.
     func flush() {
-        let pending: (FileHandle, [UInt8])? = state.withLockedValue { state in
-            guard let file = state.file, !state.pendingLines.isEmpty else { return nil }
-            let bytes = state.pendingLines
-            state.pendingLines.removeAll()
-            return (file, bytes)
-        }
-        if let (file, bytes) = pending {
-            file.write(Data(bytes))
-        }
+        recordFile?.flush()
     }
 
     /// Flushes and closes the record file.
     func close() {
-        flush()
-        let file = state.withLockedValue { state -> FileHandle? in
-            defer { state.file = nil }
-            return state.file
-        }
-        try? file?.close()
+        recordFile?.close()
     }
 }

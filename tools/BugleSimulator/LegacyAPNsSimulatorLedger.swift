@@ -16,8 +16,6 @@ final class LegacyAPNsSimulatorLedger: Sendable {
         var records: [LegacyAPNsRecord] = []
         var counters = LegacyAPNsSimulatorCounters()
         var feedback: [(time: UInt32, token: [UInt8])] = []
-        var pendingLines: [UInt8] = []
-        var file: FileHandle?
         var nextConnectionID = 0
     }
 
@@ -25,25 +23,15 @@ final class LegacyAPNsSimulatorLedger: Sendable {
     private let keepRecords: Bool
     private let faults: LegacyAPNsSimulatorConfiguration.Faults
     private let wallClock: @Sendable () -> Double
-    private static let flushThreshold = 64 * 1024
+    private let recordFile: SimulatorRecordFile?
 
     /// Creates the ledger.
     /// - Parameters:
     ///   - configuration: Faults, record keeping and the clock.
     /// - Throws: When the record file cannot be opened.
     init(configuration: LegacyAPNsSimulatorConfiguration) throws {
-        var file: FileHandle?
-        if let recordFile = configuration.recordFile {
-            if !FileManager.default.fileExists(atPath: recordFile) {
-                _ = FileManager.default.createFile(atPath: recordFile, contents: nil)
-            }
-            guard let handle = FileHandle(forWritingAtPath: recordFile) else {
-                throw SimulatorCertificates.Failure(description: "cannot open record file \(recordFile)")
-            }
-            handle.seekToEndOfFile()
-            file = handle
-        }
-        self.state = NIOLockedValueBox(State(file: file))
+        self.recordFile = try configuration.recordFile.map { try SimulatorRecordFile(path: $0) }
+        self.state = NIOLockedValueBox(State())
         self.keepRecords = configuration.keepRecordsInMemory
         self.faults = configuration.faults
         self.wallClock = configuration.wallClock
@@ -67,15 +55,9 @@ final class LegacyAPNsSimulatorLedger: Sendable {
             time: now,
             connectionID: connectionID
         )
-        let writesFile = state.withLockedValue { $0.file != nil }
-        var line: [UInt8] = []
-        if writesFile, let data = try? Self.encoder.encode(record) {
-            line = Array(data)
-            line.append(UInt8(ascii: "\n"))
-        }
         let keep = keepRecords
         let faults = self.faults
-        let (fault, toFlush) = state.withLockedValue { state -> (Fault?, (FileHandle, [UInt8])?) in
+        let fault = state.withLockedValue { state -> Fault? in
             state.counters.accepted += 1
             state.counters.packetsByCommand[Int(notification.command), default: 0] += 1
             if keep { state.records.append(record) }
@@ -88,16 +70,9 @@ final class LegacyAPNsSimulatorLedger: Sendable {
                 fault = .silentClose
                 state.counters.silentCloses += 1
             }
-            guard let file = state.file, !line.isEmpty else { return (fault, nil) }
-            state.pendingLines.append(contentsOf: line)
-            guard state.pendingLines.count >= Self.flushThreshold else { return (fault, nil) }
-            let bytes = state.pendingLines
-            state.pendingLines.removeAll(keepingCapacity: true)
-            return (fault, (file, bytes))
+            return fault
         }
-        if let (file, bytes) = toFlush {
-            file.write(Data(bytes))
-        }
+        recordFile?.append(record)
         return fault
     }
 
@@ -157,25 +132,12 @@ final class LegacyAPNsSimulatorLedger: Sendable {
 
     /// Writes buffered JSONL lines to the record file.
     func flush() {
-        let pending: (FileHandle, [UInt8])? = state.withLockedValue { state in
-            guard let file = state.file, !state.pendingLines.isEmpty else { return nil }
-            let bytes = state.pendingLines
-            state.pendingLines.removeAll()
-            return (file, bytes)
-        }
-        if let (file, bytes) = pending {
-            file.write(Data(bytes))
-        }
+        recordFile?.flush()
     }
 
     /// Flushes and closes the record file.
     func close() {
-        flush()
-        let file = state.withLockedValue { state -> FileHandle? in
-            defer { state.file = nil }
-            return state.file
-        }
-        try? file?.close()
+        recordFile?.close()
     }
 
     static func hex(_ bytes: [UInt8]) -> String {
@@ -188,10 +150,4 @@ final class LegacyAPNsSimulatorLedger: Sendable {
         }
         return String(decoding: text, as: UTF8.self)
     }
-
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
 }
