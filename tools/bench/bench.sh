@@ -3,6 +3,7 @@
 #   tools/bench/bench.sh [segment] [--devices N[,N...]] [--runs R]
 #   tools/bench/bench.sh apns [--devices N] [--runs R]
 #   tools/bench/bench.sh legacy [--devices N] [--runs R] [--window W] [--quiet S]
+#   tools/bench/bench.sh fcm|mixed [--devices N] [--runs R]
 #
 # apns: seeds 2N demo devices (N iOS), starts a release `bugle-sim` in its own process, runs an iOS campaign
 # end to end R times (PostgreSQL ledger -> APNs lane over TLS + HTTP/2 -> simulator), and in the same run
@@ -21,6 +22,12 @@
 # default 10000; quiet_period S, default 0.2 s), and prints for each lane the median notifications/second, CPU
 # seconds per 10,000 notifications for Bugle, PostgreSQL and the simulator, and Bugle's peak RSS.
 #
+# fcm / mixed: as apns, with `bugle-sim serve --fcm-port 0` (FCM HTTP v1 + OAuth2 token endpoint) beside APNs.
+# fcm sends the Android and web devices of 2N demo devices (about N); mixed sends all 2N (half iOS through APNs,
+# half Android/web through FCM). FCM's default pacing (its 600,000/minute project quota) is lifted for the
+# benchmark. h2load posts N messages to the FCM endpoint with a simulator-minted access token as the ceiling
+# (mixed also prints the APNs ceiling).
+#
 # Needs a release build: swift build -c release --product bugle (the script builds it when missing).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,6 +43,8 @@ while [ $# -gt 0 ]; do
     segment) mode=segment ;;
     apns) mode=apns ;;
     legacy) mode=legacy ;;
+    fcm) mode=fcm ;;
+    mixed) mode=mixed ;;
     --window) window="$2"; shift ;;
     --quiet) quiet="$2"; shift ;;
     --devices) devices="$2"; shift ;;
@@ -149,6 +158,85 @@ YAML
   printf '%-22s %10s %14s %14s %14s %10s\n' lane "notif/s" "Bugle CPU/10k" "PG CPU/10k" "sim CPU/10k" "RSS MB"
   printf '%-22s %10s %14s %14s %14s %10s\n' "HTTP/2 (apns)" "$h2" "$h2b" "$h2p" "$h2s" "$h2r"
   printf '%-22s %10s %14s %14s %14s %10s\n' "legacy binary" "$lg" "$lgb" "$lgp" "$lgs" "$lgr"
+  exit 0
+fi
+
+if [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
+  n=${devices%%,*}
+  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
+  command -v h2load >/dev/null || { echo "h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; }
+  "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
+  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
+  "$SIM" serve --dir "$WORK/sim" --apns-port 0 --fcm-port 0 > "$WORK/sim.out" 2>&1 &
+  SIMPID=$!
+  for _ in $(seq 100); do grep -q "^fcm " "$WORK/sim.out" && break; sleep 0.1; done
+  PORT_APNS=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
+  PORT_FCM=$(sed -n 's/^fcm https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
+  # Lift FCM's default 10,000/s pacing: the benchmark measures the pipeline, not Google's quota.
+  sed -i 's/^fcm:$/fcm:\n  rate: { per_second: 1000000 }/' "$WORK/sim/providers.yaml"
+  filter="AND d.platform <> 'ios'"; [ "$mode" = mixed ] && filter=""
+  cat > "$WORK/$mode-campaign.yaml" <<YAML
+name: bench-$mode
+notification_type: bench
+dedupe: none
+segment:
+  page_size: 5000
+  sql: |
+    $SQL $filter AND d.id <= $((2 * n))
+message:
+  default_locale: en
+  locales:
+    en: { title: "Benchmark", body: "Hello from the benchmark" }
+    de: { title: "Benchmark", body: "Hallo vom Benchmark" }
+  data: { deeplink: "app://bench" }
+  apns: { push_type: alert, priority: 10, collapse_id: bench }
+  android: { channel_id: bench, priority: high, ttl: 3600s }
+delivery: { in_flight_window: 2000 }
+YAML
+  rates=(); bcpu=(); pcpu=(); scpu=(); rss=()
+  for r in $(seq "$runs"); do
+    p0=$(postgres_cpu); s0=$(cpu_of $SIMPID)
+    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$WORK/$mode-campaign.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out"
+    p1=$(postgres_cpu); s1=$(cpu_of $SIMPID)
+    [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.out" "$BENCH_KEEP.run$r.out"
+    read -r secs user sys kb < "$WORK/time"
+    sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
+    rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
+    bcpu+=("$(awk -v u="$user" -v s="$sys" -v n="$sent" 'BEGIN {printf "%.3f", (u + s) * 10000 / n}')")
+    pcpu+=("$(awk -v a="$p0" -v b="$p1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
+    scpu+=("$(awk -v a="$s0" -v b="$s1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
+    rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
+  done
+  printf '{"message":{"token":"live-bench-%s:APA91b","notification":{"title":"Benchmark","body":"Hello from the benchmark"},"data":{"deeplink":"app://bench"},"android":{"priority":"high","ttl":"3600s"}}}' 0 > "$WORK/fcm.json"
+  ACCESS=$("$SIM" fcm-token "$WORK/sim")
+  s0=$(cpu_of $SIMPID)
+  h2=$(h2load -n "$n" -c 2 -m 100 -H "authorization: Bearer $ACCESS" -H "content-type: application/json" \
+        -d "$WORK/fcm.json" "https://127.0.0.1:$PORT_FCM/v1/projects/bugle-sim/messages:send" 2>&1)
+  s1=$(cpu_of $SIMPID)
+  h2rate=$(echo "$h2" | sed -n 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/\1/p')
+  h2ok=$(echo "$h2" | sed -n 's/.*status codes: \([0-9]*\) 2xx.*/\1/p')
+  h2cpu=$(awk -v a="$s0" -v b="$s1" -v n="${h2ok:-0}" 'BEGIN {if (n > 0) printf "%.3f", (b - a) * 10000 / n; else print "?"}')
+  apnsline=""
+  if [ "$mode" = mixed ]; then
+    JWT=$("$SIM" jwt "$WORK/sim")
+    printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from the benchmark"}},"deeplink":"app://bench"}' > "$WORK/payload.json"
+    h2a=$(h2load -n "$n" -c 4 -m 250 -H "authorization: bearer $JWT" -H "apns-topic: com.example.bugle" \
+          -H "apns-push-type: alert" -H "apns-priority: 10" -d "$WORK/payload.json" \
+          "https://127.0.0.1:$PORT_APNS/3/device/0a0b0c0d$(printf '%056d' 1)" 2>&1)
+    apnsline=$(echo "$h2a" | sed -n 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/\1/p')
+  fi
+  kill $SIMPID 2>/dev/null || true
+  med() { printf '%s\n' "$@" | median; }
+  rate=$(med "${rates[@]}")
+  printf '%-28s %s\n' "mode" "$mode ($runs runs, medians)"
+  printf '%-28s %s\n' "Bugle end-to-end notif/s" "$rate"
+  printf '%-28s %s\n' "h2load FCM req/s (same sim)" "${h2rate:-?} (${h2ok:-?} x 2xx of $n)"
+  [ -n "$apnsline" ] && printf '%-28s %s\n' "h2load APNs req/s (same sim)" "$apnsline"
+  printf '%-28s %s\n' "ratio to FCM ceiling" "$(awk -v a="$rate" -v b="${h2rate:-0}" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "?"}')"
+  printf '%-28s %s\n' "Bugle CPU s / 10k" "$(med "${bcpu[@]}")"
+  printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$(med "${pcpu[@]}")"
+  printf '%-28s %s\n' "simulator CPU s / 10k" "$(med "${scpu[@]}") (h2load FCM: $h2cpu)"
+  printf '%-28s %s\n' "Bugle peak RSS MB" "$(med "${rss[@]}")"
   exit 0
 fi
 
