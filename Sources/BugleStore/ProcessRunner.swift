@@ -25,7 +25,8 @@ struct ProcessResult: Sendable {
 ///
 /// This uses `posix_spawn` and `waitpid` rather than Foundation's `Process`: on Linux, `Process` notices a child's
 /// exit through a descriptor the child inherits, so `pg_ctl start` — which leaves a server running that inherits
-/// it too — would never be seen to finish. For the same reason output goes to a temporary file, not a pipe.
+/// it too — would never be seen to finish. For the same reason output goes to a temporary file, not a pipe, and the
+/// child gets no descriptor but its standard three.
 enum ProcessRunner {
     /// Where `runuser` is looked for when a command must run as another account.
     static let runuserCandidates = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"]
@@ -91,6 +92,18 @@ enum ProcessRunner {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, descriptor, 1)
         posix_spawn_file_actions_adddup2(&actions, descriptor, 2)
+        // Nothing else of ours reaches the child: `pg_ctl start` leaves a server running that would otherwise hold
+        // every inherited descriptor (a caller's pipe, say) open for its lifetime, so the reader never sees EOF.
+        #if canImport(Darwin)
+        var attributes: posix_spawnattr_t?
+        posix_spawnattr_init(&attributes)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_CLOEXEC_DEFAULT))
+        #else
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        Self.closeInheritedDescriptors(&actions)
+        #endif
+        defer { posix_spawnattr_destroy(&attributes) }
 
         let cArguments = argv.map { strdup($0) }
         let cEnvironment = environment.map { strdup("\($0.key)=\($0.value)") }
@@ -101,7 +114,7 @@ enum ProcessRunner {
         var pid = pid_t()
         let argumentVector = cArguments + [nil]
         let environmentVector = cEnvironment + [nil]
-        let spawned = posix_spawn(&pid, program, &actions, nil, argumentVector, environmentVector)
+        let spawned = posix_spawn(&pid, program, &actions, &attributes, argumentVector, environmentVector)
         guard spawned == 0 else {
             throw StoreError(.clusterCommandFailed, "cannot start \(name) (error \(spawned))")
         }
@@ -115,4 +128,23 @@ enum ProcessRunner {
         let data = FileManager.default.contents(atPath: outputPath) ?? Data()
         return ProcessResult(status: exitStatus, output: String(decoding: data, as: UTF8.self))
     }
+
+    #if !canImport(Darwin)
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc module does not
+    /// export, looked up at run time.
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    /// Adds actions that close every descriptor from 3 up in the child: in one step where glibc offers
+    /// `closefrom`, else one `close` per descriptor open now (glibc ignores closing one that is gone by then).
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+            let addCloseFrom = unsafeBitCast(symbol, to: AddCloseFrom.self)
+            if addCloseFrom(&actions, 3) == 0 { return }
+        }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for descriptor in open.compactMap(Int32.init) where descriptor > 2 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
+    }
+    #endif
 }

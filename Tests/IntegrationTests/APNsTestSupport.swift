@@ -26,7 +26,7 @@ struct APNsTestEnvironment {
         return configuration
     }
 
-    func settings(port: Int, connections: Int = 2, timeout: Double = 10, keyFile: String? = nil) -> APNsSettings {
+    func settings(port: Int, connections: Int = 2, timeout: Double = 60, keyFile: String? = nil) -> APNsSettings {
         APNsSettings(
             endpoint: Endpoint(host: "127.0.0.1", port: port),
             caFile: material.caFile,
