@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -115,5 +115,14 @@ extension Migration {
             WHERE state IN ('pending','retry_wait')
             """,
         ]
+    )
+
+    /// Version 5: drops `run_recipients_ready_idx`, which the per-lane index of version 4 supersedes (every claim
+    /// goes through a lane). Each materialized row paid for both: measured on 200,000 rows inserted in pages of
+    /// 5,000, dropping it took the insert from 2.7 s to 2.2 s.
+    public static let dropRunReadyIndex = Migration(
+        version: 5,
+        name: "drop_run_ready_index",
+        statements: ["DROP INDEX IF EXISTS bugle.run_recipients_ready_idx"]
     )
 }

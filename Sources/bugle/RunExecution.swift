@@ -25,10 +25,16 @@ enum RunExecution {
         console.say("run \(runID): reading segment of \(campaign.name)")
         let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
+        var phases = PhaseTimer()
         let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        phases.end("materialize")
         console.say("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
         let code = try await execute(campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, logger: logger)
-        try await report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
+        phases.end("send")
+        try await report(
+            runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger,
+            phases: phases
+        )
         return code
     }
 
@@ -110,14 +116,19 @@ enum RunExecution {
     }
 
     /// Writes the CSV report and prints the summary (as JSON on stdout with `--json`).
-    static func report(runID: Int64, client: PostgresClient, csvPath: String, json: Bool, logger: Logger) async throws {
+    /// - Parameter phases: How long the earlier phases of this invocation took; the report's own time is added.
+    static func report(
+        runID: Int64, client: PostgresClient, csvPath: String, json: Bool, logger: Logger, phases: PhaseTimer = PhaseTimer()
+    ) async throws {
+        var phases = phases
         let console = Console(jsonOnStdout: json)
         let repository = RunRepository(client: client, logger: logger)
         let lines = try await repository.summary(runID: runID)
         let rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csvPath)
         let record = try await repository.run(id: runID)
+        phases.end("report")
         if json {
-            print(SummaryJSON.render(runID: runID, record: record, lines: lines, reportPath: csvPath, reportRows: rows))
+            print(SummaryJSON.render(runID: runID, record: record, lines: lines, reportPath: csvPath, reportRows: rows, phases: phases.seconds))
         } else {
             SummaryPrinter.print(runID: runID, record: record, lines: lines)
         }

@@ -218,6 +218,11 @@ struct CLIRunTests {
         let sent = counts.filter { $0["status"] as? String == "sent" }.compactMap { $0["count"] as? Int }.reduce(0, +)
         #expect(sent == 588)
         #expect((object["report"] as? [String: Any])?["rows"] as? Int == 600)
+        // Phase timings: 600 recipients paced at 300/s cannot be sent in under a second and a half.
+        let phases = try #require(object["phase_seconds"] as? [String: Double])
+        #expect(Set(phases.keys) == ["materialize", "send", "report"])
+        #expect((phases["send"] ?? 0) >= 1.5, "\(phases)")
+        #expect(phases.values.allSatisfy { $0 > 0 }, "\(phases)")
         // Human output went to stderr, with at least one progress line before the final one.
         let progress = output.stderr.split(separator: "\n").filter { $0.hasPrefix("progress run=") }
         #expect(progress.count >= 2, "\(output.stderr)")

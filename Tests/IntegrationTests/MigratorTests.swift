@@ -49,7 +49,9 @@ struct MigratorTests {
                 #expect(names == "devices,notification_log,run_overview,run_recipients,run_summary,runs,schema_migrations")
             }
             #expect(before.contains("CREATE UNIQUE INDEX devices_platform_token_key ON bugle.devices USING btree (platform, token)"))
-            #expect(before.contains { $0.contains("run_recipients_ready_idx") && $0.contains("WHERE (state = ANY") })
+            #expect(before.contains { $0.contains("run_recipients_lane_ready_idx") && $0.contains("WHERE (state = ANY") })
+            // Version 5 dropped the run-wide ready index that the per-lane one supersedes.
+            #expect(!before.contains { $0.contains("INDEX run_recipients_ready_idx") })
         }
     }
 

@@ -11,6 +11,33 @@ import Testing
 struct RunLedgerTests {
     typealias Support = LedgerTestSupport
 
+    @Test("a token listed twice, on the same page or pages apart, becomes one recipient; the rest are counted as collapsed")
+    func duplicateTokensCollapseAcrossPages() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 1_000)
+            // Every third device appears a second time under another device id: right after itself (the same page)
+            // or about two pages later (a page read while the first one's insert may still be running).
+            let sql = """
+                SELECT d.id * 2 AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d
+                UNION ALL
+                SELECT d.id * 2 + CASE WHEN d.id % 6 = 0 THEN 1 ELSE 101 END, d.user_id, d.token, d.platform
+                  FROM bugle.devices d WHERE d.id % 3 = 0
+                """
+            let campaign = Support.campaign(sql: sql, pageSize: 50)
+            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            let report = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            #expect(report.recipients == 1_000)
+            #expect(report.skipped[.duplicateToken] == 333)
+            let rows = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
+            #expect(rows == 1_000)
+            let firstSeen = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id % 2 = 0", as: Int64.self)
+            #expect(firstSeen == 1_000, "the earlier listing of a token is the one kept")
+            let collapsed = try await Support.scalar(client, "SELECT duplicates_collapsed FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
+            #expect(collapsed == 333)
+        }
+    }
+
     @Test("every live recipient delivered once, dead tokens deactivated, invalid rows skipped; CSV and summary agree")
     func endToEnd() async throws {
         try await Support.withFreshDatabase { client in

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Bugle benchmarks. Usage:
+#   tools/bench/bench.sh pipeline [--devices N | --ten-million] [--runs R]
 #   tools/bench/bench.sh [segment] [--devices N[,N...]] [--runs R]
 #   tools/bench/bench.sh apns [--devices N] [--runs R]
 #   tools/bench/bench.sh legacy [--devices N] [--runs R] [--window W] [--quiet S]
 #   tools/bench/bench.sh fcm|mixed [--devices N] [--runs R]
+#
+# pipeline: the whole-pipeline benchmark. Seeds N devices (default 1,000,000; --ten-million for 10,000,000) of the
+# demo mix (half iOS, half Android with every 20th a web browser, six locales, 2% dead tokens) into a throwaway
+# PostgreSQL cluster, starts a release `bugle-sim` (APNs + FCM) in its own process, runs a mixed campaign over every
+# device end to end R times (default 3), and prints one table of medians: notifications/second, CPU seconds per
+# 10,000 notifications of Bugle, PostgreSQL and the simulator, Bugle's peak RSS, time to first send (process start
+# to the simulators' first accepted notification), the materialize/send/report phases (Bugle's --json
+# phase_seconds), and, in the same run, h2load against both endpoints of the same simulator at once as the
+# ceiling (its rate and its own CPU per 10,000 requests).
 #
 # apns: seeds 2N demo devices (N iOS), starts a release `bugle-sim` in its own process, runs an iOS campaign
 # end to end R times (PostgreSQL ledger -> APNs lane over TLS + HTTP/2 -> simulator), and in the same run
@@ -45,11 +55,13 @@ while [ $# -gt 0 ]; do
     legacy) mode=legacy ;;
     fcm) mode=fcm ;;
     mixed) mode=mixed ;;
+    pipeline) mode=pipeline ;;
+    --ten-million) devices=10000000 ;;
     --window) window="$2"; shift ;;
     --quiet) quiet="$2"; shift ;;
     --devices) devices="$2"; shift ;;
     --runs) runs="$2"; shift ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,43p "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 1 ;;
   esac
   shift
@@ -101,207 +113,218 @@ postgres_cpu() {
   echo "$total"
 }
 
-if [ "$mode" = legacy ]; then
-  n=${devices%%,*}
-  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
-  "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
-  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
-  "$SIM" serve --dir "$WORK/sim" --apns-port 0 > "$WORK/sim.out" 2>&1 &
-  H2PID=$!; SIM_PIDS="$SIM_PIDS $H2PID"
-  "$SIM" legacy --dir "$WORK/sim" --port 0 --feedback-port 0 --quiet-period "$quiet" > "$WORK/legacy.out" 2>&1 &
-  LEGACYPID=$!; SIM_PIDS="$SIM_PIDS $LEGACYPID"
-  for _ in $(seq 100); do grep -q "^apns " "$WORK/sim.out" && grep -q "^providers file: " "$WORK/legacy.out" && break; sleep 0.1; done
-  grep -q "^providers file: " "$WORK/legacy.out" || { echo "bugle-sim legacy did not start:" >&2; cat "$WORK/legacy.out" >&2; exit 1; }
-  for transport in http2 legacy; do
-    cat > "$WORK/$transport-campaign.yaml" <<YAML
-name: bench-$transport
-notification_type: bench
-dedupe: none
-ios_transport: $transport
-segment:
-  page_size: 5000
-  sql: |
-    $SQL AND d.platform = 'ios' AND d.id <= $((2 * n))
-message:
-  default_locale: en
-  locales:
-    en: { title: "Benchmark", body: "Hello from the benchmark" }
-    de: { title: "Benchmark", body: "Hallo vom Benchmark" }
-  data: { deeplink: "app://bench" }
-  apns: { push_type: alert, priority: 10, collapse_id: bench }
-delivery: { in_flight_window: $window }
-YAML
-  done
-  med() { printf '%s\n' "$@" | median; }
-  # lane_runs CAMPAIGN PROVIDERS SIMULATOR_PID: R runs; prints "notif/s bugle-cpu pg-cpu sim-cpu rss-mb" medians.
-  lane_runs() {
-    local rates=() bcpu=() pcpu=() scpu=() rss=() p0 p1 s0 s1 secs user sys kb sent
-    for r in $(seq "$runs"); do
-      p0=$(postgres_cpu); s0=$(cpu_of "$3")
-      /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$1" --providers "$2" --csv "$WORK/report.csv" > "$WORK/run.out"
-      p1=$(postgres_cpu); s1=$(cpu_of "$3")
-      [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.out" "$BENCH_KEEP.$(basename "$1" .yaml).run$r.out"
-      read -r secs user sys kb < "$WORK/time"
-      sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
-      rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
-      bcpu+=("$(awk -v u="$user" -v s="$sys" -v n="$sent" 'BEGIN {printf "%.3f", (u + s) * 10000 / n}')")
-      pcpu+=("$(awk -v a="$p0" -v b="$p1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
-      scpu+=("$(awk -v a="$s0" -v b="$s1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
-      rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
-    done
-    echo "$(med "${rates[@]}") $(med "${bcpu[@]}") $(med "${pcpu[@]}") $(med "${scpu[@]}") $(med "${rss[@]}")"
-  }
-  # HTTP/2 first: its 410s deactivate the demo set's 2% dead tokens, so both lanes then send the same devices.
-  read -r h2 h2b h2p h2s h2r <<< "$(lane_runs "$WORK/http2-campaign.yaml" "$WORK/sim/providers.yaml" "$H2PID")"
-  read -r lg lgb lgp lgs lgr <<< "$(lane_runs "$WORK/legacy-campaign.yaml" "$WORK/sim/providers-legacy.yaml" "$LEGACYPID")"
-  printf '%-28s %s\n' "iOS notifications" "$n per run ($runs runs per lane, medians; window $window, quiet_period ${quiet}s)"
-  printf '%-22s %10s %14s %14s %14s %10s\n' lane "notif/s" "Bugle CPU/10k" "PG CPU/10k" "sim CPU/10k" "RSS MB"
-  printf '%-22s %10s %14s %14s %14s %10s\n' "HTTP/2 (apns)" "$h2" "$h2b" "$h2p" "$h2s" "$h2r"
-  printf '%-22s %10s %14s %14s %14s %10s\n' "legacy binary" "$lg" "$lgb" "$lgp" "$lgs" "$lgr"
-  exit 0
-fi
+pids_cpu() { local total=0 pid; for pid in "$@"; do total=$(awk -v a="$total" -v b="$(cpu_of "$pid")" 'BEGIN {print a + b}'); done; echo "$total"; }
+med() { printf '%s\n' "$@" | median; }
+per10k() { awk -v c="$1" -v n="$2" 'BEGIN {if (n > 0) printf "%.3f", c * 10000 / n; else print "?"}'; }
 
-if [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
-  n=${devices%%,*}
-  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
-  command -v h2load >/dev/null || { echo "h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; }
-  "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
-  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
-  "$SIM" serve --dir "$WORK/sim" --apns-port 0 --fcm-port 0 > "$WORK/sim.out" 2>&1 &
-  SIMPID=$!
-  for _ in $(seq 100); do grep -q "^fcm " "$WORK/sim.out" && break; sleep 0.1; done
-  PORT_APNS=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
-  PORT_FCM=$(sed -n 's/^fcm https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
-  # Lift FCM's default 10,000/s pacing: the benchmark measures the pipeline, not Google's quota.
-  sed -i 's/^fcm:$/fcm:\n  rate: { per_second: 1000000 }/' "$WORK/sim/providers.yaml"
-  filter="AND d.platform <> 'ios'"; [ "$mode" = mixed ] && filter=""
-  cat > "$WORK/$mode-campaign.yaml" <<YAML
-name: bench-$mode
+# Seconds from $1 (epoch) to the earliest accepted notification at or after it in the record files, each given as
+# PATH:OFFSET (its size before the run: everything before that offset was written earlier).
+first_record_after() {
+  python3 - "$@" <<'PY'
+import re, sys
+since, best = float(sys.argv[1]), None
+pattern = re.compile(rb'"time":([0-9.eE+-]+)')
+for spec in sys.argv[2:]:
+    path, offset = spec.rsplit(':', 1)
+    try:
+        with open(path, 'rb') as f:
+            f.seek(int(offset))
+            for line in f:
+                m = pattern.search(line)
+                if m and float(m.group(1)) >= since and (best is None or float(m.group(1)) < best):
+                    best = float(m.group(1))
+    except FileNotFoundError:
+        pass
+print('?' if best is None else '%.2f' % (best - since))
+PY
+}
+
+# measure CAMPAIGN PROVIDERS "SIMULATOR_PIDS" "RECORD_FILES": runs `bugle run` R times and sets the medians
+# M_RATE (sent/s), M_BUGLE, M_PG, M_SIM (CPU s per 10k sent), M_RSS (MB), M_FIRST (s to the first accepted
+# notification, when record files are given) and M_MAT, M_SEND, M_REPORT (Bugle's phase_seconds).
+measure() {
+  local campaign=$1 providers=$2 sims=$3 records=$4
+  local rates=() bcpu=() pcpu=() scpu=() rss=() first=() mat=() send=() rep=()
+  local r p0 p1 s0 s1 t0 secs user sys kb sent specs f phases
+  for r in $(seq "$runs"); do
+    specs=(); for f in $records; do specs+=("$f:$(stat -c %s "$f" 2>/dev/null || echo 0)"); done
+    # shellcheck disable=SC2086
+    p0=$(postgres_cpu); s0=$(pids_cpu $sims); t0=$(date +%s.%N)
+    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$campaign" --providers "$providers" \
+      --csv "$WORK/report.csv" --quiet --json > "$WORK/run.json" 2> "$WORK/run.err" || { cat "$WORK/run.err" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    p1=$(postgres_cpu); s1=$(pids_cpu $sims)
+    [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.json" "$BENCH_KEEP.$(basename "$campaign" .yaml).run$r.json"
+    read -r secs user sys kb < "$WORK/time"
+    sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
+    rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
+    bcpu+=("$(per10k "$(awk -v u="$user" -v s="$sys" 'BEGIN {print u + s}')" "$sent")")
+    pcpu+=("$(per10k "$(awk -v a="$p0" -v b="$p1" 'BEGIN {print b - a}')" "$sent")")
+    scpu+=("$(per10k "$(awk -v a="$s0" -v b="$s1" 'BEGIN {print b - a}')" "$sent")")
+    rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
+    if [ ${#specs[@]} -gt 0 ]; then first+=("$(first_record_after "$t0" "${specs[@]}")"); else first+=("?"); fi
+    phases=$(python3 -c 'import json, sys; p = json.load(open(sys.argv[1])).get("phase_seconds", {}); print(" ".join("%.2f" % p.get(k, 0) for k in ("materialize", "send", "report")))' "$WORK/run.json")
+    read -r f1 f2 f3 <<< "$phases"; mat+=("$f1"); send+=("$f2"); rep+=("$f3")
+  done
+  M_RATE=$(med "${rates[@]}"); M_BUGLE=$(med "${bcpu[@]}"); M_PG=$(med "${pcpu[@]}"); M_SIM=$(med "${scpu[@]}")
+  M_RSS=$(med "${rss[@]}"); M_MAT=$(med "${mat[@]}"); M_SEND=$(med "${send[@]}"); M_REPORT=$(med "${rep[@]}")
+  if [ "${first[0]}" = "?" ]; then M_FIRST="?"; else M_FIRST=$(med "${first[@]}"); fi
+}
+
+# mixed_campaign NAME FILTER WINDOW [TOP_LEVEL_LINE]: a campaign over the demo devices matching FILTER, written to
+# $WORK/NAME.yaml.
+mixed_campaign() {
+  cat > "$WORK/$1.yaml" <<YAML
+name: bench-$1
 notification_type: bench
 dedupe: none
+${4:-}
 segment:
   page_size: 5000
   sql: |
-    $SQL $filter AND d.id <= $((2 * n))
+    $SQL $2
 message:
   default_locale: en
   locales:
     en: { title: "Benchmark", body: "Hello from the benchmark" }
     de: { title: "Benchmark", body: "Hallo vom Benchmark" }
+    pt: { title: "Benchmark", body: "Olá do benchmark" }
   data: { deeplink: "app://bench" }
   apns: { push_type: alert, priority: 10, collapse_id: bench }
   android: { channel_id: bench, priority: high, ttl: 3600s }
-delivery: { in_flight_window: 2000 }
+delivery: { in_flight_window: $3 }
 YAML
-  rates=(); bcpu=(); pcpu=(); scpu=(); rss=()
-  for r in $(seq "$runs"); do
-    p0=$(postgres_cpu); s0=$(cpu_of $SIMPID)
-    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$WORK/$mode-campaign.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out"
-    p1=$(postgres_cpu); s1=$(cpu_of $SIMPID)
-    [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.out" "$BENCH_KEEP.run$r.out"
-    read -r secs user sys kb < "$WORK/time"
-    sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
-    rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
-    bcpu+=("$(awk -v u="$user" -v s="$sys" -v n="$sent" 'BEGIN {printf "%.3f", (u + s) * 10000 / n}')")
-    pcpu+=("$(awk -v a="$p0" -v b="$p1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
-    scpu+=("$(awk -v a="$s0" -v b="$s1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
-    rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
-  done
-  printf '{"message":{"token":"live-bench-%s:APA91b","notification":{"title":"Benchmark","body":"Hello from the benchmark"},"data":{"deeplink":"app://bench"},"android":{"priority":"high","ttl":"3600s"}}}' 0 > "$WORK/fcm.json"
-  ACCESS=$("$SIM" fcm-token "$WORK/sim")
-  s0=$(cpu_of $SIMPID)
-  h2=$(h2load -n "$n" -c 2 -m 100 -H "authorization: Bearer $ACCESS" -H "content-type: application/json" \
-        -d "$WORK/fcm.json" "https://127.0.0.1:$PORT_FCM/v1/projects/bugle-sim/messages:send" 2>&1)
-  s1=$(cpu_of $SIMPID)
-  h2rate=$(echo "$h2" | sed -n 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/\1/p')
-  h2ok=$(echo "$h2" | sed -n 's/.*status codes: \([0-9]*\) 2xx.*/\1/p')
-  h2cpu=$(awk -v a="$s0" -v b="$s1" -v n="${h2ok:-0}" 'BEGIN {if (n > 0) printf "%.3f", (b - a) * 10000 / n; else print "?"}')
-  apnsline=""
-  if [ "$mode" = mixed ]; then
-    JWT=$("$SIM" jwt "$WORK/sim")
-    printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from the benchmark"}},"deeplink":"app://bench"}' > "$WORK/payload.json"
-    h2a=$(h2load -n "$n" -c 4 -m 250 -H "authorization: bearer $JWT" -H "apns-topic: com.example.bugle" \
-          -H "apns-push-type: alert" -H "apns-priority: 10" -d "$WORK/payload.json" \
-          "https://127.0.0.1:$PORT_APNS/3/device/0a0b0c0d$(printf '%056d' 1)" 2>&1)
-    apnsline=$(echo "$h2a" | sed -n 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/\1/p')
+}
+
+# start_simulator [--fcm]: a release bugle-sim (APNs, and FCM with --fcm) recording to $WORK/apns.jsonl and
+# $WORK/fcm.jsonl; sets SIMPID, PORT_APNS, PORT_FCM. FCM's default pacing (the 600,000/minute project quota) is
+# lifted: the benchmark measures the pipeline, not Google's quota.
+start_simulator() {
+  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
+  command -v h2load >/dev/null || { echo "h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; }
+  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
+  local fcm=()
+  [ "${1:-}" = --fcm ] && fcm=(--fcm-port 0 --fcm-record "$WORK/fcm.jsonl")
+  "$SIM" serve --dir "$WORK/sim" --apns-port 0 --record "$WORK/apns.jsonl" "${fcm[@]}" > "$WORK/sim.out" 2>&1 &
+  SIMPID=$!; SIM_PIDS="$SIM_PIDS $SIMPID"
+  local want="^apns "; [ "${1:-}" = --fcm ] && want="^fcm "
+  for _ in $(seq 100); do grep -q "$want" "$WORK/sim.out" && break; sleep 0.1; done
+  grep -q "$want" "$WORK/sim.out" || { echo "bugle-sim did not start:" >&2; cat "$WORK/sim.out" >&2; exit 1; }
+  PORT_APNS=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
+  PORT_FCM=$(sed -n 's/^fcm https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
+  sed -i 's/^fcm:$/fcm:\n  rate: { per_second: 1000000 }/' "$WORK/sim/providers.yaml"
+}
+
+# h2load_ceiling APNS_N FCM_N: h2load against the simulator's APNs and FCM endpoints at once (either count may be
+# 0); sets H2_RATE (2xx per second over the longer of the two), H2_OK, H2_CPU (h2load's CPU s per 10k) and
+# H2_SIM (the simulator's CPU s per 10k).
+h2load_ceiling() {
+  local s0 s1 pids=()
+  printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from the benchmark"}},"deeplink":"app://bench"}' > "$WORK/payload.json"
+  printf '{"message":{"token":"fcm-bench:APA91b","notification":{"title":"Benchmark","body":"Hello from the benchmark"},"data":{"deeplink":"app://bench"},"android":{"priority":"high","ttl":"3600s"}}}' > "$WORK/fcm.json"
+  rm -f "$WORK"/h2-*.out "$WORK"/h2-*.time
+  s0=$(cpu_of "$SIMPID")
+  if [ "$1" -gt 0 ]; then
+    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-apns.time" h2load -n "$1" -c 4 -m 250 \
+      -H "authorization: bearer $("$SIM" jwt "$WORK/sim")" -H "apns-topic: com.example.bugle" \
+      -H "apns-push-type: alert" -H "apns-priority: 10" -d "$WORK/payload.json" \
+      "https://127.0.0.1:$PORT_APNS/3/device/0a0b0c0d$(printf '%056d' 1)" > "$WORK/h2-apns.out" 2>&1 &
+    pids+=($!)
   fi
-  kill $SIMPID 2>/dev/null || true
-  med() { printf '%s\n' "$@" | median; }
-  rate=$(med "${rates[@]}")
-  printf '%-28s %s\n' "mode" "$mode ($runs runs, medians)"
-  printf '%-28s %s\n' "Bugle end-to-end notif/s" "$rate"
-  printf '%-28s %s\n' "h2load FCM req/s (same sim)" "${h2rate:-?} (${h2ok:-?} x 2xx of $n)"
-  [ -n "$apnsline" ] && printf '%-28s %s\n' "h2load APNs req/s (same sim)" "$apnsline"
-  printf '%-28s %s\n' "ratio to FCM ceiling" "$(awk -v a="$rate" -v b="${h2rate:-0}" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "?"}')"
-  printf '%-28s %s\n' "Bugle CPU s / 10k" "$(med "${bcpu[@]}")"
-  printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$(med "${pcpu[@]}")"
-  printf '%-28s %s\n' "simulator CPU s / 10k" "$(med "${scpu[@]}") (h2load FCM: $h2cpu)"
-  printf '%-28s %s\n' "Bugle peak RSS MB" "$(med "${rss[@]}")"
+  if [ "$2" -gt 0 ]; then
+    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-fcm.time" h2load -n "$2" -c 2 -m 100 \
+      -H "authorization: Bearer $("$SIM" fcm-token "$WORK/sim")" -H "content-type: application/json" \
+      -d "$WORK/fcm.json" "https://127.0.0.1:$PORT_FCM/v1/projects/bugle-sim/messages:send" > "$WORK/h2-fcm.out" 2>&1 &
+    pids+=($!)
+  fi
+  wait "${pids[@]}"
+  s1=$(cpu_of "$SIMPID")
+  H2_OK=$(cat "$WORK"/h2-*.out | sed -n 's/.*status codes: \([0-9]*\) 2xx.*/\1/p' | awk '{s += $1} END {print s + 0}')
+  local wall cpu
+  wall=$(cat "$WORK"/h2-*.time | awk '$1 > m {m = $1} END {print m + 0}')
+  cpu=$(cat "$WORK"/h2-*.time | awk '{s += $2 + $3} END {print s + 0}')
+  H2_RATE=$(awk -v n="$H2_OK" -v w="$wall" 'BEGIN {if (w > 0) printf "%.0f", n / w; else print 0}')
+  H2_CPU=$(per10k "$cpu" "$H2_OK")
+  H2_SIM=$(per10k "$(awk -v a="$s0" -v b="$s1" 'BEGIN {print b - a}')" "$H2_OK")
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "?"}'; }
+
+if [ "$mode" = pipeline ]; then
+  n=${devices%%,*}
+  "$BIN" demo --seed-only --devices "$n" >/dev/null
+  start_simulator --fcm
+  mixed_campaign pipeline "AND d.id <= $n" 2000
+  measure "$WORK/pipeline.yaml" "$WORK/sim/providers.yaml" "$SIMPID" "$WORK/apns.jsonl $WORK/fcm.jsonl"
+  ios=$("${PSQL[@]}" -At -c "SELECT count(*) FROM bugle.devices WHERE is_active AND platform = 'ios' AND id <= $n")
+  android=$("${PSQL[@]}" -At -c "SELECT count(*) FROM bugle.devices WHERE is_active AND platform <> 'ios' AND id <= $n")
+  h2load_ceiling "$ios" "$android"
+  kill "$SIMPID" 2>/dev/null || true
+  both=$(awk -v b="$M_BUGLE" -v p="$M_PG" 'BEGIN {printf "%.3f", b + p}')
+  printf '%-36s %s\n' "devices (mixed: iOS + Android/web)" "$n ($runs runs, medians)"
+  printf '%-36s %s\n' "Bugle end-to-end notif/s" "$M_RATE"
+  printf '%-36s %s\n' "h2load notif/s (same simulator)" "$H2_RATE ($H2_OK x 2xx: $ios APNs + $android FCM at once)"
+  printf '%-36s %s\n' "ratio to ceiling" "$(ratio "$M_RATE" "$H2_RATE")"
+  printf '%-36s %s\n' "Bugle CPU s / 10k" "$M_BUGLE"
+  printf '%-36s %s\n' "PostgreSQL CPU s / 10k" "$M_PG"
+  printf '%-36s %s\n' "Bugle + PostgreSQL CPU s / 10k" "$both (h2load: $H2_CPU, $(ratio "$both" "$H2_CPU") of it)"
+  printf '%-36s %s\n' "simulator CPU s / 10k" "$M_SIM (under h2load: $H2_SIM)"
+  printf '%-36s %s\n' "Bugle peak RSS MB" "$M_RSS"
+  printf '%-36s %s\n' "time to first send s" "$M_FIRST"
+  printf '%-36s %s\n' "phases s (materialize/send/report)" "$M_MAT / $M_SEND / $M_REPORT"
   exit 0
 fi
 
-if [ "$mode" = apns ]; then
+if [ "$mode" = legacy ]; then
   n=${devices%%,*}
-  [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
-  command -v h2load >/dev/null || { echo "h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; }
   "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
-  "$SIM" certs "$WORK/sim" --port 0 >/dev/null
-  "$SIM" serve --dir "$WORK/sim" --apns-port 0 > "$WORK/sim.out" 2>&1 &
-  SIMPID=$!
-  for _ in $(seq 100); do grep -q "^apns " "$WORK/sim.out" && break; sleep 0.1; done
-  PORT_SIM=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
-  cat > "$WORK/apns-campaign.yaml" <<YAML
-name: bench-apns
-notification_type: bench
-dedupe: none
-segment:
-  page_size: 5000
-  sql: |
-    $SQL AND d.platform = 'ios' AND d.id <= $((2 * n))
-message:
-  default_locale: en
-  locales:
-    en: { title: "Benchmark", body: "Hello from the benchmark" }
-    de: { title: "Benchmark", body: "Hallo vom Benchmark" }
-  data: { deeplink: "app://bench" }
-  apns: { push_type: alert, priority: 10, collapse_id: bench }
-delivery: { in_flight_window: 2000 }
-YAML
-  rates=(); bcpu=(); pcpu=(); scpu=(); rss=()
-  for r in $(seq "$runs"); do
-    p0=$(postgres_cpu); s0=$(cpu_of $SIMPID)
-    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$WORK/apns-campaign.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" > "$WORK/run.out"
-    p1=$(postgres_cpu); s1=$(cpu_of $SIMPID)
-    [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.out" "$BENCH_KEEP.run$r.out"
-    read -r secs user sys kb < "$WORK/time"
-    sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
-    rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
-    bcpu+=("$(awk -v u="$user" -v s="$sys" -v n="$sent" 'BEGIN {printf "%.3f", (u + s) * 10000 / n}')")
-    pcpu+=("$(awk -v a="$p0" -v b="$p1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
-    scpu+=("$(awk -v a="$s0" -v b="$s1" -v n="$sent" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}')")
-    rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
+  start_simulator
+  "$SIM" legacy --dir "$WORK/sim" --port 0 --feedback-port 0 --quiet-period "$quiet" > "$WORK/legacy.out" 2>&1 &
+  LEGACYPID=$!; SIM_PIDS="$SIM_PIDS $LEGACYPID"
+  for _ in $(seq 100); do grep -q "^providers file: " "$WORK/legacy.out" && break; sleep 0.1; done
+  grep -q "^providers file: " "$WORK/legacy.out" || { echo "bugle-sim legacy did not start:" >&2; cat "$WORK/legacy.out" >&2; exit 1; }
+  for transport in http2 legacy; do
+    mixed_campaign "$transport" "AND d.platform = 'ios' AND d.id <= $((2 * n))" "$window" "ios_transport: $transport"
   done
-  JWT=$("$SIM" jwt "$WORK/sim")
-  printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from the benchmark"}},"deeplink":"app://bench"}' > "$WORK/payload.json"
-  TOKEN=0a0b0c0d$(printf '%056d' 1)
-  s0=$(cpu_of $SIMPID)
-  h2=$(h2load -n "$n" -c 4 -m 250 -H "authorization: bearer $JWT" -H "apns-topic: com.example.bugle" \
-        -H "apns-push-type: alert" -H "apns-priority: 10" -d "$WORK/payload.json" \
-        "https://127.0.0.1:$PORT_SIM/3/device/$TOKEN" 2>&1)
-  s1=$(cpu_of $SIMPID)
-  h2rate=$(echo "$h2" | sed -n 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/\1/p')
-  h2ok=$(echo "$h2" | sed -n 's/.*status codes: \([0-9]*\) 2xx.*/\1/p')
-  kill $SIMPID 2>/dev/null || true
-  med() { printf '%s\n' "$@" | median; }
-  rate=$(med "${rates[@]}")
-  printf '%-28s %s\n' "iOS notifications" "$n (per run; $runs runs, median)"
-  printf '%-28s %s\n' "Bugle end-to-end notif/s" "$rate"
-  printf '%-28s %s\n' "h2load req/s (same sim)" "${h2rate:-?} (${h2ok:-?} x 2xx of $n)"
-  printf '%-28s %s\n' "ratio" "$(awk -v a="$rate" -v b="${h2rate:-0}" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "?"}')"
-  printf '%-28s %s\n' "Bugle CPU s / 10k" "$(med "${bcpu[@]}")"
-  printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$(med "${pcpu[@]}")"
-  printf '%-28s %s\n' "simulator CPU s / 10k" "$(med "${scpu[@]}") (h2load: $(awk -v a="$s0" -v b="$s1" -v n="$n" 'BEGIN {printf "%.3f", (b - a) * 10000 / n}'))"
-  printf '%-28s %s\n' "Bugle peak RSS MB" "$(med "${rss[@]}")"
+  # HTTP/2 first: its 410s deactivate the demo set's 2% dead tokens, so both lanes then send the same devices.
+  measure "$WORK/http2.yaml" "$WORK/sim/providers.yaml" "$SIMPID" ""
+  h2="$M_RATE $M_BUGLE $M_PG $M_SIM $M_RSS"
+  measure "$WORK/legacy.yaml" "$WORK/sim/providers-legacy.yaml" "$LEGACYPID" ""
+  lg="$M_RATE $M_BUGLE $M_PG $M_SIM $M_RSS"
+  printf '%-28s %s\n' "iOS notifications" "$n per run ($runs runs per lane, medians; window $window, quiet_period ${quiet}s)"
+  printf '%-22s %10s %14s %14s %14s %10s\n' lane "notif/s" "Bugle CPU/10k" "PG CPU/10k" "sim CPU/10k" "RSS MB"
+  # shellcheck disable=SC2086
+  printf '%-22s %10s %14s %14s %14s %10s\n' "HTTP/2 (apns)" $h2
+  # shellcheck disable=SC2086
+  printf '%-22s %10s %14s %14s %14s %10s\n' "legacy binary" $lg
+  exit 0
+fi
+
+if [ "$mode" = apns ] || [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
+  n=${devices%%,*}
+  "$BIN" demo --seed-only --devices $((2 * n)) >/dev/null
+  start_simulator --fcm
+  case "$mode" in
+    apns) filter="AND d.platform = 'ios'" ;;
+    fcm) filter="AND d.platform <> 'ios'" ;;
+    mixed) filter="" ;;
+  esac
+  mixed_campaign "$mode" "$filter AND d.id <= $((2 * n))" 2000
+  measure "$WORK/$mode.yaml" "$WORK/sim/providers.yaml" "$SIMPID" ""
+  case "$mode" in
+    apns) h2load_ceiling "$n" 0 ;;
+    fcm) h2load_ceiling 0 "$n" ;;
+    mixed) h2load_ceiling "$n" "$n" ;;
+  esac
+  kill "$SIMPID" 2>/dev/null || true
+  printf '%-28s %s\n' "mode" "$mode, $n notifications per provider ($runs runs, medians)"
+  printf '%-28s %s\n' "Bugle end-to-end notif/s" "$M_RATE"
+  printf '%-28s %s\n' "h2load req/s (same sim)" "$H2_RATE ($H2_OK x 2xx)"
+  printf '%-28s %s\n' "ratio" "$(ratio "$M_RATE" "$H2_RATE")"
+  printf '%-28s %s\n' "Bugle CPU s / 10k" "$M_BUGLE"
+  printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$M_PG"
+  printf '%-28s %s\n' "simulator CPU s / 10k" "$M_SIM (h2load: $H2_SIM)"
+  printf '%-28s %s\n' "Bugle peak RSS MB" "$M_RSS"
   exit 0
 fi
 

@@ -33,6 +33,13 @@ public struct Materializer: Sendable {
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
         var skipped: [SkipReason: Int64] = [:]
+        var writing: Task<PageWrite, any Error>?
+        func count(_ write: PageWrite) {
+            inserted += write.written - Int64(write.rows - write.valid)
+            if write.written < Int64(write.rows) {
+                skipped[.duplicateToken, default: 0] += Int64(write.rows) - write.written
+            }
+        }
         let scan: SegmentScan
         do {
             scan = try await reader.read { rows in
@@ -59,14 +66,16 @@ public struct Materializer: Sendable {
                         )
                     }
                 }
-                let written = try await insert(runID: runID, batch)
-                let valid = Int64(batch.validCount)
-                inserted += written - (Int64(batch.seqs.count) - valid)
-                if written < Int64(batch.seqs.count) {
-                    skipped[.duplicateToken, default: 0] += Int64(batch.seqs.count) - written
-                }
+                // One page is written while the next is read and validated (two connections): wait for the
+                // previous page's insert only now, then hand this page over.
+                if let previous = writing { count(try await previous.value) }
+                let page = batch
+                writing = Task { [self] in PageWrite(rows: page.seqs.count, valid: page.validCount, written: try await insert(runID: runID, page)) }
             }
+            if let last = writing { count(try await last.value) }
         } catch {
+            writing?.cancel()
+            _ = try? await writing?.value
             try? await markFailed(runID: runID, reason: String(describing: error))
             throw error
         }
@@ -127,8 +136,16 @@ public struct Materializer: Sendable {
     }
 }
 
+/// What writing one page did: rows handed over, how many of them were valid, rows actually inserted (the rest
+/// collapsed into an earlier recipient with the same token).
+private struct PageWrite: Sendable {
+    var rows: Int
+    var valid: Int
+    var written: Int64
+}
+
 /// Column arrays of one page, bound as `unnest` arrays (one statement per page).
-private struct PageBatch {
+private struct PageBatch: Sendable {
     var seqs: [Int64] = []
     var deviceIDs: [Int64] = []
     var userIDs: [String] = []
