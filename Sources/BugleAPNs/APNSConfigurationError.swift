@@ -6,6 +6,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
         case invalidKey(path: String)
         case invalidCertificate(path: String)
         case invalidIdentifier(field: String)
+        case missingPassphrase(variable: String)
+        case wrongPassphraseOrBundle(path: String, variable: String?)
         case unsupported(String)
     }
 
@@ -23,6 +25,12 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
     /// `team_id` or `key_id` is not 10 alphanumeric characters.
     public static func invalidIdentifier(field: String) -> Self { Self(base: .invalidIdentifier(field: field)) }
+    /// `passphrase_env` names a variable that is not set.
+    public static func missingPassphrase(variable: String) -> Self { Self(base: .missingPassphrase(variable: variable)) }
+    /// A PKCS#12 bundle or encrypted key could not be opened (wrong passphrase, or not such a file).
+    public static func wrongPassphraseOrBundle(path: String, variable: String?) -> Self {
+        Self(base: .wrongPassphraseOrBundle(path: path, variable: variable))
+    }
     /// A configuration this build does not support.
     public static func unsupported(_ what: String) -> Self { Self(base: .unsupported(what)) }
 
@@ -39,6 +47,11 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
             return "\(path) holds no usable PEM certificate"
         case .invalidIdentifier(let field):
             return "apns \(field) must be 10 letters or digits"
+        case .missingPassphrase(let variable):
+            return "apns.auth.certificate.passphrase_env names \(variable), which is not set in the environment"
+        case .wrongPassphraseOrBundle(let path, let variable):
+            return "\(path) could not be opened"
+                + (variable.map { " with the passphrase in \($0): wrong passphrase, or" } ?? ":") + " not a valid key or PKCS#12 bundle"
         case .unsupported(let what):
             return "unsupported APNs configuration: \(what)"
         }

@@ -26,16 +26,25 @@ public final class APNSProvider: PushProvider {
         public var safeRetryLimit: Int
         /// Event loops for the connections (default: the shared singleton group).
         public var eventLoopGroup: (any EventLoopGroup)?
+        /// Where `auth.certificate.passphrase_env` is looked up.
+        public var environment: [String: String]
 
         /// Creates options.
         /// - Parameters:
         ///   - allowReadableKeys: Accept group/other-readable key files.
         ///   - safeRetryLimit: Immediate safe retries per send.
         ///   - eventLoopGroup: Event loops (nil = `MultiThreadedEventLoopGroup.singleton`).
-        public init(allowReadableKeys: Bool = false, safeRetryLimit: Int = 3, eventLoopGroup: (any EventLoopGroup)? = nil) {
+        ///   - environment: Where a passphrase variable is looked up (default: this process's environment).
+        public init(
+            allowReadableKeys: Bool = false,
+            safeRetryLimit: Int = 3,
+            eventLoopGroup: (any EventLoopGroup)? = nil,
+            environment: [String: String] = ProcessInfo.processInfo.environment
+        ) {
             self.allowReadableKeys = allowReadableKeys
             self.safeRetryLimit = safeRetryLimit
             self.eventLoopGroup = eventLoopGroup
+            self.environment = environment
         }
     }
 
@@ -105,21 +114,12 @@ public final class APNSProvider: PushProvider {
             tls.additionalTrustRoots = [.certificates(certificates)]
         }
         if case .certificate(let certFile, let keyFile, let passphraseEnv) = settings.auth {
-            if passphraseEnv != nil {
-                throw .unsupported("encrypted client keys (passphrase_env) are not supported yet")
-            }
-            let certPEM = try APNSKeyFile.readText(certFile)
-            guard let chain = try? NIOSSLCertificate.fromPEMBytes(Array(certPEM.utf8)), !chain.isEmpty else {
-                throw .invalidCertificate(path: certFile)
-            }
-            let keyPath = keyFile ?? certFile
-            try APNSKeyFile.checkPermissions(keyPath, allowReadableKeys: options.allowReadableKeys)
-            let keyPEM = try APNSKeyFile.readText(keyPath)
-            guard let key = try? NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem) else {
-                throw .invalidKey(path: keyPath)
-            }
-            tls.certificateChain = chain.map { .certificate($0) }
-            tls.privateKey = .privateKey(key)
+            let identity = try APNSClientIdentity.load(
+                certFile: certFile, keyFile: keyFile, passphraseEnv: passphraseEnv,
+                environment: options.environment, allowReadableKeys: options.allowReadableKeys
+            )
+            tls.certificateChain = identity.chain.map { .certificate($0) }
+            tls.privateKey = .privateKey(identity.key)
         }
         do {
             self.pool = try HTTP2ConnectionPool(

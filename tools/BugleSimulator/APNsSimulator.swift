@@ -71,6 +71,11 @@ public final class APNsSimulator: Sendable {
         )
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]
+        if let clientCAPEM = configuration.clientCAPEM {
+            // Certificate mode: the handshake itself refuses a client without a certificate from this CA.
+            tls.certificateVerification = .noHostnameVerification
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(clientCAPEM.utf8)))
+        }
         let sslContext = try NIOSSLContext(configuration: tls)
 
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()

@@ -35,6 +35,10 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var wallClock: @Sendable () -> Double
     /// Number of event-loop threads (default: number of cores).
     public var threads: Int
+    /// Certificate mode: when set, every connection must present a client certificate issued by this CA (PEM),
+    /// and its requests are authorised by that certificate, so they need no bearer token (one sent anyway is
+    /// ignored, as APNs does on a certificate connection). Nil: token auth only (the default).
+    public var clientCAPEM: String? = nil
 
     /// Fault injection knobs. Random choices use one seeded generator, so a run is reproducible
     /// for a given request order.

@@ -117,6 +117,8 @@ final class APNsSimulatorCore: Sendable {
         connection: APNsConnectionContext,
         now: Double
     ) -> (status: Int, reason: String)? {
+        // Certificate mode: the TLS handshake already checked the client's certificate.
+        if configuration.clientCAPEM != nil { return nil }
         guard let authorization, !authorization.isEmpty else { return (403, "MissingProviderToken") }
         guard authorization.utf8.count > 7,
             authorization.prefix(7).lowercased() == "bearer "

@@ -1,0 +1,154 @@
+import BugleAPNs
+import BugleCore
+import BugleSimulator
+import Foundation
+import Testing
+
+/// Certificate-based APNs auth against the simulator in certificate mode: the TLS handshake carries the identity,
+/// requests carry no bearer token.
+@Suite("APNs certificate auth (PEM, encrypted PEM, PKCS#12) over TLS + HTTP/2")
+struct APNsCertificateAuthTests {
+    static let passphrase = "correct horse battery staple"
+    static let variable = "BUGLE_TEST_APNS_PASSPHRASE"
+
+    /// A simulator that requires a client certificate from its CA, and that certificate (plain PEM key).
+    struct Fixture {
+        let environment: APNsTestEnvironment
+        let simulator: APNsSimulator
+        let port: Int
+        let certificateFile: String
+        let keyFile: String
+
+        static func start() async throws -> Fixture {
+            let environment = try APNsTestEnvironment()
+            let client = try SimulatorCertificates.generateLegacyClient(in: environment.directory)
+            let simulator = APNsSimulator(configuration: environment.simulatorConfiguration { $0.clientCAPEM = environment.material.caPEM })
+            let port = try await simulator.start()
+            return Fixture(environment: environment, simulator: simulator, port: port, certificateFile: client.certificateFile, keyFile: client.keyFile)
+        }
+
+        func settings(_ auth: APNsSettings.Auth) -> APNsSettings {
+            var settings = environment.settings(port: port, connections: 1)
+            settings.auth = auth
+            return settings
+        }
+
+        /// Sends one notification through a lane built from `auth`.
+        func send(_ auth: APNsSettings.Auth, seq: Int64, environment variables: [String: String] = [:]) async throws -> SendOutcome {
+            let provider = try APNSProvider(
+                settings: settings(auth), tokenSource: nil, options: .init(environment: variables), logger: APNsTestEnvironment.logger
+            )
+            let outcome = await provider.send(APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken(Int(seq)), seq: seq))
+            await provider.shutdown()
+            return outcome
+        }
+
+        func stop() async throws {
+            try await simulator.stop()
+            environment.remove()
+        }
+
+        /// Runs openssl with `arguments`; the passphrase goes through the environment, never the command line.
+        func openssl(_ arguments: [String]) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = arguments
+            process.environment = ["PASS": APNsCertificateAuthTests.passphrase]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "openssl \(arguments.first ?? "") failed")
+        }
+    }
+
+    static func isDelivered(_ outcome: SendOutcome) -> Bool {
+        if case .delivered = outcome { return true }
+        return false
+    }
+
+    @Test("a PEM certificate and key, an encrypted key and a PKCS#12 bundle each deliver without a bearer token")
+    func everyFormDelivers() async throws {
+        let fixture = try await Fixture.start()
+        do {
+            let directory = fixture.environment.directory
+            #expect(Self.isDelivered(try await fixture.send(.certificate(certFile: fixture.certificateFile, keyFile: fixture.keyFile, passphraseEnv: nil), seq: 1)))
+
+            let encryptedKey = directory + "/client-encrypted.key"
+            try fixture.openssl(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", fixture.keyFile, "-out", encryptedKey, "-passout", "env:PASS"])
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: encryptedKey)
+            let encrypted = APNsSettings.Auth.certificate(certFile: fixture.certificateFile, keyFile: encryptedKey, passphraseEnv: Self.variable)
+            #expect(Self.isDelivered(try await fixture.send(encrypted, seq: 2, environment: [Self.variable: Self.passphrase])))
+
+            let bundle = directory + "/client.p12"
+            try fixture.openssl(["pkcs12", "-export", "-in", fixture.certificateFile, "-inkey", fixture.keyFile, "-out", bundle, "-passout", "env:PASS"])
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle)
+            let pkcs12 = APNsSettings.Auth.certificate(certFile: bundle, keyFile: nil, passphraseEnv: Self.variable)
+            #expect(Self.isDelivered(try await fixture.send(pkcs12, seq: 3, environment: [Self.variable: Self.passphrase])))
+
+            // Three notifications reached the simulator, none of them with a token.
+            #expect(fixture.simulator.accepted().count == 3)
+            #expect(fixture.simulator.counters().rejectedByReason.isEmpty)
+        } catch {
+            try await fixture.stop()
+            throw error
+        }
+        try await fixture.stop()
+    }
+
+    @Test("a missing or wrong passphrase, or a readable bundle, stops the lane with an error that names the file and variable only")
+    func badPassphrasesAreClearErrors() async throws {
+        let fixture = try await Fixture.start()
+        do {
+            let bundle = fixture.environment.directory + "/client.p12"
+            try fixture.openssl(["pkcs12", "-export", "-in", fixture.certificateFile, "-inkey", fixture.keyFile, "-out", bundle, "-passout", "env:PASS"])
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle)
+            let pkcs12 = APNsSettings.Auth.certificate(certFile: bundle, keyFile: nil, passphraseEnv: Self.variable)
+
+            let missing = #expect(throws: APNSConfigurationError.self) {
+                _ = try APNSProvider(settings: fixture.settings(pkcs12), tokenSource: nil, options: .init(environment: [:]), logger: APNsTestEnvironment.logger)
+            }
+            #expect(missing == .missingPassphrase(variable: Self.variable))
+
+            let wrong = #expect(throws: APNSConfigurationError.self) {
+                _ = try APNSProvider(
+                    settings: fixture.settings(pkcs12), tokenSource: nil, options: .init(environment: [Self.variable: "not it"]),
+                    logger: APNsTestEnvironment.logger
+                )
+            }
+            let message = wrong.map { String(describing: $0) } ?? ""
+            #expect(message.contains(bundle) && message.contains(Self.variable), "\(message)")
+            #expect(!message.contains("not it") && !message.contains(Self.passphrase))
+
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: bundle)
+            #expect(throws: APNSConfigurationError.self) {
+                _ = try APNSProvider(
+                    settings: fixture.settings(pkcs12), tokenSource: nil, options: .init(environment: [Self.variable: Self.passphrase]),
+                    logger: APNsTestEnvironment.logger
+                )
+            }
+        } catch {
+            try await fixture.stop()
+            throw error
+        }
+        try await fixture.stop()
+    }
+
+    @Test("without a client certificate the certificate-mode simulator refuses the connection and nothing is delivered")
+    func tokenLaneIsRefusedInCertificateMode() async throws {
+        let fixture = try await Fixture.start()
+        do {
+            var settings = fixture.environment.settings(port: fixture.port, connections: 1, timeout: 5)
+            settings.auth = .token(teamID: fixture.environment.material.teamID, keyID: fixture.environment.material.keyID, keyFile: fixture.environment.material.keyFile)
+            let provider = try APNSProvider(settings: settings, logger: APNsTestEnvironment.logger)
+            let outcome = await provider.send(APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken(9), seq: 9))
+            await provider.shutdown()
+            #expect(!Self.isDelivered(outcome), "\(outcome)")
+            #expect(fixture.simulator.accepted().isEmpty)
+        } catch {
+            try await fixture.stop()
+            throw error
+        }
+        try await fixture.stop()
+    }
+}
