@@ -5,9 +5,18 @@ import NIOTLS
 
 /// Sits after `NIOHTTP2Handler` on a client connection and reports connection-level events to the pool:
 /// TLS handshake done (ready), the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (including decreases),
-/// GOAWAY, and errors.
+/// GOAWAY, and errors. It also checks the connection's health: once ready it sends a PING every
+/// `keepalive.interval`, and closes the connection (the pool then reconnects) when a PING goes unanswered
+/// for `keepalive.timeout` — a peer that vanished without a FIN is found before requests are lost on it.
 final class HTTP2ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    /// PING health checks.
+    struct Keepalive: Sendable {
+        var interval: TimeAmount
+        var timeout: TimeAmount
+    }
 
     /// Callbacks into the pool (all invoked on the connection's event loop).
     struct Events: Sendable {
@@ -18,10 +27,54 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     }
 
     private let events: Events
+    private let keepalive: Keepalive?
     private var isReady = false
+    private var pings: RepeatedTask?
+    private var unanswered: (data: HTTP2PingData, timeout: Scheduled<Void>)?
+    private var pingCounter: UInt64 = 0
 
-    init(events: Events) {
+    init(events: Events, keepalive: Keepalive?) {
         self.events = events
+        self.keepalive = keepalive
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopPings()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stopPings()
+        context.fireChannelInactive()
+    }
+
+    private func startPings(context: ChannelHandlerContext) {
+        guard let keepalive, pings == nil else { return }
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        pings = context.eventLoop.scheduleRepeatedTask(initialDelay: keepalive.interval, delay: keepalive.interval) { _ in
+            loopBound.value.handler.ping(context: loopBound.value.context, timeout: keepalive.timeout)
+        }
+    }
+
+    private func ping(context: ChannelHandlerContext, timeout: TimeAmount) {
+        guard unanswered == nil, context.channel.isActive else { return }
+        pingCounter &+= 1
+        let data = HTTP2PingData(withInteger: pingCounter)
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        let scheduled = context.eventLoop.scheduleTask(in: timeout) {
+            let (handler, context) = loopBound.value
+            handler.unanswered = nil
+            handler.events.failed("no answer to an HTTP/2 PING within \(timeout.nanoseconds / 1_000_000) ms")
+            context.close(promise: nil)
+        }
+        unanswered = (data, scheduled)
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
+    }
+
+    private func stopPings() {
+        pings?.cancel()
+        pings = nil
+        unanswered?.timeout.cancel()
+        unanswered = nil
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -32,6 +85,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             } else {
                 isReady = true
                 events.ready()
+                startPings(context: context)
             }
         }
         context.fireUserInboundEventTriggered(event)
@@ -46,6 +100,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             }
         case .goAway(let lastStreamID, _, _):
             events.goAway(Int(lastStreamID))
+        case .ping(let data, ack: true):
+            if let pending = unanswered, pending.data == data {
+                pending.timeout.cancel()
+                unanswered = nil
+            }
         default:
             break
         }

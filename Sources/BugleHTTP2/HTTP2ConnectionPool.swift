@@ -38,6 +38,10 @@ public final class HTTP2ConnectionPool: Sendable {
         public var backoffBase: TimeAmount = .milliseconds(100)
         /// Largest reconnect backoff.
         public var backoffCap: TimeAmount = .seconds(30)
+        /// How often each connection sends an HTTP/2 PING (nil: never).
+        public var pingInterval: TimeAmount? = .seconds(60)
+        /// A PING unanswered this long closes its connection, and the pool reconnects.
+        public var pingTimeout: TimeAmount = .seconds(20)
 
         /// Creates pool settings.
         /// - Parameters:
@@ -374,6 +378,9 @@ public final class HTTP2ConnectionPool: Sendable {
         var streamSettings = NIOHTTP2Handler.StreamConfiguration()
         streamSettings.targetWindowSize = 1 << 20
         let streamConfiguration = streamSettings
+        let keepalive = configuration.pingInterval.map {
+            HTTP2ConnectionHandler.Keepalive(interval: $0, timeout: configuration.pingTimeout)
+        }
 
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
@@ -390,7 +397,7 @@ public final class HTTP2ConnectionPool: Sendable {
                     ) { stream in
                         stream.close()
                     }
-                    try sync.addHandler(HTTP2ConnectionHandler(events: events))
+                    try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))
                 }
             }
         bootstrap.connect(host: configuration.host, port: configuration.port)

@@ -120,6 +120,14 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         return allowed
     }
 
+    /// Stops reading from the connection: the peer stays connected but answers nothing, PINGs included.
+    func stopReading() {
+        guard let parent = state.withLockedValue({ $0.channel }) else { return }
+        parent.eventLoop.execute {
+            parent.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+        }
+    }
+
     /// Sends SETTINGS with a new `MAX_CONCURRENT_STREAMS`.
     func sendSettings(maxConcurrentStreams: Int) {
         guard let parent = state.withLockedValue({ $0.channel }) else { return }

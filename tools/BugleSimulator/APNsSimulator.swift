@@ -179,6 +179,14 @@ public final class APNsSimulator: Sendable {
         ledgerBox.withLockedValue { $0 }?.flush()
     }
 
+    /// Makes every connection open now go silent: still connected, but nothing is read or answered (a path that
+    /// died without a FIN). Connections opened later are served normally.
+    public func silenceOpenConnections() {
+        for context in connections.withLockedValue({ Array($0.values) }) {
+            context.stopReading()
+        }
+    }
+
     /// Sends SETTINGS with a new `MAX_CONCURRENT_STREAMS` on every open connection (a mid-run decrease).
     /// - Parameter value: The new limit.
     public func announceMaxConcurrentStreams(_ value: Int) {

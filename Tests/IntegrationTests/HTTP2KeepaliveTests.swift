@@ -1,0 +1,88 @@
+import BugleHTTP2
+import BugleSimulator
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOPosix
+import NIOSSL
+import Testing
+
+/// PING health checks of the shared HTTP/2 pool, against the APNs simulator (certificate mode, so requests need
+/// no token) over real TLS.
+@Suite("HTTP/2 pool: PING health checks")
+struct HTTP2KeepaliveTests {
+    typealias Fixture = APNsCertificateAuthTests.Fixture
+
+    static func pool(_ fixture: Fixture, pingInterval: TimeAmount?) throws -> HTTP2ConnectionPool {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = ["h2"]
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(fixture.environment.material.caFile))
+        tls.certificateChain = try NIOSSLCertificate.fromPEMFile(fixture.certificateFile).map { .certificate($0) }
+        tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: fixture.keyFile, format: .pem))
+        var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: fixture.port, connections: 1, tls: tls, serviceName: "APNs")
+        configuration.pingInterval = pingInterval
+        configuration.pingTimeout = .milliseconds(300)
+        return try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
+    }
+
+    static func send(_ pool: HTTP2ConnectionPool, fixture: Fixture, index: Int, within seconds: Int64) async throws -> HTTP2Response {
+        let headers: HPACKHeaders = [
+            ":method": "POST", ":scheme": "https", ":authority": "127.0.0.1:\(fixture.port)",
+            ":path": "/3/device/" + APNsTestEnvironment.liveToken(index),
+            "apns-topic": fixture.environment.material.topic, "apns-push-type": "alert",
+        ]
+        return try await pool.execute(headers: headers, body: ByteBuffer(string: #"{"aps":{"alert":"hi"}}"#), deadline: .now() + .seconds(seconds))
+    }
+
+    /// Waits (polling, up to 10 s) until the pool holds no open connection.
+    static func waitUntilClosed(_ pool: HTTP2ConnectionPool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if pool.streamLimits().isEmpty { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    @Test("a peer that goes silent is found by an unanswered PING: the connection is replaced before the next request")
+    func silentPeerIsReplaced() async throws {
+        let fixture = try await Fixture.start()
+        let pool = try Self.pool(fixture, pingInterval: .milliseconds(200))
+        do {
+            #expect(try await Self.send(pool, fixture: fixture, index: 1, within: 10).status == 200)
+            #expect(fixture.simulator.counters().connections == 1)
+            fixture.simulator.silenceOpenConnections()
+            // PING at most 200 ms later, unanswered for 300 ms: the pool closes that connection...
+            #expect(try await Self.waitUntilClosed(pool), "the silent connection was never closed")
+            // ...and the next request goes out on a new one.
+            #expect(try await Self.send(pool, fixture: fixture, index: 2, within: 10).status == 200)
+            #expect(fixture.simulator.counters().connections == 2)
+            #expect(fixture.simulator.accepted().count == 2)
+        } catch {
+            await pool.shutdown()
+            try await fixture.stop()
+            throw error
+        }
+        await pool.shutdown()
+        try await fixture.stop()
+    }
+
+    @Test("without PINGs the same silent connection keeps the request until its deadline (what the check prevents)")
+    func withoutPingsTheRequestIsLost() async throws {
+        let fixture = try await Fixture.start()
+        let pool = try Self.pool(fixture, pingInterval: nil)
+        do {
+            #expect(try await Self.send(pool, fixture: fixture, index: 1, within: 10).status == 200)
+            fixture.simulator.silenceOpenConnections()
+            await #expect(throws: HTTP2TransportError.self) { _ = try await Self.send(pool, fixture: fixture, index: 2, within: 1) }
+            #expect(!pool.streamLimits().isEmpty, "nothing noticed the silent connection")
+            #expect(fixture.simulator.counters().connections == 1)
+        } catch {
+            await pool.shutdown()
+            try await fixture.stop()
+            throw error
+        }
+        await pool.shutdown()
+        try await fixture.stop()
+    }
+}
