@@ -48,6 +48,18 @@ struct APNsCertificateAuthTests {
             environment.remove()
         }
 
+        /// Starts a fixture, runs `body` with it, and stops it whether `body` throws or not.
+        static func with(_ body: (Fixture) async throws -> Void) async throws {
+            let fixture = try await start()
+            do {
+                try await body(fixture)
+            } catch {
+                try await fixture.stop()
+                throw error
+            }
+            try await fixture.stop()
+        }
+
         /// Runs openssl with `arguments`; the passphrase goes through the environment, never the command line.
         func openssl(_ arguments: [String]) throws {
             let process = Process()
@@ -69,8 +81,7 @@ struct APNsCertificateAuthTests {
 
     @Test("a PEM certificate and key, an encrypted key and a PKCS#12 bundle each deliver without a bearer token")
     func everyFormDelivers() async throws {
-        let fixture = try await Fixture.start()
-        do {
+        try await Fixture.with { fixture in
             let directory = fixture.environment.directory
             #expect(Self.isDelivered(try await fixture.send(.certificate(certFile: fixture.certificateFile, keyFile: fixture.keyFile, passphraseEnv: nil), seq: 1)))
 
@@ -89,17 +100,12 @@ struct APNsCertificateAuthTests {
             // Three notifications reached the simulator, none of them with a token.
             #expect(fixture.simulator.accepted().count == 3)
             #expect(fixture.simulator.counters().rejectedByReason.isEmpty)
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 
     @Test("a missing or wrong passphrase, or a readable bundle, stops the lane with an error that names the file and variable only")
     func badPassphrasesAreClearErrors() async throws {
-        let fixture = try await Fixture.start()
-        do {
+        try await Fixture.with { fixture in
             let bundle = fixture.environment.directory + "/client.p12"
             try fixture.openssl(["pkcs12", "-export", "-in", fixture.certificateFile, "-inkey", fixture.keyFile, "-out", bundle, "-passout", "env:PASS"])
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle)
@@ -127,17 +133,12 @@ struct APNsCertificateAuthTests {
                     logger: APNsTestEnvironment.logger
                 )
             }
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 
     @Test("without a client certificate the certificate-mode simulator refuses the connection and nothing is delivered")
     func tokenLaneIsRefusedInCertificateMode() async throws {
-        let fixture = try await Fixture.start()
-        do {
+        try await Fixture.with { fixture in
             var settings = fixture.environment.settings(port: fixture.port, connections: 1, timeout: 5)
             settings.auth = .token(teamID: fixture.environment.material.teamID, keyID: fixture.environment.material.keyID, keyFile: fixture.environment.material.keyFile)
             let provider = try APNSProvider(settings: settings, logger: APNsTestEnvironment.logger)
@@ -145,10 +146,6 @@ struct APNsCertificateAuthTests {
             await provider.shutdown()
             #expect(!Self.isDelivered(outcome), "\(outcome)")
             #expect(fixture.simulator.accepted().isEmpty)
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 }

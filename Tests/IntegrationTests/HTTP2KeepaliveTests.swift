@@ -46,43 +46,31 @@ struct HTTP2KeepaliveTests {
 
     @Test("a peer that goes silent is found by an unanswered PING: the connection is replaced before the next request")
     func silentPeerIsReplaced() async throws {
-        let fixture = try await Fixture.start()
-        let pool = try Self.pool(fixture, pingInterval: .milliseconds(200))
-        do {
+        try await Fixture.with { fixture in
+            let pool = try Self.pool(fixture, pingInterval: .milliseconds(200))
+            defer { Task { await pool.shutdown() } }
             #expect(try await Self.send(pool, fixture: fixture, index: 1, within: 10).status == 200)
             #expect(fixture.simulator.counters().connections == 1)
-            fixture.simulator.silenceOpenConnections()
+            await fixture.simulator.silenceOpenConnections()
             // PING at most 200 ms later, unanswered for 300 ms: the pool closes that connection...
             #expect(try await Self.waitUntilClosed(pool), "the silent connection was never closed")
             // ...and the next request goes out on a new one.
             #expect(try await Self.send(pool, fixture: fixture, index: 2, within: 10).status == 200)
             #expect(fixture.simulator.counters().connections == 2)
             #expect(fixture.simulator.accepted().count == 2)
-        } catch {
-            await pool.shutdown()
-            try await fixture.stop()
-            throw error
         }
-        await pool.shutdown()
-        try await fixture.stop()
     }
 
     @Test("without PINGs the same silent connection keeps the request until its deadline (what the check prevents)")
     func withoutPingsTheRequestIsLost() async throws {
-        let fixture = try await Fixture.start()
-        let pool = try Self.pool(fixture, pingInterval: nil)
-        do {
+        try await Fixture.with { fixture in
+            let pool = try Self.pool(fixture, pingInterval: nil)
+            defer { Task { await pool.shutdown() } }
             #expect(try await Self.send(pool, fixture: fixture, index: 1, within: 10).status == 200)
-            fixture.simulator.silenceOpenConnections()
+            await fixture.simulator.silenceOpenConnections()
             await #expect(throws: HTTP2TransportError.self) { _ = try await Self.send(pool, fixture: fixture, index: 2, within: 1) }
             #expect(!pool.streamLimits().isEmpty, "nothing noticed the silent connection")
             #expect(fixture.simulator.counters().connections == 1)
-        } catch {
-            await pool.shutdown()
-            try await fixture.stop()
-            throw error
         }
-        await pool.shutdown()
-        try await fixture.stop()
     }
 }

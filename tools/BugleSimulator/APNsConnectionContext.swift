@@ -120,12 +120,11 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         return allowed
     }
 
-    /// Stops reading from the connection: the peer stays connected but answers nothing, PINGs included.
-    func stopReading() {
+    /// Makes the connection deaf: from now on every byte that arrives is dropped before TLS sees it, so the peer
+    /// stays connected but nothing is answered, PINGs included.
+    func stopReading() async {
         guard let parent = state.withLockedValue({ $0.channel }) else { return }
-        parent.eventLoop.execute {
-            parent.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
-        }
+        try? await parent.pipeline.addHandler(InboundBlackhole(), position: .first).get()
     }
 
     /// Sends SETTINGS with a new `MAX_CONCURRENT_STREAMS`.
@@ -159,4 +158,11 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         // Safety net: hung streams must not keep a drained connection open forever.
         parent.eventLoop.scheduleTask(in: .seconds(10)) { parent.close(promise: nil) }
     }
+}
+
+/// Drops everything a connection receives (``APNsSimulator/silenceOpenConnections()``).
+private final class InboundBlackhole: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }

@@ -181,9 +181,9 @@ public final class APNsSimulator: Sendable {
 
     /// Makes every connection open now go silent: still connected, but nothing is read or answered (a path that
     /// died without a FIN). Connections opened later are served normally.
-    public func silenceOpenConnections() {
+    public func silenceOpenConnections() async {
         for context in connections.withLockedValue({ Array($0.values) }) {
-            context.stopReading()
+            await context.stopReading()
         }
     }
 
