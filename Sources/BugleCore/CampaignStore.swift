@@ -126,29 +126,69 @@ public struct Lease: Sendable, Equatable {
     public var epoch: Int64
     /// In-flight rows of earlier epochs recovered per the ambiguous policy when the lease was taken.
     public var recoveredInFlight: Int64
+    /// Live workers on the run when the lease was taken, this one included.
+    public var liveWorkers: Int
 
-    public init(runID: Int64, owner: String, epoch: Int64, recoveredInFlight: Int64) {
+    public init(runID: Int64, owner: String, epoch: Int64, recoveredInFlight: Int64, liveWorkers: Int = 1) {
         self.runID = runID
         self.owner = owner
         self.epoch = epoch
+        self.recoveredInFlight = recoveredInFlight
+        self.liveWorkers = liveWorkers
+    }
+}
+
+/// How a worker asks for a run's lease.
+public enum LeaseMode: Sendable, Equatable {
+    /// `bugle run` / `bugle resume`: the run must have no live worker (a ready, running or paused run).
+    case exclusive
+    /// `bugle worker`: join a run that is `running`, beside the workers already on it.
+    case join
+}
+
+/// The answer to a lease renewal.
+public struct LeaseRenewal: Sendable, Equatable {
+    /// False when the lease was lost (reaped after expiry) or the run is no longer `running`.
+    public var held: Bool
+    /// Live workers on the run, this one included (at least 1 when held).
+    public var liveWorkers: Int
+    /// In-flight rows of expired workers recovered by this renewal.
+    public var recoveredInFlight: Int64
+
+    public init(held: Bool, liveWorkers: Int, recoveredInFlight: Int64) {
+        self.held = held
+        self.liveWorkers = liveWorkers
         self.recoveredInFlight = recoveredInFlight
     }
 }
 
 /// The delivery ledger the runner drives (implemented on PostgreSQL by BugleStore).
 public protocol CampaignStore: Sendable {
-    /// Takes (or re-takes) the run's lease, bumping the epoch and recovering earlier epochs' in-flight rows.
-    /// - Returns: nil when another live owner holds it, or the run is not resumable.
-    func acquireLease(runID: Int64, owner: String, ttlSeconds: Int) async throws -> Lease?
-    /// Extends the lease; false when it was lost (fenced).
-    func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> Bool
+    /// Takes a lease on the run with a new epoch, reaping workers whose leases expired and recovering every
+    /// in-flight row no live worker holds.
+    /// - Returns: nil when the run is not available in this mode (a live worker holds it, or its status forbids).
+    func acquireLease(runID: Int64, owner: String, ttlSeconds: Int, mode: LeaseMode) async throws -> Lease?
+    /// Extends the lease and reaps peers whose leases expired.
+    func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> LeaseRenewal
     /// Claims due recipients — up to `limits[lane]` of each lane's oldest — keeping at most the run's window
-    /// in flight; reserves dedupe rows.
-    func claim(_ lease: Lease, limits: [ProviderKind: Int]) async throws -> ClaimResult
-    /// Writes outcomes of recipients claimed under `lease` (group commit). False when fenced.
+    /// in flight (across all its workers); reserves dedupe rows.
+    /// - Parameter claimID: this attempt's id, unique within the lease, stored on the claimed rows so that an
+    ///   attempt whose answer was lost can be handed back by ``releaseUnheld(_:claimIDs:)``.
+    func claim(_ lease: Lease, limits: [ProviderKind: Int], claimID: Int64) async throws -> ClaimResult
+    /// Writes outcomes of recipients claimed under `lease` (group commit). False when fenced: the lease was
+    /// reaped, and nothing was written.
     func record(_ lease: Lease, outcomes: [RecipientOutcome]) async throws -> Bool
+    /// Hands back recipients left `in_flight` by claim attempts of this lease whose answers never reached the
+    /// worker (the commit landed, the answer was lost with the connection, or the attempt was abandoned and ran
+    /// late). They were never sent. Safe whenever it runs: rows of attempts that answered are never touched.
+    /// - Returns: how many were handed back.
+    func releaseUnheld(_ lease: Lease, claimIDs: [Int64]) async throws -> Int64
     /// Counts of unfinished recipients.
     func progress(runID: Int64) async throws -> RunProgress
-    /// Ends the lease with a final or paused status, rebuilds the summary, releases unused dedupe reservations.
-    func finish(_ lease: Lease, status: RunStatus, reason: String?) async throws
+    /// Ends the lease. `completed`, `cancelled` and `failed` end the run, as does `paused` with `lastWorkerOnly`
+    /// false (a halt); with `lastWorkerOnly` true, the run is paused only when no other worker is live on it,
+    /// otherwise this worker just leaves. Rebuilds the summary; releases unused dedupe reservations at the end.
+    /// - Returns: true when the run's status was changed.
+    @discardableResult
+    func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool
 }

@@ -18,6 +18,12 @@ public struct CampaignRunner: Sendable {
         public var claimBatch: Int = 500
         /// Longest idle wait between checks for due retries.
         public var idlePoll: Duration = .milliseconds(500)
+        /// Told the number of live workers on the run at the start and at every renewal (to split lane rates).
+        public var onWorkerCount: (@Sendable (Int) -> Void)?
+        /// Longest wait for one ledger operation before it is abandoned and retried (see ``OperationDeadline``).
+        public var databaseDeadline: Duration = .seconds(30)
+        /// A crash point for tests (debug builds; see ``Failpoint``).
+        public var failpoint: Failpoint = .none
         public init() {}
     }
 
@@ -70,18 +76,29 @@ public struct CampaignRunner: Sendable {
     }
 
     /// Runs until every recipient is terminal, a stop is requested, a provider halts the run, or the lease is lost.
-    /// - Parameter owner: this worker's lease owner id (host:pid:random).
-    public func run(owner: String) async throws -> RunResult {
+    /// - Parameters:
+    ///   - owner: this worker's lease owner id (host:pid:random).
+    ///   - mode: `.exclusive` to start or resume the run alone, `.join` to add a worker to a running run.
+    public func run(owner: String, mode: LeaseMode = .exclusive) async throws -> RunResult {
         let runID = composer.runID
-        guard let lease = try await store.acquireLease(runID: runID, owner: owner, ttlSeconds: configuration.leaseTTLSeconds) else {
+        let ttl = configuration.leaseTTLSeconds
+        let granted = try await withDatabaseRetry("taking the lease") {
+            try await store.acquireLease(runID: runID, owner: owner, ttlSeconds: ttl, mode: mode)
+        }
+        guard let lease = granted else {
             return RunResult(runID: runID, ending: .fenced(nil), attempted: 0)
         }
-        logger.info("lease acquired", metadata: ["epoch": "\(lease.epoch)", "recovered_in_flight": "\(lease.recoveredInFlight)"])
+        control.leaseRenewed()
+        configuration.onWorkerCount?(lease.liveWorkers)
+        logger.info(
+            "lease acquired",
+            metadata: ["epoch": "\(lease.epoch)", "recovered_in_flight": "\(lease.recoveredInFlight)", "workers": "\(lease.liveWorkers)"]
+        )
         await withTaskGroup(of: Void.self) { group in
             for provider in providers.values { group.addTask { await provider.prepare() } }
         }
         if let progress {
-            let left = try await store.progress(runID: runID)
+            let left = try await withDatabaseRetry("reading progress") { try await store.progress(runID: runID) }
             progress.start(remaining: left.pending + left.inFlight + left.retryWait)
         }
         return try await withThrowingTaskGroup(of: RunResult?.self) { group in
@@ -103,11 +120,10 @@ public struct CampaignRunner: Sendable {
         }
     }
 
-    /// Renews the lease every TTL/3; self-fences when no renewal succeeded for TTL/2 or the lease was lost.
+    /// Renews the lease every TTL/3 (reaping peers whose leases expired, and passing the live worker count on);
+    /// self-fences when no renewal succeeded for TTL/2 or the lease was lost.
     private func heartbeat(_ lease: Lease) async {
         let ttl = configuration.leaseTTLSeconds
-        let clock = ContinuousClock()
-        var lastSuccess = clock.now
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: .milliseconds(ttl * 1000 / 3))
@@ -115,16 +131,21 @@ public struct CampaignRunner: Sendable {
                 return
             }
             do {
-                if try await store.renewLease(lease, ttlSeconds: ttl) {
-                    lastSuccess = clock.now
-                } else {
-                    logger.error("lease lost: another worker took the run over")
+                let renewal = try await store.renewLease(lease, ttlSeconds: ttl)
+                guard renewal.held else {
+                    logger.error("lease lost: the run was taken over, paused or finished elsewhere")
                     control.requestStop(.leaseLost)
                     return
                 }
+                control.leaseRenewed()
+                configuration.onWorkerCount?(renewal.liveWorkers)
+                if renewal.recoveredInFlight > 0 {
+                    logger.notice("took over an expired worker's recipients", metadata: ["recovered_in_flight": "\(renewal.recoveredInFlight)"])
+                }
             } catch {
                 logger.warning("lease renewal failed", metadata: ["error": "\(error)"])
-                if clock.now - lastSuccess > .milliseconds(ttl * 500) {
+                if control.secondsSinceRenewal > Double(ttl) / 2 {
+                    logger.error("lease not renewed for half its TTL: no more requests")
                     control.requestStop(.leaseLost)
                     return
                 }
@@ -140,7 +161,7 @@ public struct CampaignRunner: Sendable {
 
     /// What the send loop's child tasks report.
     private enum Event: Sendable {
-        case claimed(ClaimResult, requested: [ProviderKind: Int])
+        case claimed(ClaimResult, requested: [ProviderKind: Int], lost: [Int64])
         case answered(RecipientOutcome, SendOutcome, Platform)
         case recorded(Bool)
     }
@@ -164,6 +185,14 @@ public struct CampaignRunner: Sendable {
             var stop: Stop?
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
+            // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
+            // in flight under this lease and held by nobody.
+            var lostClaims: [Int64] = []
+            var nextClaimID: Int64 = 1
+            // Failpoints (tests): passes of each point, and the point that is draining towards its crash.
+            var passes: [Failpoint.Point: Int] = [:]
+            var crashing: Failpoint.Point?
+            var heldBack = 0
 
             while true {
                 if stop == nil, let request = control.stopRequest {
@@ -179,7 +208,7 @@ public struct CampaignRunner: Sendable {
                 let now = clock.now
                 let committed = sending + claiming + recording + buffer.count
                 let room = window - committed
-                if stop == nil, claiming == 0, now >= nextClaim, room >= claimThreshold || (committed == 0 && room > 0) {
+                if stop == nil, crashing == nil, claiming == 0, now >= nextClaim, room >= claimThreshold || (committed == 0 && room > 0) {
                     // Each lane that can use more work soon gets its share of the claim, taken from its own oldest
                     // recipients; paused or backlogged lanes, and lanes that just came back empty, sit it out. A
                     // slow or paused lane therefore never fills the window another lane needs.
@@ -188,10 +217,15 @@ public struct CampaignRunner: Sendable {
                         nextClaim = now + .milliseconds(20)
                     } else {
                         claiming = limits.values.reduce(0, +)
-                        group.addTask { [self] in .claimed(try await claimWithRetry(lease, limits: limits), requested: limits) }
+                        let firstID = nextClaimID
+                        nextClaimID += 1000  // ids for this claim's retries
+                        group.addTask { [self] in
+                            let (result, lost) = try await claimWithRetry(lease, limits: limits, firstID: firstID)
+                            return .claimed(result, requested: limits, lost: lost)
+                        }
                     }
                 }
-                if recording == 0, !buffer.isEmpty,
+                if recording == 0, !buffer.isEmpty, crashing != .afterResponse,
                     buffer.count >= configuration.flushSize || now - lastFlush >= configuration.flushInterval
                         || sending == 0 || buffer.count >= claimThreshold || stop != nil
                 {
@@ -200,12 +234,29 @@ public struct CampaignRunner: Sendable {
                     recording = batch.count
                     group.addTask { [self] in .recorded(try await recordWithRetry(lease, batch)) }
                 }
+                if let point = crashing, sending == 0, claiming == 0, recording == 0, point == .afterResponse || buffer.isEmpty {
+                    switch point {
+                    case .afterClaim: configuration.failpoint.crash("\(heldBack) recipient(s) claimed and never sent")
+                    case .afterResponse:
+                        let delivered = buffer.filter { $0.state == .sent }.count
+                        configuration.failpoint.crash("\(buffer.count) outcome(s) unrecorded, \(delivered) delivered")
+                    case .afterRecord, .inMaterialize: configuration.failpoint.crash("nothing in flight")
+                    }
+                }
                 if sending == 0 && claiming == 0 && recording == 0 && buffer.isEmpty {
+                    if !lostClaims.isEmpty {
+                        // Kept for the whole run: an abandoned attempt may still commit later.
+                        let ids = lostClaims
+                        let released = try await withDatabaseRetry("handing back lost claims") { try await store.releaseUnheld(lease, claimIDs: ids) }
+                        if released > 0 { logger.notice("handed back recipients of a claim whose answer was lost", metadata: ["count": "\(released)"]) }
+                    }
                     if let stop { return try await end(lease, stop, attempted: attempted) }
                     if lastClaimShort {
-                        let left = try await store.progress(runID: lease.runID)
+                        let left = try await withDatabaseRetry("reading progress") { try await store.progress(runID: lease.runID) }
                         if left.isDone {
-                            try await store.finish(lease, status: .completed, reason: nil)
+                            try await withDatabaseRetry("finishing the run", slow: true) {
+                                try await store.finish(lease, status: .completed, reason: nil, lastWorkerOnly: false)
+                            }
                             return RunResult(runID: lease.runID, ending: .completed, attempted: attempted)
                         }
                         let wait = min(left.secondsUntilNextDue ?? 0.5, 0.5)
@@ -219,11 +270,13 @@ public struct CampaignRunner: Sendable {
                 }
                 guard let event = try await group.next() else { continue }
                 switch event {
-                case .claimed(.fenced(let status), _):
+                case .claimed(.fenced(let status), _, let lost):
                     claiming = 0
+                    lostClaims += lost
                     if stop == nil { stop = .fenced(status) }
-                case .claimed(.claimed(let recipients), let requested):
+                case .claimed(.claimed(let recipients), let requested, let lost):
                     claiming = 0
+                    lostClaims += lost
                     // A lane that came back short has nothing more due right now: leave it out for a moment. When
                     // every lane came back short, look again a little later.
                     var got: [ProviderKind: Int] = [:]
@@ -235,7 +288,13 @@ public struct CampaignRunner: Sendable {
                     if requested.keys.allSatisfy({ got[$0, default: 0] < requested[$0, default: 0] }) {
                         nextClaim = clock.now + .milliseconds(50)
                     }
-                    if stop != nil {
+                    passes[.afterClaim, default: 0] += 1
+                    if crashing == nil, configuration.failpoint.fires(.afterClaim, count: passes[.afterClaim, default: 0]) {
+                        crashing = .afterClaim
+                        heldBack = recipients.count
+                        continue
+                    }
+                    if stop != nil || crashing != nil {
                         // Claimed after the stop: never sent, so handed back unspent.
                         for recipient in recipients {
                             buffer.append(RecipientOutcome(seq: recipient.seq, state: .retryWait, code: "not_sent", retryAfterSeconds: 0, refundAttempt: true))
@@ -263,6 +322,10 @@ public struct CampaignRunner: Sendable {
                     }
                     buffer.append(outcome)
                     progress?.record(outcome.state, platform: platform)
+                    passes[.afterResponse, default: 0] += 1
+                    if crashing == nil, configuration.failpoint.fires(.afterResponse, count: passes[.afterResponse, default: 0]) {
+                        crashing = .afterResponse
+                    }
                     if case .halt(let code, let message) = raw, stop == nil {
                         logger.error("provider halted the run", metadata: ["code": "\(code)"])
                         stop = .halted(code: code, message: message)
@@ -270,7 +333,14 @@ public struct CampaignRunner: Sendable {
                 case .recorded(let ok):
                     recording = 0
                     lastFlush = clock.now
-                    if !ok, stop == nil { stop = .fenced(nil) }
+                    if !ok {
+                        logger.error("outcome write fenced: this worker's lease was taken over; stopping")
+                        if stop == nil { stop = .fenced(nil) }
+                    }
+                    passes[.afterRecord, default: 0] += 1
+                    if crashing == nil, configuration.failpoint.fires(.afterRecord, count: passes[.afterRecord, default: 0]) {
+                        crashing = .afterRecord
+                    }
                 }
             }
         }
@@ -279,12 +349,20 @@ public struct CampaignRunner: Sendable {
     private func end(_ lease: Lease, _ stop: Stop, attempted: Int) async throws -> RunResult {
         switch stop {
         case .interrupted(let why):
-            try await store.finish(lease, status: .paused, reason: why)
+            // With other workers still on the run, this one just leaves; the last one out pauses the run.
+            try await withDatabaseRetry("pausing the run", slow: true) {
+                try await store.finish(lease, status: .paused, reason: why, lastWorkerOnly: true)
+            }
             return RunResult(runID: lease.runID, ending: .paused(why), attempted: attempted)
         case .halted(let code, let message):
-            try await store.finish(lease, status: .paused, reason: "halted: \(code): \(message)")
+            try await withDatabaseRetry("halting the run", slow: true) {
+                try await store.finish(lease, status: .paused, reason: "halted: \(code): \(message)", lastWorkerOnly: false)
+            }
             return RunResult(runID: lease.runID, ending: .halted(code: code, message: message), attempted: attempted)
         case .fenced(let status):
+            // Leave the run (best effort: the database may be what fenced us). A lease lost while no other worker
+            // is live pauses the run, so it can be resumed.
+            _ = try? await store.finish(lease, status: .paused, reason: "lease lost", lastWorkerOnly: true)
             return RunResult(runID: lease.runID, ending: .fenced(status), attempted: attempted)
         }
     }
@@ -302,35 +380,54 @@ public struct CampaignRunner: Sendable {
         return limits
     }
 
-    /// Claims, retrying database errors (restart, killed backend, deadlock) with backoff; nothing was claimed when
-    /// a claim transaction fails, so a retry is always safe.
-    private func claimWithRetry(_ lease: Lease, limits: [ProviderKind: Int]) async throws -> ClaimResult {
-        var delay = Duration.milliseconds(100)
-        var attempt = 0
-        while true {
-            do {
-                return try await store.claim(lease, limits: limits)
-            } catch {
-                attempt += 1
-                if attempt >= 30 || control.stopRequest != nil { throw error }
-                logger.warning("claiming failed; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
-                try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
-            }
+    /// Claims, retrying database errors (restart, killed backend, deadlock) with backoff; attempt k uses claim id
+    /// `firstID + k`. A failed attempt claimed nothing unless its commit landed and only the answer was lost (or it
+    /// was abandoned and ran late); `lost` lists the ids of the attempts that failed, for the loop to hand back.
+    private func claimWithRetry(_ lease: Lease, limits: [ProviderKind: Int], firstID: Int64) async throws -> (ClaimResult, lost: [Int64]) {
+        let (result, failures) = try await retrying("claiming", giveUpOnStop: true) { [store] attempt in
+            try await store.claim(lease, limits: limits, claimID: firstID + Int64(attempt))
         }
+        return (result, (0..<Int64(failures)).map { firstID + $0 })
     }
 
     /// Records a batch, retrying database errors with backoff so outcomes already held are never lost.
     private func recordWithRetry(_ lease: Lease, _ outcomes: [RecipientOutcome]) async throws -> Bool {
+        try await withDatabaseRetry("recording outcomes") { try await store.record(lease, outcomes: outcomes) }
+    }
+
+    /// Runs a ledger operation, retrying database errors (a restarted server, a killed backend, a deadlock) with
+    /// exponential backoff from 100 ms to 5 s, for about two and a half minutes before giving up.
+    /// - Parameters:
+    ///   - what: For the log line.
+    ///   - giveUpOnStop: Stop retrying once a stop was requested (claims; never outcome writes).
+    /// - Parameter slow: The operation rebuilds the run's summary (finishing): it gets ten minutes, not the deadline.
+    private func withDatabaseRetry<T: Sendable>(
+        _ what: String,
+        giveUpOnStop: Bool = false,
+        slow: Bool = false,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await retrying(what, giveUpOnStop: giveUpOnStop, deadline: slow ? .seconds(600) : nil) { _ in try await body() }.0
+    }
+
+    /// ``withDatabaseRetry(_:giveUpOnStop:_:)``, also telling how many attempts failed. Each attempt has
+    /// `databaseDeadline` to answer.
+    private func retrying<T: Sendable>(
+        _ what: String,
+        giveUpOnStop: Bool = false,
+        deadline: Duration? = nil,
+        _ body: @escaping @Sendable (_ attempt: Int) async throws -> T
+    ) async throws -> (T, Int) {
         var delay = Duration.milliseconds(100)
         var attempt = 0
         while true {
             do {
-                return try await store.record(lease, outcomes: outcomes)
+                let current = attempt
+                return (try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline) { try await body(current) }, attempt)
             } catch {
                 attempt += 1
-                if attempt >= 30 { throw error }
-                logger.warning("recording outcomes failed; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                if attempt >= 35 || (giveUpOnStop && control.stopRequest != nil) { throw error }
+                logger.warning("\(what) failed; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
             }
@@ -346,6 +443,11 @@ public struct CampaignRunner: Sendable {
         switch composed {
         case .failure:
             raw = .rejected(code: SkipReason.payloadTooLarge.rawValue)
+        case .success where control.secondsSinceRenewal > Double(configuration.leaseTTLSeconds) / 2:
+            // Self-fencing: a lease not renewed for half its TTL may already belong to another worker. Not sent,
+            // so handed back unspent.
+            control.requestStop(.leaseLost)
+            raw = .retry(.safe, code: "not_sent_lease_stale", after: nil)
         case .success(let request):
             if let provider = providers[lane(for: recipient.platform)] {
                 raw = await provider.send(request)

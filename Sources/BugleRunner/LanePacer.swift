@@ -48,6 +48,8 @@ public final class LanePacer: Sendable {
         var inFlight = 0
         var waiters: [Waiter] = []
         var random = SystemRandomNumberGenerator()
+        /// Live workers of the run; this worker paces at the lane's rate divided by it.
+        var share = 1
     }
 
     private let limits: Limits
@@ -107,7 +109,7 @@ public final class LanePacer: Sendable {
             var result = outcome
             let throttled = Self.isThrottling(outcome)
             let change = state.controller?.record(throttled: throttled, now: now) ?? .none
-            if change != .none, let rate = state.controller?.rate { state.bucket?.setRate(rate, now: now) }
+            if change != .none, let rate = state.controller?.rate { state.bucket?.setRate(rate / Double(state.share), now: now) }
             switch outcome {
             case .delivered:
                 state.pause.succeeded()
@@ -141,10 +143,22 @@ public final class LanePacer: Sendable {
         }
     }
 
-    /// The current rate, slots in use and pause.
+    /// The current rate (this worker's share of it), slots in use and pause.
     public var snapshot: Snapshot {
         state.withLock { state in
-            Snapshot(rate: state.controller?.rate, inFlight: state.inFlight, pausedFor: state.pause.wait(now: now))
+            Snapshot(rate: state.controller.map { $0.rate / Double(state.share) }, inFlight: state.inFlight, pausedFor: state.pause.wait(now: now))
+        }
+    }
+
+    /// Splits the lane's rate between the run's live workers: with `workers` of them, this one paces at 1/`workers`
+    /// of the rate, so the providers file's limit holds for the run as a whole.
+    /// - Parameter workers: Live workers on the run, this one included.
+    public func setWorkerShare(_ workers: Int) {
+        state.withLock { state in
+            let share = max(1, workers)
+            guard share != state.share else { return }
+            state.share = share
+            if let rate = state.controller?.rate { state.bucket?.setRate(rate / Double(share), now: now) }
         }
     }
 

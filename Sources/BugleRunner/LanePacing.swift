@@ -3,8 +3,8 @@ import BugleCore
 /// The pacing each lane gets: the providers file's `rate` and `concurrency`, lowered by the campaign's
 /// `delivery.rate`, with FCM's documented project quota (600,000 messages a minute) as FCM's default ceiling.
 ///
-/// Several workers on one run each pace at these limits divided by nothing: a run has one lease holder at a
-/// time today, so the limit holds for the run.
+/// The limits hold for the run: with several workers on it (`bugle worker`), each paces at its share, the rate
+/// divided by the live workers, re-read at every lease renewal (``LanePacer/setWorkerShare(_:)``).
 public enum LanePacing {
     /// FCM's default downstream quota per project, per second (600,000 per minute).
     public static let fcmDefaultRate = 10_000.0

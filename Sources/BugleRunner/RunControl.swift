@@ -1,8 +1,9 @@
 import Synchronization
 
-/// Requests from outside the send loop: a graceful stop (Ctrl-C, SIGTERM) or a lost lease.
+/// Requests from outside the send loop — a graceful stop (Ctrl-C, SIGTERM) or a lost lease — and when the lease
+/// was last renewed, so a send can refuse to go out on a lease that may have expired.
 ///
-/// Shared between the signal handler, the heartbeat and the send loop; the state lives in a `Mutex`.
+/// Shared between the signal handler, the heartbeat and the send loop; the state lives in `Mutex`es.
 public final class RunControl: Sendable {
     /// Why the loop must stop claiming.
     public enum StopRequest: Sendable, Equatable {
@@ -13,8 +14,20 @@ public final class RunControl: Sendable {
     }
 
     private let state = Mutex<StopRequest?>(nil)
+    private let renewedAt = Mutex<ContinuousClock.Instant>(ContinuousClock.now)
 
     public init() {}
+
+    /// Notes a successful lease renewal (or acquisition).
+    public func leaseRenewed() {
+        renewedAt.withLock { $0 = ContinuousClock.now }
+    }
+
+    /// Seconds since the lease was last known to be held; a worker stops opening requests past half the TTL.
+    public var secondsSinceRenewal: Double {
+        let (seconds, attoseconds) = (ContinuousClock.now - renewedAt.withLock { $0 }).components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
 
     /// Asks the loop to stop claiming; the first request wins.
     public func requestStop(_ request: StopRequest) {

@@ -1,3 +1,4 @@
+import BugleCore
 import Logging
 import PostgresNIO
 
@@ -26,13 +27,30 @@ public enum Database {
             configuration: try configuration.postgresClientConfiguration(),
             backgroundLogger: logger
         )
-        return try await withThrowingTaskGroup(of: Void.self, returning: R.self) { group in
-            group.addTask {
-                await client.run()
-            }
-            defer { group.cancelAll() }
+        // The client runs in its own task. After a connection was lost mid-query, a call the runner abandoned (see
+        // BugleRunner's OperationDeadline) can keep its connection leased and the client's `run()` from ever
+        // returning; shutting down therefore waits at most `shutdownGrace` for it, then leaves it behind.
+        let running = Task { await client.run() }
+        do {
             try await Self.checkConnection(client, configuration: configuration, logger: logger)
-            return try await body(client)
+            let result = try await body(client)
+            await Self.shutDown(running, logger: logger)
+            return result
+        } catch {
+            await Self.shutDown(running, logger: logger)
+            throw error
+        }
+    }
+
+    /// How long shutting a client down may wait for its connections to close.
+    static let shutdownGrace: Duration = .seconds(5)
+
+    private static func shutDown(_ running: Task<Void, Never>, logger: Logger) async {
+        running.cancel()
+        do {
+            try await OperationDeadline.run(within: shutdownGrace) { await running.value }
+        } catch {
+            logger.notice("the database client did not close within \(shutdownGrace); leaving it behind")
         }
     }
 

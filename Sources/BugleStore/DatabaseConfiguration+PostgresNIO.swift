@@ -44,7 +44,13 @@ extension DatabaseConfiguration {
             )
         }
         configuration.options.connectTimeout = self.connectTimeout
-        configuration.options.additionalStartupParameters = [("application_name", self.applicationName)]
+        // A worker frozen inside a transaction (SIGSTOP, a stalled host) would hold its row locks and stall every
+        // other worker's lease takeover; the server ends such a session after 15 s, well before a lease (30 s)
+        // could be taken over.
+        configuration.options.additionalStartupParameters = [
+            ("application_name", self.applicationName),
+            ("idle_in_transaction_session_timeout", "15000"),
+        ]
         return configuration
     }
 

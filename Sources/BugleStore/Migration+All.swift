@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -124,5 +124,31 @@ extension Migration {
         version: 5,
         name: "drop_run_ready_index",
         statements: ["DROP INDEX IF EXISTS bugle.run_recipients_ready_idx"]
+    )
+
+    /// Version 6: one lease per worker of a run (`bugle worker`). Each worker holds its own row with its own fencing
+    /// epoch (drawn from `runs.lease_epoch`, which stays the run's epoch counter); a row that is not renewed before
+    /// `expires_at` is reaped by the next worker that looks, and its in-flight recipients are recovered per the
+    /// ambiguous policy. Claims and outcome writes lock their worker's row, so a reaped (zombie) worker writes nothing.
+    public static let runWorkers = Migration(
+        version: 6,
+        name: "run_workers",
+        statements: [
+            """
+            CREATE TABLE bugle.run_workers (
+              run_id bigint NOT NULL REFERENCES bugle.runs(id) ON DELETE CASCADE,
+              epoch bigint NOT NULL, owner text NOT NULL,
+              joined_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL,
+              PRIMARY KEY (run_id, epoch))
+            """,
+        ]
+    )
+
+    /// Version 7: the id of the claim attempt that put a row in flight, so a worker can hand back exactly the rows
+    /// of attempts whose answers it never received (a nullable column: adding it rewrites nothing).
+    public static let claimIDs = Migration(
+        version: 7,
+        name: "claim_ids",
+        statements: ["ALTER TABLE bugle.run_recipients ADD COLUMN claim_id bigint"]
     )
 }

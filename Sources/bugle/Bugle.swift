@@ -17,7 +17,7 @@ struct Bugle: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             RunCommand.self, ValidateCommand.self, ReportCommand.self, RunsCommand.self, DBCommand.self,
-            ResumeCommand.self, PauseCommand.self, CancelCommand.self, DevicesCommand.self, DemoCommand.self,
+            ResumeCommand.self, WorkerCommand.self, PauseCommand.self, CancelCommand.self, DevicesCommand.self, DemoCommand.self,
             FeedbackCommand.self,
         ]
     )

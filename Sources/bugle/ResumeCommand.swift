@@ -16,12 +16,18 @@ struct ResumeCommand: AsyncParsableCommand {
             campaign's ambiguous policy (drop → unknown, resend → sent again). Recipients already answered are never \
             sent again, and resuming a completed run sends nothing. The campaign is rebuilt from the text stored with \
             the run, so later edits to the file do not change a running campaign.
+
+            A run that still has a live worker is refused (exit 1): join it with `bugle worker RUN` instead, or wait \
+            for that worker's lease to expire. A worker of this machine whose process is gone (kill -9, a crash) \
+            does not count: its lease is ended at once.
             """
     )
 
     @OptionGroup var global: GlobalOptions
 
     @OptionGroup var output: RunOutputOptions
+
+    @OptionGroup var lease: LeaseOptions
 
     @Argument(help: "The run id (see `bugle runs`).")
     var run: Int64
@@ -37,7 +43,8 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, providersOverride, csvPath, allowReadable, output) = (run, providers, csv, allowReadableKeys, output)
+        let (runID, csvPath, output, leaseTTL) = (run, csv, output, lease.leaseTTL)
+        let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
         try await ExitCodes.guarding {
             let lanesBox = LanesBox()
             let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
@@ -53,21 +60,43 @@ struct ResumeCommand: AsyncParsableCommand {
                 case .ready, .running, .paused:
                     break
                 }
-                let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(runID).yaml")
-                guard let providersPath = providersOverride ?? campaign.providersPath else {
-                    throw UsageError("run \(runID): no providers file; pass --providers")
+                let ended = try await LocalWorkers.expireDead(runID: runID, repository: repository)
+                if ended > 0 { Console(jsonOnStdout: output.json).say("run \(runID): ended the lease of \(ended) worker(s) of this machine that no longer run") }
+                let live = try await repository.liveWorkers(runID: runID)
+                if let first = live.first {
+                    throw UsageError(
+                        "run \(runID) is being sent by \(live.count) worker(s) (\(first.owner), lease for \(Int(first.expiresIn.rounded(.up))) s more); "
+                            + "join it with `bugle worker \(runID)` or resume once the lease has expired"
+                    )
                 }
-                let settings = try ProviderSettingsLoader.load(path: providersPath)
-                output.prepareMetrics()
-                let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadable, logger: logger)
+                let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
                 lanesBox.lanes = lanes
-                let code = try await RunExecution.execute(campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, logger: logger)
+                let code = try await RunExecution.execute(
+                    campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, logger: logger
+                )
                 try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
                 return code
             }
             await lanesBox.shutdown()
             return code
         }
+    }
+}
+
+/// Rebuilds what a stored run sends with: the campaign from the text kept with the run, and its lanes.
+struct StoredRunSource {
+    var providersOverride: String?
+    var allowReadableKeys: Bool
+
+    func prepare(_ record: RunRecord, output: RunOutputOptions, logger: Logger) throws -> (Campaign, LanePacing.Lanes) {
+        let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
+        guard let providersPath = providersOverride ?? campaign.providersPath else {
+            throw UsageError("run \(record.id): no providers file; pass --providers")
+        }
+        let settings = try ProviderSettingsLoader.load(path: providersPath)
+        output.prepareMetrics()
+        let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
+        return (campaign, lanes)
     }
 }
 

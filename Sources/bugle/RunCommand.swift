@@ -26,6 +26,8 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
+    @OptionGroup var lease: LeaseOptions
+
     @Argument(help: "The campaign YAML file.")
     var file: String
 
@@ -83,9 +85,9 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
-        let (csvPath, output) = (csv, output)
+        let (csvPath, output, leaseTTL) = (csv, output, lease.leaseTTL)
         return try await DatabaseSession.with(global, logger: logger) { client in
-            try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, logger: logger)
+            try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: leaseTTL, logger: logger)
         }
     }
 

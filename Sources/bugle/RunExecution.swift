@@ -16,6 +16,7 @@ enum RunExecution {
         lanes: LanePacing.Lanes,
         csvPath: String?,
         output: RunOutputOptions,
+        leaseTTL: Int,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -29,7 +30,9 @@ enum RunExecution {
         let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
         phases.end("materialize")
         console.say("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
-        let code = try await execute(campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, logger: logger)
+        let code = try await execute(
+            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, logger: logger
+        )
         phases.end("send")
         try await report(
             runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger,
@@ -47,12 +50,15 @@ enum RunExecution {
     }
 
     /// Sends a run's recipients through `lanes` and returns the exit code.
+    /// - Parameter mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
     static func execute(
         campaign: Campaign,
         runID: Int64,
         client: PostgresClient,
         lanes: LanePacing.Lanes,
         output: RunOutputOptions,
+        leaseTTL: Int,
+        mode: LeaseMode = .exclusive,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -74,12 +80,21 @@ enum RunExecution {
         defer { trap.cancel() }
         let board = RunProgressBoard()
         let display = output.quiet ? nil : ProgressDisplay(runID: runID, board: board, pacers: lanes.pacers, interval: output.progressInterval)
-        let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: control, progress: board, logger: logger)
-        let owner = "\(ProcessInfo.processInfo.hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
+        var configuration = CampaignRunner.Configuration()
+        configuration.leaseTTLSeconds = leaseTTL
+        configuration.failpoint = Failpoint.fromEnvironment()
+        let pacers = Array(lanes.pacers.values)
+        configuration.onWorkerCount = { workers in
+            for pacer in pacers { pacer.setWorkerShare(workers) }
+        }
+        let runner = CampaignRunner(
+            campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: control, progress: board,
+            configuration: configuration, logger: logger
+        )
         display?.start()
         let result: RunResult
         do {
-            result = try await runner.run(owner: owner)
+            result = try await runner.run(owner: LocalWorkers.ownerID(), mode: mode)
         } catch {
             await display?.stop()
             await metrics?.stop()
@@ -100,8 +115,12 @@ enum RunExecution {
         case .halted(let code, let message):
             ExitCodes.printError("run \(runID) halted: \(code): \(message). Fix the configuration, then `bugle resume \(runID)`.")
             return ExitCodes.failed
+        case .fenced(.completed):
+            console.say("run \(runID): completed (by another worker)")
+            return ExitCodes.completed
         case .fenced(let status):
-            ExitCodes.printError("run \(runID): stopped, the run is \(status?.rawValue ?? "held by another worker")")
+            let what = status.map { "the run is \($0.rawValue)" } ?? "this worker's lease was lost or is held by another worker"
+            ExitCodes.printError("run \(runID): stopped: \(what)")
             return status == .paused ? ExitCodes.paused : ExitCodes.failed
         }
     }

@@ -211,18 +211,21 @@ struct RunLedgerTests {
                 let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
                 _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
                 let store = PostgresCampaignStore(client: client, logger: logger)
-                guard let lease = try await store.acquireLease(runID: runID, owner: "w1", ttlSeconds: 60) else {
+                guard let lease = try await store.acquireLease(runID: runID, owner: "w1", ttlSeconds: 60, mode: .exclusive) else {
                     Issue.record("no lease")
                     return
                 }
-                guard case .claimed(let claimed) = try await store.claim(lease, limits: [.apns: 50, .fcm: 50]) else {
+                guard case .claimed(let claimed) = try await store.claim(lease, limits: [.apns: 50, .fcm: 50], claimID: 1) else {
                     Issue.record("fenced")
                     return
                 }
                 #expect(claimed.count == 10)  // the window caps the claim
+                // While w1's lease lives, nobody else may take the run alone.
+                let refused = try await store.acquireLease(runID: runID, owner: "w2", ttlSeconds: 30, mode: .exclusive)
+                #expect(refused == nil)
                 // "kill -9": the lease expires without any outcome recorded.
-                _ = try await client.query("UPDATE bugle.runs SET lease_expires_at = now() - interval '1 second' WHERE id = \(runID)", logger: logger).collect()
-                let second = try await store.acquireLease(runID: runID, owner: "w2", ttlSeconds: 30)
+                _ = try await client.query("UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID)", logger: logger).collect()
+                let second = try await store.acquireLease(runID: runID, owner: "w2", ttlSeconds: 30, mode: .exclusive)
                 #expect(second?.recoveredInFlight == 10)
                 #expect((second?.epoch ?? 0) > lease.epoch)
                 // The zombie's writes change nothing.
@@ -232,6 +235,90 @@ struct RunLedgerTests {
                 let n = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = \(expected)", as: Int64.self)
                 #expect(n == 10)
             }
+        }
+    }
+
+    @Test("two workers on one run: each its own epoch, the window W shared, a reaped worker's rows recovered and its writes fenced")
+    func twoWorkers() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 40)
+            let logger = Support.logger
+            let campaign = Support.campaign(name: "two-workers", window: 10, policy: .resend)
+            let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+            _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            let store = PostgresCampaignStore(client: client, logger: logger)
+            // A worker cannot join a run nobody started.
+            #expect(try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 30, mode: .join) == nil)
+            guard let a = try await store.acquireLease(runID: runID, owner: "a", ttlSeconds: 30, mode: .exclusive),
+                let b = try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 30, mode: .join)
+            else {
+                Issue.record("no lease")
+                return
+            }
+            #expect(b.epoch > a.epoch)
+            #expect(b.liveWorkers == 2)
+            guard case .claimed(let first) = try await store.claim(a, limits: [.apns: 6, .fcm: 6], claimID: 1),
+                case .claimed(let second) = try await store.claim(b, limits: [.apns: 6, .fcm: 6], claimID: 1)
+            else {
+                Issue.record("fenced")
+                return
+            }
+            // W = 10 holds for the run: what A holds leaves B the rest.
+            #expect(first.count + second.count == 10)
+            #expect(Set(first.map(\.seq)).isDisjoint(with: second.map(\.seq)))
+            let renewal = try await store.renewLease(b, ttlSeconds: 30)
+            #expect(renewal.held && renewal.liveWorkers == 2)
+            // A stops renewing; B's next renewal reaps it and recovers A's in-flight rows.
+            _ = try await client.query(
+                "UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID) AND epoch = \(a.epoch)",
+                logger: logger
+            ).collect()
+            let takeover = try await store.renewLease(b, ttlSeconds: 30)
+            #expect(takeover.held && takeover.liveWorkers == 1)
+            #expect(takeover.recoveredInFlight == Int64(first.count))
+            // A, the zombie: its outcome writes and claims change nothing, and its renewal reports the loss.
+            #expect(try await store.record(a, outcomes: first.map { RecipientOutcome(seq: $0.seq, state: .sent, code: "delivered") }) == false)
+            #expect(try await store.claim(a, limits: [.apns: 5], claimID: 2) == .fenced(.running))
+            #expect(try await store.renewLease(a, ttlSeconds: 30).held == false)
+            let sentByA = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
+            #expect(sentByA == 0)
+            // B's own writes still land; B leaving as the last worker with `lastWorkerOnly` pauses the run.
+            #expect(try await store.record(b, outcomes: second.map { RecipientOutcome(seq: $0.seq, state: .sent, code: "delivered") }))
+            #expect(try await store.finish(b, status: .paused, reason: "interrupted", lastWorkerOnly: true))
+            let status = try await Support.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
+            #expect(status == "paused")
+        }
+    }
+
+    @Test("a lost claim is handed back by its id only, unspent; rows of claims that answered are never touched")
+    func lostClaimHandBack() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 20)
+            let logger = Support.logger
+            let campaign = Support.campaign(name: "lost-claim", window: 20, policy: .resend)
+            let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+            _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            let store = PostgresCampaignStore(client: client, logger: logger)
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            // Claim 1 "answered" (held); claim 2's answer was lost.
+            guard case .claimed(let held) = try await store.claim(lease, limits: [.apns: 4, .fcm: 4], claimID: 1),
+                case .claimed(let lost) = try await store.claim(lease, limits: [.apns: 3, .fcm: 3], claimID: 2)
+            else {
+                Issue.record("fenced")
+                return
+            }
+            #expect(held.count == 8 && lost.count == 6)
+            #expect(try await store.releaseUnheld(lease, claimIDs: [3]) == 0)
+            #expect(try await store.releaseUnheld(lease, claimIDs: [2]) == 6)
+            let rows = try await client.query(
+                "SELECT state, attempts, count(*)::int FROM bugle.run_recipients WHERE run_id = \(runID) AND state IN ('in_flight', 'retry_wait') GROUP BY 1, 2 ORDER BY 1",
+                logger: logger
+            )
+            var seen: [String] = []
+            for try await (state, attempts, count) in rows.decode((String, Int, Int).self) { seen.append("\(state):\(attempts):\(count)") }
+            #expect(seen == ["in_flight:1:8", "retry_wait:0:6"])
         }
     }
 }

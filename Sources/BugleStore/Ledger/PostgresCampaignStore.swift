@@ -16,62 +16,135 @@ public struct PostgresCampaignStore: CampaignStore {
 
     // MARK: Lease
 
-    public func acquireLease(runID: Int64, owner: String, ttlSeconds: Int) async throws -> Lease? {
+    public func acquireLease(runID: Int64, owner: String, ttlSeconds: Int, mode: LeaseMode) async throws -> Lease? {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection -> Lease? in
-            // FOR UPDATE is the one row lock that conflicts with a group commit's FOR KEY SHARE: a takeover waits
-            // for commits in progress, and commits that start later see the new epoch and change nothing.
-            _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger).collect()
+            // The run row's FOR UPDATE serialises lease acquisitions and waits out claims in progress.
+            let current = try await connection.query("SELECT status FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger)
+            var status: RunStatus?
+            for try await (raw,) in current.decode((String,).self) { status = RunStatus(rawValue: raw) }
+            guard let status else { return nil }
+            // Expired workers are reaped first; deleting a worker row waits for its group commits in progress
+            // (they hold FOR KEY SHARE on it), and its later commits find no row and change nothing.
+            _ = try await Self.reapExpired(runID: runID, connection, logger: logger)
+            let live = try await Self.liveWorkers(runID: runID, connection, logger: logger)
+            switch mode {
+            case .exclusive:
+                guard live == 0, [.ready, .running, .paused].contains(status) else { return nil }
+            case .join:
+                guard status == .running else { return nil }
+            }
             let rows = try await connection.query(
                 """
                 UPDATE bugle.runs
                    SET lease_owner = \(owner), lease_epoch = lease_epoch + 1,
                        lease_expires_at = now() + make_interval(secs => \(Double(ttlSeconds))),
                        status = 'running', started_at = coalesce(started_at, now()), pause_reason = NULL
-                 WHERE id = \(runID) AND status IN ('ready', 'running', 'paused')
-                   AND (lease_expires_at IS NULL OR lease_expires_at < now() OR lease_owner = \(owner))
-                RETURNING lease_epoch, ambiguous_policy
+                 WHERE id = \(runID)
+                RETURNING lease_epoch
                 """,
                 logger: logger
             )
-            var grant: (Int64, String)?
-            for try await (epoch, policy) in rows.decode((Int64, String).self) { grant = (epoch, policy) }
-            guard let (epoch, policy) = grant else { return nil }
-            let resend = policy == AmbiguousPolicy.resend.rawValue
-            let recovered = try await connection.query(
+            var granted: Int64?
+            for try await (epoch,) in rows.decode((Int64,).self) { granted = epoch }
+            guard let epoch = granted else { return nil }
+            _ = try await connection.query(
                 """
-                UPDATE bugle.run_recipients
-                   SET state = CASE WHEN \(resend) THEN 'retry_wait' ELSE 'unknown' END,
-                       next_attempt_at = now(), outcome_code = 'crash_recovered',
-                       finished_at = CASE WHEN \(resend) THEN NULL ELSE now() END
-                 WHERE run_id = \(runID) AND state = 'in_flight' AND claim_epoch < \(epoch)
-                RETURNING seq
+                INSERT INTO bugle.run_workers (run_id, epoch, owner, expires_at)
+                VALUES (\(runID), \(epoch), \(owner), now() + make_interval(secs => \(Double(ttlSeconds))))
                 """,
                 logger: logger
-            )
-            var count: Int64 = 0
-            for try await _ in recovered { count += 1 }
-            return Lease(runID: runID, owner: owner, epoch: epoch, recoveredInFlight: count)
+            ).collect()
+            // Every in-flight row no live worker holds (a crashed or reaped worker's) follows the ambiguous policy.
+            let recovered = try await Self.recoverUnheld(runID: runID, connection, logger: logger)
+            return Lease(runID: runID, owner: owner, epoch: epoch, recoveredInFlight: recovered, liveWorkers: live + 1)
         }
     }
 
-    public func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> Bool {
-        let rows = try await client.query(
+    public func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> LeaseRenewal {
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection -> LeaseRenewal in
+            let rows = try await connection.query(
+                """
+                UPDATE bugle.run_workers w SET expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
+                  FROM bugle.runs r
+                 WHERE w.run_id = \(lease.runID) AND w.epoch = \(lease.epoch) AND r.id = w.run_id AND r.status = 'running'
+                RETURNING w.epoch
+                """,
+                logger: logger
+            )
+            var held = false
+            for try await _ in rows { held = true }
+            guard held else { return LeaseRenewal(held: false, liveWorkers: 0, recoveredInFlight: 0) }
+            // Peers that stopped renewing are reaped here, so their recipients are taken over within a TTL/3.
+            let reaped = try await Self.reapExpired(runID: lease.runID, connection, logger: logger)
+            let recovered = reaped.isEmpty ? 0 : try await Self.recoverUnheld(runID: lease.runID, connection, logger: logger)
+            let live = try await Self.liveWorkers(runID: lease.runID, connection, logger: logger)
+            return LeaseRenewal(held: true, liveWorkers: max(1, live), recoveredInFlight: recovered)
+        }
+    }
+
+    /// Deletes the run's worker rows whose leases expired. - Returns: their epochs.
+    private static func reapExpired(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+        let rows = try await connection.query(
+            "DELETE FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at < now() RETURNING epoch",
+            logger: logger
+        )
+        var epochs: [Int64] = []
+        for try await (epoch,) in rows.decode((Int64,).self) { epochs.append(epoch) }
+        return epochs
+    }
+
+    private static func liveWorkers(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let rows = try await connection.query(
+            "SELECT count(*)::int FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at >= now()",
+            logger: logger
+        )
+        var live = 0
+        for try await (count,) in rows.decode((Int,).self) { live = count }
+        return live
+    }
+
+    /// In-flight rows whose epoch has no worker row: `retry_wait` under `resend`, `unknown` under `drop`.
+    private static func recoverUnheld(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        let rows = try await connection.query(
             """
-            UPDATE bugle.runs SET lease_expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
-             WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) AND status = 'running'
-            RETURNING id
+            UPDATE bugle.run_recipients r
+               SET state = CASE WHEN run.ambiguous_policy = 'resend' THEN 'retry_wait' ELSE 'unknown' END,
+                   next_attempt_at = now(), outcome_code = 'crash_recovered',
+                   finished_at = CASE WHEN run.ambiguous_policy = 'resend' THEN NULL ELSE now() END
+              FROM bugle.runs run
+             WHERE run.id = \(runID) AND r.run_id = \(runID) AND r.state = 'in_flight'
+               AND NOT EXISTS (SELECT 1 FROM bugle.run_workers w WHERE w.run_id = \(runID) AND w.epoch = r.claim_epoch)
+            RETURNING r.seq
             """,
             logger: logger
         )
-        var renewed = false
-        for try await _ in rows { renewed = true }
-        return renewed
+        var count: Int64 = 0
+        for try await _ in rows { count += 1 }
+        return count
+    }
+
+    public func releaseUnheld(_ lease: Lease, claimIDs: [Int64]) async throws -> Int64 {
+        guard !claimIDs.isEmpty else { return 0 }
+        let rows = try await client.query(
+            """
+            UPDATE bugle.run_recipients
+               SET state = 'retry_wait', next_attempt_at = now(), attempts = attempts - 1, outcome_code = 'claim_answer_lost'
+             WHERE run_id = \(lease.runID) AND state = 'in_flight' AND claim_epoch = \(lease.epoch)
+               AND claim_id = ANY(\(claimIDs)::bigint[])
+            RETURNING seq
+            """,
+            logger: logger
+        )
+        var count: Int64 = 0
+        for try await _ in rows { count += 1 }
+        return count
     }
 
     // MARK: Claim
 
-    public func claim(_ lease: Lease, limits: [ProviderKind: Int]) async throws -> ClaimResult {
+    public func claim(_ lease: Lease, limits: [ProviderKind: Int], claimID: Int64) async throws -> ClaimResult {
         let logger = self.logger
         let lanes = limits.filter { $0.value > 0 }.sorted { $0.key.rawValue < $1.key.rawValue }
         guard !lanes.isEmpty else { return .claimed([]) }
@@ -84,15 +157,23 @@ public struct PostgresCampaignStore: CampaignStore {
             let fence = try await connection.query(
                 """
                 SELECT in_flight_window, notification_type, period_key FROM bugle.runs
-                 WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) AND status = 'running'
-                   AND lease_expires_at > now()
+                 WHERE id = \(lease.runID) AND status = 'running'
                 FOR NO KEY UPDATE
                 """,
                 logger: logger
             )
             var run: (Int, String, String?)?
             for try await row in fence.decode((Int, String, String?).self) { run = row }
-            guard let (window, notificationType, periodKey) = run else {
+            // This worker's own lease must be live; FOR KEY SHARE makes a reaper wait until this claim commits, so
+            // it recovers the rows claimed here too.
+            let mine = try await connection.query(
+                """
+                SELECT 1 FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch) AND expires_at > now()
+                FOR KEY SHARE
+                """,
+                logger: logger
+            ).collect()
+            guard let (window, notificationType, periodKey) = run, !mine.isEmpty else {
                 return .fenced(try await status(of: lease.runID, connection))
             }
             // Statement 2: a fresh snapshot after the lock, so the in-flight count is current.
@@ -115,7 +196,7 @@ public struct PostgresCampaignStore: CampaignStore {
                   SELECT seq FROM lane_picks ORDER BY next_attempt_at, seq
                    LIMIT least(\(total), coalesce((SELECT n FROM room), 0)))
                 UPDATE bugle.run_recipients r
-                   SET state = 'in_flight', claim_epoch = \(lease.epoch), claimed_at = now(), attempts = r.attempts + 1
+                   SET state = 'in_flight', claim_epoch = \(lease.epoch), claim_id = \(claimID), claimed_at = now(), attempts = r.attempts + 1
                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
                 RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts
                 """,
@@ -221,8 +302,15 @@ public struct PostgresCampaignStore: CampaignStore {
             if outcome.state == .sent { sentSeqs.append(outcome.seq) }
         }
         return try await client.withTransaction(logger: logger) { connection -> Bool in
+            // The worker row's FOR KEY SHARE conflicts with a reaper's DELETE: a takeover waits for this commit,
+            // and once this worker is reaped nothing it writes lands.
             let fence = try await connection.query(
-                "SELECT notification_type, period_key FROM bugle.runs WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch) FOR KEY SHARE",
+                """
+                SELECT r.notification_type, r.period_key FROM bugle.runs r
+                  JOIN bugle.run_workers w ON w.run_id = r.id AND w.epoch = \(lease.epoch)
+                 WHERE r.id = \(lease.runID)
+                FOR KEY SHARE OF w
+                """,
                 logger: logger
             )
             var run: (String, String?)?
@@ -271,7 +359,12 @@ public struct PostgresCampaignStore: CampaignStore {
                     logger: logger
                 ).collect()
             }
-            return count == outcomes.count
+            if count < outcomes.count {
+                // Under a live lease, a row that is no longer in flight was written by an earlier attempt of this
+                // same batch whose commit succeeded but whose answer was lost with the connection.
+                logger.notice("outcomes already recorded", metadata: ["expected": "\(outcomes.count)", "updated": "\(count)"])
+            }
+            return true
         }
     }
 
@@ -296,23 +389,36 @@ public struct PostgresCampaignStore: CampaignStore {
         return progress
     }
 
-    public func finish(_ lease: Lease, status: RunStatus, reason: String?) async throws {
+    @discardableResult
+    public func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool {
         let logger = self.logger
-        try await client.withTransaction(logger: logger) { connection in
+        return try await client.withTransaction(logger: logger) { connection -> Bool in
+            _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
             _ = try await connection.query(
+                "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",
+                logger: logger
+            ).collect()
+            if lastWorkerOnly, try await Self.liveWorkers(runID: lease.runID, connection, logger: logger) > 0 {
+                return false
+            }
+            let rows = try await connection.query(
                 """
                 UPDATE bugle.runs
                    SET status = \(status.rawValue), pause_reason = \(reason),
                        finished_at = CASE WHEN \(status.rawValue) IN ('completed', 'failed', 'cancelled') THEN now() ELSE finished_at END,
                        lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = \(lease.runID) AND lease_epoch = \(lease.epoch)
+                 WHERE id = \(lease.runID) AND status = 'running'
+                RETURNING id
                 """,
                 logger: logger
-            ).collect()
-            if status == .completed || status == .cancelled {
+            )
+            var changed = false
+            for try await _ in rows { changed = true }
+            if changed, status == .completed || status == .cancelled {
                 try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
             }
             try await RunSummaries.rebuild(runID: lease.runID, connection, logger: logger)
+            return changed
         }
     }
 

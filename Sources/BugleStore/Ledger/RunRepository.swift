@@ -146,4 +146,40 @@ public struct RunRepository: Sendable {
         for try await (provider, count) in rows.decode((String, Int64).self) { counts[provider] = count }
         return counts
     }
+
+    /// A worker holding a lease on a run.
+    public struct Worker: Sendable, Equatable {
+        public var epoch: Int64
+        public var owner: String
+        /// Seconds until its lease expires unless renewed.
+        public var expiresIn: Double
+    }
+
+    /// The run's workers whose leases have not expired.
+    public func liveWorkers(runID: Int64) async throws -> [Worker] {
+        let rows = try await client.query(
+            """
+            SELECT epoch, owner, extract(epoch FROM expires_at - now())::float8 FROM bugle.run_workers
+             WHERE run_id = \(runID) AND expires_at >= now() ORDER BY epoch
+            """,
+            logger: logger
+        )
+        var workers: [Worker] = []
+        for try await (epoch, owner, expiresIn) in rows.decode((Int64, String, Double).self) {
+            workers.append(Worker(epoch: epoch, owner: owner, expiresIn: expiresIn))
+        }
+        return workers
+    }
+
+    /// Ends one worker's lease now (its process is known to be gone); the next lease taken reaps it and
+    /// recovers its in-flight recipients.
+    public func expireWorker(runID: Int64, epoch: Int64) async throws -> Bool {
+        let rows = try await client.query(
+            "UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID) AND epoch = \(epoch) RETURNING epoch",
+            logger: logger
+        )
+        var changed = false
+        for try await _ in rows { changed = true }
+        return changed
+    }
 }

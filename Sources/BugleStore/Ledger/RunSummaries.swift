@@ -5,6 +5,9 @@ import PostgresNIO
 enum RunSummaries {
     /// Rewrites `bugle.run_summary` and `runs.totals` for a run from `bugle.run_recipients`.
     static func rebuild(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
+        // Rebuilds of one run take turns (two workers finishing at once, or a report beside a finish): the run row's
+        // lock orders them, so each DELETE sees the other's INSERT.
+        _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(runID) FOR NO KEY UPDATE", logger: logger).collect()
         _ = try await connection.query("DELETE FROM bugle.run_summary WHERE run_id = \(runID)", logger: logger).collect()
         _ = try await connection.query(
             """

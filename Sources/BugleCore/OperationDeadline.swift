@@ -1,0 +1,43 @@
+import Synchronization
+
+/// Runs an operation with a deadline, abandoning it when the deadline passes.
+///
+/// A PostgreSQL backend killed in the middle of a transaction can leave the client's call waiting for an answer
+/// that never comes (seen with `pg_terminate_backend` on a pooled connection). A caller that cannot wait forever,
+/// and whose cancellation may not reach the stuck call, leaves the attempt to finish on its own — its result is
+/// ignored — and retries or moves on. The runner relies on this for every ledger operation: a claim that commits
+/// late is handed back by its claim id, and a group commit that lands twice writes nothing the second time.
+public enum OperationDeadline {
+    /// The error an abandoned attempt ends with.
+    public struct Exceeded: Error, CustomStringConvertible {
+        public let seconds: Double
+        public var description: String { "no answer from the database within \(seconds) s" }
+    }
+
+    /// Runs `operation`, throwing ``Exceeded`` if it has not finished within `timeout`.
+    public static func run<T: Sendable>(within timeout: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let pending = Mutex<CheckedContinuation<T, any Error>?>(continuation)
+            let finish: @Sendable (Result<T, any Error>) -> Bool = { result in
+                guard let waiting = pending.withLock({ state -> CheckedContinuation<T, any Error>? in
+                    defer { state = nil }
+                    return state
+                }) else { return false }
+                waiting.resume(with: result)
+                return true
+            }
+            let work = Task {
+                do {
+                    _ = finish(.success(try await operation()))
+                } catch {
+                    _ = finish(.failure(error))
+                }
+            }
+            Task {
+                try? await Task.sleep(for: timeout)
+                let (seconds, attoseconds) = timeout.components
+                if finish(.failure(Exceeded(seconds: Double(seconds) + Double(attoseconds) / 1e18))) { work.cancel() }
+            }
+        }
+    }
+}

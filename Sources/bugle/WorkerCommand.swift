@@ -1,0 +1,74 @@
+import ArgumentParser
+import BugleCore
+import BugleRunner
+import BugleStore
+import Foundation
+import Logging
+
+/// `bugle worker RUN`: adds a worker to a running run, from any machine that reaches the database.
+struct WorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Join a running run as one more worker (scale-out on PostgreSQL alone).",
+        discussion: """
+            The worker takes its own lease (with its own fencing epoch) beside the workers already on the run, and \\
+            they share the remaining recipients through `FOR UPDATE SKIP LOCKED` claims. The run's in-flight window \\
+            W and each lane's rate hold for the run as a whole: each worker paces at the rate divided by the live \\
+            workers, re-read at every lease renewal. If a worker dies, the others reap its lease once it expires \\
+            (--lease-ttl) and its in-flight recipients follow the ambiguous policy.
+
+            The run must be `running` (start it with `bugle run` or `bugle resume`). The worker exits 0 when the \\
+            run completes, whoever sent its last recipient; 3 when stopped with Ctrl-C / SIGTERM (the run goes on \\
+            with its other workers, or is paused if this was the last one); 2 when fenced or halted. It prints the \\
+            run's summary at the end and writes the CSV report only with --csv.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @OptionGroup var output: RunOutputOptions
+
+    @OptionGroup var lease: LeaseOptions
+
+    @Argument(help: "The run id (see `bugle runs`).")
+    var run: Int64
+
+    @Option(help: "Providers file (overrides the campaign's `providers:`).")
+    var providers: String?
+
+    @Option(help: "Write the CSV report here when this worker ends.")
+    var csv: String?
+
+    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
+    var allowReadableKeys = false
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        let (runID, csvPath, output, leaseTTL) = (run, csv, output, lease.leaseTTL)
+        let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
+        try await ExitCodes.guarding {
+            let lanesBox = LanesBox()
+            let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+                let repository = RunRepository(client: client, logger: logger)
+                guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
+                guard record.status == .running else {
+                    throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
+                }
+                let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
+                lanesBox.lanes = lanes
+                let code = try await RunExecution.execute(
+                    campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, mode: .join,
+                    logger: logger
+                )
+                if let csvPath {
+                    try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)
+                } else if !output.json {
+                    SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: try await repository.summary(runID: runID))
+                }
+                return code
+            }
+            await lanesBox.shutdown()
+            return code
+        }
+    }
+}
