@@ -8,7 +8,8 @@ import Logging
 public struct CampaignRunner: Sendable {
     /// Tuning knobs; defaults suit production.
     public struct Configuration: Sendable {
-        /// Lease time-to-live; renewed every third of it.
+        /// Lease time-to-live; renewed every sixth of it, so a renewal has a third of the TTL to answer before the
+        /// worker self-fences at TTL/2.
         public var leaseTTLSeconds: Int = 30
         /// Outcomes per group commit.
         public var flushSize: Int = 500
@@ -120,13 +121,13 @@ public struct CampaignRunner: Sendable {
         }
     }
 
-    /// Renews the lease every TTL/3 (reaping peers whose leases expired, and passing the live worker count on);
+    /// Renews the lease every TTL/6 (reaping peers whose leases expired, and passing the live worker count on);
     /// self-fences when no renewal succeeded for TTL/2 or the lease was lost.
     private func heartbeat(_ lease: Lease) async {
         let ttl = configuration.leaseTTLSeconds
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: .milliseconds(ttl * 1000 / 3))
+                try await Task.sleep(for: .milliseconds(max(500, ttl * 1000 / 6)))
             } catch {
                 return
             }

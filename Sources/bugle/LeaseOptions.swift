@@ -5,7 +5,7 @@ struct LeaseOptions: ParsableArguments {
     @Option(
         name: .customLong("lease-ttl"),
         help: """
-            Seconds a worker's lease lives without renewal (renewed every third of it). A worker that cannot renew \
+            Seconds a worker's lease lives without renewal (renewed every sixth of it). A worker that cannot renew \
             for half of it stops sending; a crashed worker's recipients are taken over after it. (default: 30)
             """
     )

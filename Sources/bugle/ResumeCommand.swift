@@ -29,22 +29,14 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var lease: LeaseOptions
 
-    @Argument(help: "The run id (see `bugle runs`).")
-    var run: Int64
-
-    @Option(help: "Providers file (overrides the campaign's `providers:`).")
-    var providers: String?
+    @OptionGroup var stored: StoredRunOptions
 
     @Option(help: "Where to write the CSV report (default ./bugle-run-<id>.csv).")
     var csv: String?
 
-    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
-    var allowReadableKeys = false
-
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, leaseTTL) = (run, csv, output, lease.leaseTTL)
-        let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
+        let (runID, csvPath, output, leaseTTL, source) = (stored.run, csv, output, lease.leaseTTL, stored.source)
         try await ExitCodes.guarding {
             let lanesBox = LanesBox()
             let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
@@ -81,6 +73,20 @@ struct ResumeCommand: AsyncParsableCommand {
             return code
         }
     }
+}
+
+/// The run a `resume` or `worker` acts on, and how its lanes are built.
+struct StoredRunOptions: ParsableArguments {
+    @Argument(help: "The run id (see `bugle runs`).")
+    var run: Int64
+
+    @Option(help: "Providers file (overrides the campaign's `providers:`).")
+    var providers: String?
+
+    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
+    var allowReadableKeys = false
+
+    var source: StoredRunSource { StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys) }
 }
 
 /// Rebuilds what a stored run sends with: the campaign from the text kept with the run, and its lanes.

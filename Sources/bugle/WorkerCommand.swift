@@ -30,22 +30,14 @@ struct WorkerCommand: AsyncParsableCommand {
 
     @OptionGroup var lease: LeaseOptions
 
-    @Argument(help: "The run id (see `bugle runs`).")
-    var run: Int64
-
-    @Option(help: "Providers file (overrides the campaign's `providers:`).")
-    var providers: String?
+    @OptionGroup var stored: StoredRunOptions
 
     @Option(help: "Write the CSV report here when this worker ends.")
     var csv: String?
 
-    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
-    var allowReadableKeys = false
-
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, leaseTTL) = (run, csv, output, lease.leaseTTL)
-        let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
+        let (runID, csvPath, output, leaseTTL, source) = (stored.run, csv, output, lease.leaseTTL, stored.source)
         try await ExitCodes.guarding {
             let lanesBox = LanesBox()
             let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in

@@ -127,6 +127,23 @@ struct LanePacerTests {
         #expect(paced.pacer.snapshot.inFlight == 0)
     }
 
+    @Test("with several workers on the run, each paces at the lane's rate divided by the live workers")
+    func workerShare() async {
+        let pacer = LanePacer(limits: .init(perSecond: 1000, burst: 1, concurrency: 1000))
+        #expect(pacer.snapshot.rate == 1000)
+        pacer.setWorkerShare(4)
+        #expect(pacer.snapshot.rate == 250)
+        // At 250/s with a burst of 1, 26 grants cannot take less than 25 intervals of 4 ms.
+        let start = ContinuousClock.now
+        for _ in 0..<26 {
+            await pacer.acquire()
+            pacer.release(after: .delivered(providerMessageID: nil))
+        }
+        #expect(ContinuousClock.now - start >= .milliseconds(99))
+        pacer.setWorkerShare(0)  // never below one worker
+        #expect(pacer.snapshot.rate == 1000)
+    }
+
     @Test("Retry-After closes the lane: a provider retry comes back delayed at least that long, the lane reports the pause")
     func retryAfter() async {
         let lane = ScriptedLane { n in n == 1 ? .retry(.provider, code: "QUOTA_EXCEEDED", after: .seconds(5)) : .delivered(providerMessageID: nil) }

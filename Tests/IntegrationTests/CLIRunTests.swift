@@ -68,13 +68,14 @@ struct CLIRunTests {
         let campaign: String
         let providers: String
 
-        static func make(devices: Int, rate: Int) async throws -> Fixture {
+        /// - Parameter unavailableRatio: Fraction of requests the simulator answers 503 (retried by Bugle).
+        static func make(devices: Int, rate: Int, unavailableRatio: Double = 0) async throws -> Fixture {
             let configuration = try await TestDatabase.fresh()
             try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
                 try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: devices)
             }
             let environment = try APNsTestEnvironment()
-            let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
+            let simulator = APNsSimulator(configuration: environment.simulatorConfiguration { $0.faults.serviceUnavailableRatio = unavailableRatio })
             let port = try await simulator.start()
             try environment.material.writeProvidersFile(port: port)
             let campaign = try CLITests.temporaryFile(
@@ -174,7 +175,7 @@ struct CLIRunTests {
 
     @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
     func logLinesJSONAndMetrics() async throws {
-        let fixture = try await Fixture.make(devices: 1200, rate: 300)
+        let fixture = try await Fixture.make(devices: 1200, rate: 300, unavailableRatio: 0.03)
         let metricsPort = try Self.freePort()
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-out-\(UUID().uuidString).csv").path
         let running = try RunningBugle(
@@ -185,7 +186,7 @@ struct CLIRunTests {
             ],
             environment: ["BUGLE_DATABASE_URL": fixture.databaseURL]
         )
-        // Scrape until the run has reported deliveries (the process is sending at 300/s for ~2 s).
+        // Scrape until the run has reported deliveries and retries (sending at 300/s for ~2 s; 3% of answers are 503).
         var scraped: String?
         var lastAnswer = "nothing"
         var attempts = 0
@@ -194,7 +195,9 @@ struct CLIRunTests {
             do {
                 let text = try Self.get(port: metricsPort, path: "/metrics")
                 lastAnswer = text
-                if text.contains(#"bugle_sends_total{provider="apns",outcome="delivered"}"#) {
+                if text.contains(#"bugle_sends_total{provider="apns",outcome="delivered"}"#),
+                    text.contains(#"bugle_retries_total{provider="apns",code="ServiceUnavailable"}"#)
+                {
                     scraped = text
                     continue
                 }

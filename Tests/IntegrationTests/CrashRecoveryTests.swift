@@ -15,7 +15,12 @@ import Glibc
 /// RELIABILITY.md §2.1–2.2 with the built `bugle` executable, real PostgreSQL and both simulators over TLS +
 /// HTTP/2: deterministic crash points, SIGTERM, a zombie worker, two workers on one run and a PostgreSQL restart.
 /// Deliveries are counted from the simulators' records, which outlive every `bugle` process.
-@Suite("Crash recovery and workers (built executable, simulators, real PostgreSQL)", .serialized, .timeLimit(.minutes(5)))
+/// A timing suite (``TimingPhase``): leases of a few seconds and processes stopped and continued need a CPU that the
+/// parallel phase does not leave them.
+@Suite(
+    "Crash recovery and workers (built executable, simulators, real PostgreSQL)", .serialized, .timeLimit(.minutes(5)),
+    .enabled(if: TimingPhase.isActive, TimingPhase.reason)
+)
 struct CrashRecoveryTests {
     struct FailpointCase: Sendable, CustomStringConvertible {
         var point: Failpoint.Point
@@ -37,8 +42,7 @@ struct CrashRecoveryTests {
     /// under resend, the batch `unknown` under drop; (c) after the record → 0 duplicates and 0 unknown.
     @Test("a crash at a failpoint, then resume: the exact duplicates or unknowns the policy promises", arguments: failpointCases)
     func failpoint(_ scenario: FailpointCase) async throws {
-        let fixture = try await CrashFixture.make(devices: 600)
-        do {
+        try await CrashFixture.with(devices: 600) { fixture in
             let campaign = try fixture.campaign(policy: scenario.policy, window: 60)
             let crashed = try await fixture.bugle(["run", campaign, "--quiet"], failpoint: "\(scenario.point.rawValue):3")
             #expect(crashed.status == SIGKILL, "expected death by SIGKILL: \(crashed.stderr)")
@@ -75,19 +79,14 @@ struct CrashRecoveryTests {
             case (.inMaterialize, _):
                 Issue.record("not a send-loop failpoint")
             }
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 
     /// §2.1 #3: SIGTERM stops claiming, waits for the answers in flight and records them, exits 3 with the run
     /// paused and nothing in flight; the resume then completes with 0 duplicates and 0 unknown.
     @Test("SIGTERM mid-run: exit 3, nothing in flight; resume gives 0 duplicates and 0 unknown")
     func sigterm() async throws {
-        let fixture = try await CrashFixture.make(devices: 3000)
-        do {
+        try await CrashFixture.with(devices: 3000) { fixture in
             let campaign = try fixture.campaign(policy: .drop, window: 200, rate: 400)
             let running = try fixture.start(["run", campaign, "--quiet"])
             try await fixture.waitUntil("the first 400 deliveries") { fixture.delivered >= 400 }
@@ -107,19 +106,14 @@ struct CrashRecoveryTests {
             let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
             #expect(duplicates == 0)
             #expect(unknown == 0)
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 
     /// §2.1 #7: worker A is stopped (SIGSTOP) past its lease; worker B joins, reaps A and takes its in-flight
     /// recipients over; A, continued, finds its lease gone, writes nothing and stops (exit 2). Duplicates ≤ W.
     @Test("a zombie worker (SIGSTOP past its lease) is fenced after another takes over; duplicates stay within W")
     func zombie() async throws {
-        let fixture = try await CrashFixture.make(devices: 3000)
-        do {
+        try await CrashFixture.with(devices: 3000) { fixture in
             let window = 100
             let campaign = try fixture.campaign(policy: .resend, window: window, rate: 400)
             let a = try fixture.start(["run", campaign, "--quiet", "--lease-ttl", "3"])
@@ -135,9 +129,9 @@ struct CrashRecoveryTests {
                 }
             }
             let sentBeforeTakeover = try await fixture.states(runID: runID)["sent", default: 0]
-            let b = try fixture.start(["worker", "\(runID)", "--quiet", "--lease-ttl", "3"])
+            let b = try fixture.start(["worker", "\(runID)", "--quiet", "--lease-ttl", "10"])
             // B has taken over once A's row is gone and B's is there.
-            try await fixture.waitUntil("B's lease", seconds: 60) {
+            try await fixture.waitUntil("B's lease", seconds: 120) {
                 try await fixture.withClient { client in
                     try await LedgerTestSupport.scalar(
                         client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at >= now()", as: Int64.self
@@ -154,18 +148,13 @@ struct CrashRecoveryTests {
             #expect(duplicates <= window)
             #expect(unknown == 0)
             #expect(sentBeforeTakeover > 0)
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 
     /// Scale-out: a second worker joins a running run; both send, and every recipient is delivered exactly once.
     @Test("two workers on one run deliver each recipient exactly once, and both send")
     func twoWorkers() async throws {
-        let fixture = try await CrashFixture.make(devices: 4000)
-        do {
+        try await CrashFixture.with(devices: 4000) { fixture in
             let campaign = try fixture.campaign(policy: .resend, window: 200, rate: 500)
             let first = try fixture.start(["run", campaign, "--quiet", "--lease-ttl", "6"])
             try await fixture.waitUntil("the run to start sending") { fixture.delivered >= 200 }
@@ -184,11 +173,7 @@ struct CrashRecoveryTests {
                 )
             }
             #expect(epochs == 2, "both workers must have sent")
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 
     /// §2.2 #11/#12 in process: the backends are killed, then the server is restarted (`-m immediate`) while the
@@ -300,8 +285,7 @@ struct CrashRecoveryTests {
         .enabled(if: ProcessInfo.processInfo.environment["BUGLE_LONG_TESTS"] == "1")
     )
     func randomKills() async throws {
-        let fixture = try await CrashFixture.make(devices: 200_000)
-        do {
+        try await CrashFixture.with(devices: 200_000) { fixture in
             let window = 500
             let campaign = try fixture.campaign(policy: .resend, window: window)
             var generator = SystemRandomNumberGenerator()
@@ -326,10 +310,6 @@ struct CrashRecoveryTests {
             let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
             #expect(duplicates <= kills * window)
             #expect(unknown == 0)
-        } catch {
-            try await fixture.stop()
-            throw error
         }
-        try await fixture.stop()
     }
 }

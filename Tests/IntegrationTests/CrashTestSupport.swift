@@ -32,10 +32,23 @@ struct CrashFixture {
         return CrashFixture(environment: environment, configuration: configuration, databaseURL: try CLITests.url(configuration), devices: devices)
     }
 
+    /// Runs `body` with a fixture of `devices` devices, stopping its simulators whether `body` returns or throws.
+    static func with(devices: Int, _ body: (CrashFixture) async throws -> Void) async throws {
+        let fixture = try await make(devices: devices)
+        do {
+            try await body(fixture)
+        } catch {
+            try await fixture.stop()
+            throw error
+        }
+        try await fixture.stop()
+    }
+
     /// A mixed campaign over every device.
     /// - Parameters:
     ///   - rate: Per-lane rate (per second) for APNs and FCM, to make a run last; nil for the providers file's.
-    func campaign(policy: AmbiguousPolicy, window: Int, rate: Int? = nil) throws -> String {
+    ///   - notAfter: `delivery.not_after` (ISO 8601), if any.
+    func campaign(policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil) throws -> String {
         try CLITests.temporaryFile(
             "crash.yaml",
             """
@@ -53,6 +66,7 @@ struct CrashFixture {
               ambiguous: \(policy.rawValue)
               in_flight_window: \(window)
             \(rate.map { "  rate: { apns: \($0), fcm: \($0) }" } ?? "")
+            \(notAfter.map { "  not_after: \($0)" } ?? "")
             """
         )
     }

@@ -85,6 +85,14 @@ enum LedgerTestSupport {
         ).collect()
     }
 
+    /// Creates and materializes a run of `campaign`; returns its id and the ledger to drive it with.
+    static func materializedRun(_ client: PostgresClient, _ campaign: Campaign) async throws -> (Int64, PostgresCampaignStore) {
+        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+        _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        return (runID, PostgresCampaignStore(client: client, logger: logger))
+    }
+
     /// Creates, materializes and runs a campaign through `providers`; returns the run id and how it ended.
     static func runCampaign(
         _ client: PostgresClient,

@@ -207,10 +207,7 @@ struct RunLedgerTests {
             for policy in [AmbiguousPolicy.drop, .resend] {
                 let logger = Support.logger
                 let campaign = Support.campaign(name: "crash-\(policy.rawValue)", window: 10, policy: policy)
-                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
-                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-                let store = PostgresCampaignStore(client: client, logger: logger)
+                let (runID, store) = try await Support.materializedRun(client, campaign)
                 guard let lease = try await store.acquireLease(runID: runID, owner: "w1", ttlSeconds: 60, mode: .exclusive) else {
                     Issue.record("no lease")
                     return
@@ -244,10 +241,7 @@ struct RunLedgerTests {
             try await Support.seed(client, count: 40)
             let logger = Support.logger
             let campaign = Support.campaign(name: "two-workers", window: 10, policy: .resend)
-            let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
-            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-            _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-            let store = PostgresCampaignStore(client: client, logger: logger)
+            let (runID, store) = try await Support.materializedRun(client, campaign)
             // A worker cannot join a run nobody started.
             #expect(try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 30, mode: .join) == nil)
             guard let a = try await store.acquireLease(runID: runID, owner: "a", ttlSeconds: 30, mode: .exclusive),
@@ -297,10 +291,7 @@ struct RunLedgerTests {
             try await Support.seed(client, count: 20)
             let logger = Support.logger
             let campaign = Support.campaign(name: "lost-claim", window: 20, policy: .resend)
-            let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
-            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-            _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-            let store = PostgresCampaignStore(client: client, logger: logger)
+            let (runID, store) = try await Support.materializedRun(client, campaign)
             let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
             // Claim 1 "answered" (held); claim 2's answer was lost.
             guard case .claimed(let held) = try await store.claim(lease, limits: [.apns: 4, .fcm: 4], claimID: 1),

@@ -76,7 +76,7 @@ public struct PostgresCampaignStore: CampaignStore {
             var held = false
             for try await _ in rows { held = true }
             guard held else { return LeaseRenewal(held: false, liveWorkers: 0, recoveredInFlight: 0) }
-            // Peers that stopped renewing are reaped here, so their recipients are taken over within a TTL/3.
+            // Peers that stopped renewing are reaped here, so their recipients are taken over within a renewal interval of expiry.
             let reaped = try await Self.reapExpired(runID: lease.runID, connection, logger: logger)
             let recovered = reaped.isEmpty ? 0 : try await Self.recoverUnheld(runID: lease.runID, connection, logger: logger)
             let live = try await Self.liveWorkers(runID: lease.runID, connection, logger: logger)

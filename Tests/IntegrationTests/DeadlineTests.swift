@@ -1,0 +1,50 @@
+import BugleCore
+import BugleStore
+import BugleTesting
+import Foundation
+import Testing
+
+/// `delivery.not_after` through the built executable: a run refuses to start after the deadline, and one that
+/// reaches it stops claiming and ends paused with the reason in its summary.
+/// A timing suite (``TimingPhase``): the deadline falls a few seconds into a paced run.
+@Suite("delivery.not_after (built executable, simulators, real PostgreSQL)", .serialized, .enabled(if: TimingPhase.isActive, TimingPhase.reason))
+struct DeadlineTests {
+    static func iso(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        return formatter.string(from: date)
+    }
+
+    @Test("a campaign whose not_after has passed exits 1 and creates no run")
+    func refusedAfterDeadline() async throws {
+        try await CrashFixture.with(devices: 40) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 50, notAfter: "2020-01-01T00:00:00Z")
+            let output = try await fixture.bugle(["run", campaign, "--quiet"])
+            #expect(output.status == 1, "\(output.stderr)")
+            #expect(output.stderr.contains("delivery.not_after"), "\(output.stderr)")
+            #expect(try await fixture.latestRunID() == -1, "a run was created")
+            #expect(fixture.delivered == 0)
+        }
+    }
+
+    @Test("reaching not_after mid-run: claims stop, the run ends paused (exit 3) with the reason, and resume is refused")
+    func reachedMidRun() async throws {
+        try await CrashFixture.with(devices: 3000) { fixture in
+            // 3,000 recipients at 2 × 150/s need 10 s; the deadline comes after about 3.
+            let deadline = Self.iso(Date().addingTimeInterval(4))
+            let campaign = try fixture.campaign(policy: .drop, window: 100, rate: 150, notAfter: deadline)
+            let output = try await fixture.bugle(["run", campaign, "--quiet", "--json"])
+            #expect(output.status == 3, "\(output.stderr)")
+            let runID = try await fixture.latestRunID()
+            let states = try await fixture.states(runID: runID)
+            #expect(states["pending", default: 0] > 0, "\(states)")
+            #expect(states["in_flight", default: 0] == 0, "\(states)")
+            #expect(fixture.delivered > 0)
+            let summary = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+            #expect(summary["status"] as? String == "paused")
+            #expect((summary["reason"] as? String)?.contains("not_after") == true, "\(summary)")
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            #expect(resumed.status == 1, "\(resumed.stderr)")
+            #expect(resumed.stderr.contains("delivery.not_after"), "\(resumed.stderr)")
+        }
+    }
+}
