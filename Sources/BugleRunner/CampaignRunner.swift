@@ -132,7 +132,10 @@ public struct CampaignRunner: Sendable {
                 return
             }
             do {
-                let renewal = try await store.renewLease(lease, ttlSeconds: ttl)
+                // A renewal that hangs (a killed backend) counts as failed after TTL/3, like one that errors.
+                let renewal = try await OperationDeadline.run(within: .milliseconds(ttl * 1000 / 3)) { [store] in
+                    try await store.renewLease(lease, ttlSeconds: ttl)
+                }
                 guard renewal.held else {
                     logger.error("lease lost: the run was taken over, paused or finished elsewhere")
                     control.requestStop(.leaseLost)
@@ -444,11 +447,6 @@ public struct CampaignRunner: Sendable {
         switch composed {
         case .failure:
             raw = .rejected(code: SkipReason.payloadTooLarge.rawValue)
-        case .success where control.secondsSinceRenewal > Double(configuration.leaseTTLSeconds) / 2:
-            // Self-fencing: a lease not renewed for half its TTL may already belong to another worker. Not sent,
-            // so handed back unspent.
-            control.requestStop(.leaseLost)
-            raw = .retry(.safe, code: "not_sent_lease_stale", after: nil)
         case .success(let request):
             if let provider = providers[lane(for: recipient.platform)] {
                 raw = await provider.send(request)
