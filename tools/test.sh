@@ -6,7 +6,7 @@
 # machine, debug builds of the simulators and of Bugle starve each other of CPU; alone they are exact.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-timing=(PacingIntegrationTests LegacyAPNsCampaignTests LegacyAPNsLaneTests CrashRecoveryTests DeadlineTests)
+timing=(PacingIntegrationTests LegacyAPNsCampaignTests LegacyAPNsLaneTests FCMCampaignTests CrashRecoveryTests DeadlineTests)
 swift build --build-tests
 swift test --skip-build "$@"
 for suite in "${timing[@]}"; do

@@ -11,15 +11,15 @@ struct WorkerCommand: AsyncParsableCommand {
         commandName: "worker",
         abstract: "Join a running run as one more worker (scale-out on PostgreSQL alone).",
         discussion: """
-            The worker takes its own lease (with its own fencing epoch) beside the workers already on the run, and \\
-            they share the remaining recipients through `FOR UPDATE SKIP LOCKED` claims. The run's in-flight window \\
-            W and each lane's rate hold for the run as a whole: each worker paces at the rate divided by the live \\
-            workers, re-read at every lease renewal. If a worker dies, the others reap its lease once it expires \\
+            The worker takes its own lease (with its own fencing epoch) beside the workers already on the run, and \
+            they share the remaining recipients through `FOR UPDATE SKIP LOCKED` claims. The run's in-flight window \
+            W and each lane's rate hold for the run as a whole: each worker paces at the rate divided by the live \
+            workers, re-read at every lease renewal. If a worker dies, the others reap its lease once it expires \
             (--lease-ttl) and its in-flight recipients follow the ambiguous policy.
 
-            The run must be `running` (start it with `bugle run` or `bugle resume`). The worker exits 0 when the \\
-            run completes, whoever sent its last recipient; 3 when stopped with Ctrl-C / SIGTERM (the run goes on \\
-            with its other workers, or is paused if this was the last one); 2 when fenced or halted. It prints the \\
+            The run must be `running` (start it with `bugle run` or `bugle resume`). The worker exits 0 when the \
+            run completes, whoever sent its last recipient; 3 when stopped with Ctrl-C / SIGTERM (the run goes on \
+            with its other workers, or is paused if this was the last one); 2 when fenced or halted. It prints the \
             run's summary at the end and writes the CSV report only with --csv.
             """
     )

@@ -11,7 +11,9 @@ import Testing
 
 /// Whole campaigns through the FCM lane (and APNs beside it): real PostgreSQL ledger → runner → paced lanes
 /// over TLS + HTTP/2 → in-process simulators, with OAuth2 tokens from the simulator's token endpoint.
-@Suite("FCM campaigns end to end (PostgreSQL + simulators over TLS/HTTP2)")
+/// A timing suite (``TimingPhase``): access tokens that live 2 s and a quota window of 1 s are timed against a CPU
+/// that the parallel phase does not leave them.
+@Suite("FCM campaigns end to end (PostgreSQL + simulators over TLS/HTTP2)", .enabled(if: TimingPhase.isActive, TimingPhase.reason))
 struct FCMCampaignTests {
     typealias Support = LedgerTestSupport
 
