@@ -4,6 +4,7 @@ import BugleRunner
 import BugleStore
 import Foundation
 import Logging
+import PostgresNIO
 import Synchronization
 
 /// `bugle resume RUN`: continues a paused or interrupted run from its ledger.
@@ -36,40 +37,30 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, leaseTTL, source) = (stored.run, csv, output, lease.leaseTTL, stored.source)
-        try await ExitCodes.guarding {
-            let lanesBox = LanesBox()
-            let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
-                let repository = RunRepository(client: client, logger: logger)
-                guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
-                switch record.status {
-                case .completed, .cancelled, .failed:
-                    Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
-                    try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
-                    return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
-                case .materializing:
-                    throw UsageError("run \(runID) was interrupted while reading its segment; start a new run with `bugle run`")
-                case .ready, .running, .paused:
-                    break
-                }
-                let ended = try await LocalWorkers.expireDead(runID: runID, repository: repository)
-                if ended > 0 { Console(jsonOnStdout: output.json).say("run \(runID): ended the lease of \(ended) worker(s) of this machine that no longer run") }
-                let live = try await repository.liveWorkers(runID: runID)
-                if let first = live.first {
-                    throw UsageError(
-                        "run \(runID) is being sent by \(live.count) worker(s) (\(first.owner), lease for \(Int(first.expiresIn.rounded(.up))) s more); "
-                            + "join it with `bugle worker \(runID)` or resume once the lease has expired"
-                    )
-                }
-                let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
-                lanesBox.lanes = lanes
-                let code = try await RunExecution.execute(
-                    campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, logger: logger
-                )
-                try await RunExecution.report(runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger)
-                return code
+        let (runID, csvPath, output, leaseTTL) = (stored.run, csv, output, lease.leaseTTL)
+        try await stored.source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
+            let reportPath = csvPath ?? "bugle-run-\(runID).csv"
+            switch record.status {
+            case .completed, .cancelled, .failed:
+                Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
+                try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
+                return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
+            case .materializing:
+                throw UsageError("run \(runID) was interrupted while reading its segment; start a new run with `bugle run`")
+            case .ready, .running, .paused:
+                break
             }
-            await lanesBox.shutdown()
+            let ended = try await LocalWorkers.expireDead(runID: runID, repository: repository)
+            if ended > 0 { Console(jsonOnStdout: output.json).say("run \(runID): ended the lease of \(ended) worker(s) of this machine that no longer run") }
+            let live = try await repository.liveWorkers(runID: runID)
+            if let first = live.first {
+                throw UsageError(
+                    "run \(runID) is being sent by \(live.count) worker(s) (\(first.owner), lease for \(Int(first.expiresIn.rounded(.up))) s more); "
+                        + "join it with `bugle worker \(runID)` or resume once the lease has expired"
+                )
+            }
+            let code = try await send(output, leaseTTL, .exclusive)
+            try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
             return code
         }
     }
@@ -93,6 +84,36 @@ struct StoredRunOptions: ParsableArguments {
 struct StoredRunSource {
     var providersOverride: String?
     var allowReadableKeys: Bool
+
+    /// Sends a run's recipients: (output, lease TTL, lease mode) → exit code.
+    typealias Send = (RunOutputOptions, Int, LeaseMode) async throws -> Int32
+
+    /// The frame `resume` and `worker` share: a database session, the run's record (a missing run is a usage
+    /// error), and a `send` that builds the run's lanes and drives it; the lanes are shut down after the session.
+    func withRun(
+        _ runID: Int64,
+        global: GlobalOptions,
+        logger: Logger,
+        _ body: @escaping (PostgresClient, RunRepository, RunRecord, Send) async throws -> Int32
+    ) async throws {
+        try await ExitCodes.guarding {
+            let lanesBox = LanesBox()
+            let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+                let repository = RunRepository(client: client, logger: logger)
+                guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
+                return try await body(client, repository, record) { output, leaseTTL, mode in
+                    let (campaign, lanes) = try prepare(record, output: output, logger: logger)
+                    lanesBox.lanes = lanes
+                    return try await RunExecution.execute(
+                        campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, mode: mode,
+                        logger: logger
+                    )
+                }
+            }
+            await lanesBox.shutdown()
+            return code
+        }
+    }
 
     func prepare(_ record: RunRecord, output: RunOutputOptions, logger: Logger) throws -> (Campaign, LanePacing.Lanes) {
         let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")

@@ -37,29 +37,17 @@ struct WorkerCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, leaseTTL, source) = (stored.run, csv, output, lease.leaseTTL, stored.source)
-        try await ExitCodes.guarding {
-            let lanesBox = LanesBox()
-            let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
-                let repository = RunRepository(client: client, logger: logger)
-                guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
-                guard record.status == .running else {
-                    throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
-                }
-                let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
-                lanesBox.lanes = lanes
-                let code = try await RunExecution.execute(
-                    campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, mode: .join,
-                    logger: logger
-                )
-                if let csvPath {
-                    try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)
-                } else if !output.json {
-                    SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: try await repository.summary(runID: runID))
-                }
-                return code
+        let (runID, csvPath, output, leaseTTL) = (stored.run, csv, output, lease.leaseTTL)
+        try await stored.source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
+            guard record.status == .running else {
+                throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
             }
-            await lanesBox.shutdown()
+            let code = try await send(output, leaseTTL, .join)
+            if let csvPath {
+                try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)
+            } else if !output.json {
+                SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: try await repository.summary(runID: runID))
+            }
             return code
         }
     }
