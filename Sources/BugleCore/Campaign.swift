@@ -51,9 +51,31 @@ public enum DedupePeriod: String, Sendable, CaseIterable, Equatable {
     case none, daily, weekly, monthly, once
 }
 
-/// `ios_transport:` values.
+/// `ios_transport:` values: how iOS devices are reached.
 public enum IOSTransport: String, Sendable, CaseIterable, Equatable {
-    case http2, legacy
+    /// APNs over HTTP/2 (the device's token is an APNs device token).
+    case http2
+    /// The legacy binary APNs lane (APNs device tokens).
+    case legacy
+    /// Through FCM, for apps that register their iOS devices with Firebase (the token is an FCM registration
+    /// token); the campaign's `apns:` options travel in the FCM message's `apns` override block.
+    case fcm
+
+    /// The lane iOS devices are sent through.
+    public var provider: ProviderKind {
+        switch self {
+        case .http2: return .apns
+        case .legacy: return .legacyAPNs
+        case .fcm: return .fcm
+        }
+    }
+}
+
+extension Campaign {
+    /// The lane a device of `platform` is sent through.
+    public func provider(for platform: Platform) -> ProviderKind {
+        platform == .ios ? iosTransport.provider : .fcm
+    }
 }
 
 /// The `segment:` section.

@@ -5,6 +5,7 @@
 /// - However many senders ask at once, one fetch runs; the others await its result (no stampede).
 /// - After a 401 the sender calls ``invalidate(_:)`` with the refused token; the next ``token()`` fetches
 ///   once, and later invalidations of the same old token are ignored.
+/// - ``isStale(_:)`` tells a 401 for a token that was replaced or ran out while its request waited from a refusal.
 /// - A transient fetch failure while the cached token is still valid keeps the cached token.
 public actor FCMAccessTokenCache<C: Clock> where C.Duration == Duration {
     private struct Cached {
@@ -45,6 +46,15 @@ public actor FCMAccessTokenCache<C: Clock> where C.Duration == Duration {
             if let cached, clock.now < cached.expiresAt { return cached.value }
             throw .unavailable(message)
         }
+    }
+
+    /// True when `token` is no longer the one to send: a newer token replaced it, or it is past its expiry by this
+    /// cache's clock (a request that waited in a queue longer than the token's remaining life). A 401 for a stale
+    /// token says nothing about the credentials.
+    /// - Parameter token: A bearer value this cache handed out.
+    public func isStale(_ token: String) -> Bool {
+        guard let cached, cached.value == token else { return true }
+        return clock.now >= cached.expiresAt
     }
 
     /// Marks `token` as refused by the server, so the next ``token()`` fetches a new one.

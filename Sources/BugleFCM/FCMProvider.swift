@@ -12,11 +12,15 @@ import Synchronization
 /// from a service account, and classification of every answer into a ``SendOutcome``.
 ///
 /// Handled inside ``send(_:)`` (never seen by the runner):
-/// - one token refresh and retry after a 401 without an `FcmError` detail;
+/// - one token refresh and retry after a 401 without an `FcmError` detail (and up to three retries when the refused
+///   token had already run out or been replaced while the request waited);
 /// - immediate retries of requests known not to have been processed (REFUSED_STREAM, GOAWAY, unwritten);
 /// - the payload breaker: `threshold` payload-level `INVALID_ARGUMENT`s in a row, with no delivery between
 ///   them, halt the run (every recipient shares the message, so it would fail for all of them).
 public final class FCMProvider: PushProvider {
+    /// Retries of one message after 401s for tokens that had run out or been replaced while it waited.
+    static let staleTokenRetryLimit = 3
+
     /// Lane options that are not part of the providers file.
     public struct Options: Sendable {
         /// Accept a service-account file that group/others can read (`--allow-readable-keys`).
@@ -150,6 +154,7 @@ public final class FCMProvider: PushProvider {
         let deadline = NIODeadline.now() + timeout
         let body = ByteBuffer(bytes: request.body)
         var refreshedAfter401 = false
+        var staleRetries = 0
         var safeRetries = 0
         while true {
             let bearer: String
@@ -190,10 +195,19 @@ public final class FCMProvider: PushProvider {
                 return .delivered(providerMessageID: Self.messageName(response.body))
             }
             let error = FCMError.parse(httpStatus: response.status, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView)
-            if response.status == 401 && error.reason == nil && !refreshedAfter401 {
-                refreshedAfter401 = true
-                await tokens.invalidate(bearer)
-                continue
+            if response.status == 401 && error.reason == nil {
+                // A token that ran out (or was replaced) while this request waited is simply retried with the current
+                // one; a token that was valid when refused gets one refresh, and a second refusal halts the run.
+                if staleRetries < Self.staleTokenRetryLimit, await tokens.isStale(bearer) {
+                    staleRetries += 1
+                    await tokens.invalidate(bearer)
+                    continue
+                }
+                if !refreshedAfter401 {
+                    refreshedAfter401 = true
+                    await tokens.invalidate(bearer)
+                    continue
+                }
             }
             let retryAfter = response.retryAfterSeconds.map { Duration.seconds($0) }
             let outcome = FCMErrorClassifier.classify(error, retryAfter: retryAfter, projectID: projectID)

@@ -34,7 +34,7 @@ public struct CampaignRunner: Sendable {
     private let mapper: OutcomeMapper
     private let window: Int
     private let notAfter: Instant?
-    private let iosLane: ProviderKind
+    private let campaign: Campaign
     private let configuration: Configuration
     private let control: RunControl
     private let progress: RunProgressBoard?
@@ -62,7 +62,7 @@ public struct CampaignRunner: Sendable {
         self.mapper = OutcomeMapper(maxAttempts: campaign.delivery.maxAttempts, ambiguousPolicy: campaign.delivery.ambiguousPolicy)
         self.window = campaign.delivery.inFlightWindow
         self.notAfter = campaign.delivery.notAfter
-        self.iosLane = campaign.iosTransport == .legacy ? .legacyAPNs : .apns
+        self.campaign = campaign
         self.configuration = configuration
         self.control = control
         self.progress = progress
@@ -73,7 +73,7 @@ public struct CampaignRunner: Sendable {
 
     /// The lane for a platform.
     public func lane(for platform: Platform) -> ProviderKind {
-        platform == .ios ? iosLane : .fcm
+        campaign.provider(for: platform)
     }
 
     /// Runs until every recipient is terminal, a stop is requested, a provider halts the run, or the lease is lost.

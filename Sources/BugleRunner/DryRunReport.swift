@@ -20,6 +20,7 @@ public struct DryRunReport: Sendable {
 
     private let composer: NotificationComposer
     private let now: Int
+    private let iosTransport: IOSTransport
     private var seq: Int64 = 0
     /// CSV preview columns (same as the real report, status `would_send` or the skip reason).
     public static let previewHeader = ["device_id", "user_id", "platform", "status", "reason", "locale", "body_bytes"]
@@ -27,6 +28,7 @@ public struct DryRunReport: Sendable {
     /// - Parameter now: UNIX seconds used for `apns-expiration` in samples.
     public init(campaign: Campaign, now: Int) {
         self.composer = NotificationComposer(campaign: campaign, runID: 0)
+        self.iosTransport = campaign.iosTransport
         self.now = now
     }
 
@@ -36,7 +38,7 @@ public struct DryRunReport: Sendable {
         for row in rows {
             rowsRead += 1
             seq += 1
-            switch RecipientValidator.validate(row) {
+            switch RecipientValidator.validate(row, iosTransport: iosTransport) {
             case .failure(let error):
                 skipped[error.reason, default: 0] += 1
                 if csv {

@@ -1,6 +1,6 @@
 import BugleCore
 
-/// `bugle run --dry-run --validate`: sends every FCM recipient's message with `validate_only`, so FCM checks
+/// `bugle run --dry-run --validate`: sends the message of every recipient that goes through FCM with `validate_only`, so FCM checks
 /// the message (and the token) without delivering anything, and tallies the answers. Nothing is recorded or
 /// deactivated: a dry run writes nothing.
 public struct DryRunValidation: Sendable {
@@ -14,6 +14,7 @@ public struct DryRunValidation: Sendable {
     public private(set) var halted: String?
 
     private let composer: NotificationComposer
+    private let campaign: Campaign
     private let provider: any PushProvider
     private let concurrency: Int
     private var seq: Int64 = 0
@@ -24,6 +25,7 @@ public struct DryRunValidation: Sendable {
     ///   - concurrency: Requests in flight at once.
     public init(campaign: Campaign, provider: any PushProvider, concurrency: Int = 200) {
         self.composer = NotificationComposer(campaign: campaign, runID: 0, validateOnly: true)
+        self.campaign = campaign
         self.provider = provider
         self.concurrency = max(1, concurrency)
     }
@@ -34,7 +36,9 @@ public struct DryRunValidation: Sendable {
         guard halted == nil else { return }
         var requests: [PushRequest] = []
         for row in rows {
-            guard case .success(let recipient) = RecipientValidator.validate(row), recipient.platform != .ios else { continue }
+            guard case .success(let recipient) = RecipientValidator.validate(row, iosTransport: campaign.iosTransport),
+                campaign.provider(for: recipient.platform) == .fcm
+            else { continue }
             seq += 1
             if case .success(let request) = composer.compose(
                 seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,

@@ -5,7 +5,8 @@ import Glibc
 #endif
 
 /// Deterministic crash points for the crash-recovery tests (RELIABILITY.md §2.1 #2), compiled into debug builds
-/// only: a release build ignores `BUGLE_FAILPOINT`.
+/// and into the optimized test build of `tools/test.sh` (`-DBUGLE_FAILPOINTS`) only: a release build ignores
+/// `BUGLE_FAILPOINT`.
 ///
 /// `BUGLE_FAILPOINT=NAME[:N]` kills the process with SIGKILL at the N-th (default first) time the runner passes
 /// the named point, once the run has reached a state where exactly one thing is unrecorded:
@@ -39,9 +40,9 @@ public struct Failpoint: Sendable, Equatable {
     /// No failpoint.
     public static let none = Failpoint(point: nil)
 
-    /// The failpoint `BUGLE_FAILPOINT` names in a debug build; `.none` in a release build or when unset.
+    /// The failpoint `BUGLE_FAILPOINT` names in a debug (or failpoint) build; `.none` in a release build or when unset.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Failpoint {
-        #if DEBUG
+        #if DEBUG || BUGLE_FAILPOINTS
         return parse(environment["BUGLE_FAILPOINT"])
         #else
         return .none

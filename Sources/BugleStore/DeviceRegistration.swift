@@ -36,7 +36,8 @@ public struct DeviceRegistration: Sendable, Hashable {
     ///
     /// `userID`, `platform` and the optional values are trimmed of surrounding spaces (empty optional values become
     /// `nil`); the token is taken verbatim and must contain no whitespace or control characters, be at most
-    /// ``maximumTokenLength`` bytes, and for iOS be hexadecimal (it is lowercased).
+    /// ``maximumTokenLength`` bytes, and for iOS be hexadecimal (an APNs device token, lowercased) or an FCM
+    /// registration token (it has a colon; kept as given).
     ///
     /// - Parameters:
     ///   - userID: The owning user.
@@ -77,10 +78,17 @@ public struct DeviceRegistration: Sendable, Hashable {
             return .failure(Problem(column: "token", reason: "contains whitespace or control characters"))
         }
         if parsedPlatform == .ios {
-            guard token.utf8.allSatisfy({ Self.isHexDigit($0) }) else {
-                return .failure(Problem(column: "token", reason: "an iOS token must be hexadecimal"))
+            if RecipientValidator.isFCMRegistration(token) {
+                // An app that registers its iOS devices with Firebase (campaigns with `ios_transport: fcm`).
+                guard RecipientValidator.fcmToken(token) != nil else {
+                    return .failure(Problem(column: "token", reason: "an FCM registration token may hold only letters, digits and - _ : ."))
+                }
+            } else {
+                guard token.utf8.allSatisfy({ Self.isHexDigit($0) }) else {
+                    return .failure(Problem(column: "token", reason: "an iOS token must be hexadecimal (an APNs device token) or an FCM registration token"))
+                }
+                normalizedToken = token.lowercased()
             }
-            normalizedToken = token.lowercased()
         }
         var optionals: [String?] = []
         for (column, value) in [("locale", locale), ("timezone", timezone), ("app_version", appVersion)] {

@@ -162,6 +162,11 @@ public struct DeviceStore: Sendable {
         throw StoreError(.query, "registering a device returned no row")
     }
 
+    /// A token as stored: APNs device tokens lowercase, everything else (FCM tokens, iOS ones included) as given.
+    static func stored(_ token: String, platform: Platform) -> String {
+        platform == .ios && !RecipientValidator.isFCMRegistration(token) ? token.lowercased() : token
+    }
+
     /// Marks a device inactive with reason `unregistered`, keeping its row.
     /// - Parameters:
     ///   - token: The provider token (iOS tokens are matched case-insensitively, as stored lowercase).
@@ -170,7 +175,7 @@ public struct DeviceStore: Sendable {
     /// - Throws: ``StoreError`` with code `query`.
     @discardableResult
     public func unregister(token: String, platform: Platform) async throws -> Int {
-        let stored = platform == .ios ? token.lowercased() : token
+        let stored = Self.stored(token, platform: platform)
         return try await self.count(
             """
             WITH changed AS (
@@ -234,7 +239,7 @@ public struct DeviceStore: Sendable {
     /// - Throws: ``StoreError`` with code `query`.
     public func deactivate(uninstalled: [Uninstalled], platform: Platform, reason: String) async throws -> UninstalledResult {
         guard !uninstalled.isEmpty else { return UninstalledResult(deactivated: 0, keptReregistered: 0, notActive: 0) }
-        let tokens = uninstalled.map { platform == .ios ? $0.token.lowercased() : $0.token }
+        let tokens = uninstalled.map { Self.stored($0.token, platform: platform) }
         let since = uninstalled.map { $0.since.timeIntervalSince1970 }
         let rows = try await self.run(
             """

@@ -165,6 +165,24 @@ struct FCMAccessTokenCacheTests {
         #expect(try await cache.token() == "token-2")
     }
 
+    @Test("a token is stale once replaced or past its expiry, never while it is the current unexpired one")
+    func staleness() async throws {
+        let clock = ManualClock()
+        let fetcher = FakeTokenFetcher(lifetime: .seconds(60))
+        let cache = FCMAccessTokenCache(fetcher: fetcher, clock: clock)
+        let first = try await cache.token()
+        #expect(await cache.isStale(first) == false)
+        clock.advance(by: .seconds(59))
+        #expect(await cache.isStale(first) == false)
+        clock.advance(by: .seconds(1))
+        #expect(await cache.isStale(first) == true)
+        let second = try await cache.token()
+        #expect(second != first)
+        #expect(await cache.isStale(second) == false)
+        #expect(await cache.isStale(first) == true)
+        #expect(await cache.isStale("never-handed-out") == true)
+    }
+
     @Test("fifty concurrent callers share one fetch (no stampede)")
     func singleFlight() async throws {
         let clock = ManualClock()

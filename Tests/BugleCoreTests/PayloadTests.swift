@@ -115,6 +115,64 @@ struct PayloadTests {
         #expect(message["webpush"] != nil)
     }
 
+    @Test("FCM message to an iOS device (ios_transport: fcm): the apns override block carries the campaign's APNs headers and aps keys")
+    func fcmAPNsOverrides() throws {
+        var template = Self.template()
+        template.image = "https://example.com/i.png"
+        template.apns.category = "sale"
+        let builder = FCMMessageBuilder(template: template, defaultTag: "bugle-x", now: 1_000_000)
+        let bytes = try builder.body(token: "ios-fcm:APA91b", platform: .ios, copy: RenderedCopy(locale: "en", title: "Hi", body: "There"))
+        let message = try #require(try Self.object(bytes)["message"] as? [String: Any])
+        #expect(message["token"] as? String == "ios-fcm:APA91b")
+        #expect((message["notification"] as? [String: Any])?["body"] as? String == "There")
+        #expect(message["android"] == nil)
+        #expect(message["webpush"] == nil)
+        let apns = try #require(message["apns"] as? [String: Any])
+        // Every header value is a string (ApnsConfig.headers is map<string, string>).
+        let headers = try #require(apns["headers"] as? [String: String])
+        #expect(headers == ["apns-priority": "10", "apns-push-type": "alert", "apns-collapse-id": "c", "apns-expiration": "1003600"])
+        let aps = try #require((apns["payload"] as? [String: Any])?["aps"] as? [String: Any])
+        #expect(aps["badge"] as? Int == 3)
+        #expect(aps["sound"] as? String == "default")
+        #expect(aps["thread-id"] as? String == "t")
+        #expect(aps["category"] as? String == "sale")
+        #expect(aps["mutable-content"] as? Int == 1)
+        #expect(aps["alert"] == nil)
+        #expect((apns["fcm_options"] as? [String: Any])?["image"] as? String == "https://example.com/i.png")
+
+        // Without a collapse id the campaign's stable tag is used; a background push has content-available only.
+        var background = Self.template(pushType: .background, priority: 5)
+        background.apns.collapseID = nil
+        let quiet = try FCMMessageBuilder(template: background, defaultTag: "bugle-x")
+            .body(token: "t:1", platform: .ios, copy: RenderedCopy(locale: "en", title: "", body: ""))
+        let quietAPNs = try #require((try Self.object(quiet)["message"] as? [String: Any])?["apns"] as? [String: Any])
+        #expect((quietAPNs["headers"] as? [String: String])?["apns-collapse-id"] == "bugle-x")
+        #expect((quietAPNs["headers"] as? [String: String])?["apns-priority"] == "5")
+        #expect(((quietAPNs["payload"] as? [String: Any])?["aps"] as? [String: Any])?.keys.sorted() == ["content-available"])
+    }
+
+    @Test("the composer routes iOS through FCM only with ios_transport: fcm, and validates such tokens as FCM tokens")
+    func iosTransportFCM() throws {
+        var campaign = Campaign(
+            name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"), message: Self.template(),
+            delivery: DeliveryOptions(), iosTransport: .fcm)
+        #expect(campaign.provider(for: .ios) == .fcm)
+        #expect(campaign.provider(for: .android) == .fcm)
+        let viaFCM = NotificationComposer(campaign: campaign, runID: 1)
+        let request = try viaFCM.compose(seq: 1, deviceID: 1, token: "ios:APA91b", platform: .ios, locale: "en", attempt: 1, now: 0).get()
+        #expect(request.apns == nil)
+        #expect((try Self.object(request.body)["message"] as? [String: Any])?["apns"] != nil)
+        #expect(RecipientValidator.normalizedToken("ios:APA91b", platform: .ios, iosViaFCM: true) == "ios:APA91b")
+        #expect(RecipientValidator.normalizedToken("ios:APA91b", platform: .ios) == nil)
+
+        campaign.iosTransport = .http2
+        #expect(campaign.provider(for: .ios) == .apns)
+        let direct = try NotificationComposer(campaign: campaign, runID: 1)
+            .compose(seq: 1, deviceID: 1, token: "aabb", platform: .ios, locale: "en", attempt: 1, now: 0).get()
+        #expect(direct.apns != nil)
+        #expect(try Self.object(direct.body)["aps"] != nil)
+    }
+
     @Test("FCM size excludes the token: a 4096-byte message passes whatever the token length")
     func fcmSize() throws {
         let builder = FCMMessageBuilder(template: Self.template())

@@ -104,7 +104,7 @@ struct CLIRunTests {
         }
     }
 
-    static var binary: String { CLITests.packageRoot.appendingPathComponent(".build/debug/bugle").path }
+    static var binary: String { CLITests.executable.path }
 
     @Test("a service account whose key the token endpoint refuses halts the run with exit 2 and deactivates nothing")
     func badServiceAccountKey() async throws {
@@ -153,6 +153,55 @@ struct CLIRunTests {
         let inactive = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
             try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
         }
+        #expect(inactive == 0)
+    }
+
+    @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")
+    func dryRunValidate() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            // 100 iOS and 100 Android devices; 5 of the Android tokens have the simulator's `dead` prefix.
+            try await MixedTestEnvironment.seed(client, count: 200)
+        }
+        let campaign = try CLITests.temporaryFile(
+            "validate.yaml",
+            """
+            name: validate-only
+            notification_type: cli-validate
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Validate me } }
+              data: { deeplink: "app://sale" }
+            """
+        )
+        let output = try await CLITests.bugle(
+            ["run", campaign, "--dry-run", "--validate", "--providers", environment.material.providersFile, "--quiet"],
+            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
+        )
+        let counters = environment.fcm.counters()
+        let apnsAccepted = environment.apns.accepted().count
+        try await environment.stop()
+        #expect(output.status == 0, "\(output.stdout) \(output.stderr)")
+        #expect(output.stdout.contains("FCM validate_only: 100 checked, 95 valid"), "\(output.stdout)")
+        let unregistered = output.stdout.split(separator: "\n").first { $0.contains("UNREGISTERED") }
+        #expect(unregistered.map { $0.split(separator: " ").last == "5" } == true, "\(output.stdout)")
+        // FCM checked 100 messages and delivered none; APNs was never asked (iOS is not validated through FCM).
+        #expect(counters.validateOnly == 95)
+        #expect(counters.sendRequests == 100)
+        #expect(counters.accepted == 0)
+        #expect(apnsAccepted == 0)
+        // A dry run writes nothing: no run, no deactivation.
+        let (runs, inactive) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            (
+                try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.runs", as: Int64.self),
+                try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+            )
+        }
+        #expect(runs == 0)
         #expect(inactive == 0)
     }
 

@@ -12,6 +12,15 @@ import Testing
 struct CLITests {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+    /// The `bugle` executable built beside this test bundle (debug, or the optimized build of the timing phase).
+    static let executable: URL = {
+        if let bundle = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            let beside = URL(fileURLWithPath: bundle).deletingLastPathComponent().appendingPathComponent("bugle")
+            if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        }
+        return packageRoot.appendingPathComponent(".build/debug/bugle")
+    }()
+
     struct Output {
         var status: Int32
         var stdout: String
@@ -29,9 +38,8 @@ struct CLITests {
     }
 
     private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Output {
-        let binary = packageRoot.appendingPathComponent(".build/debug/bugle")
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = packageRoot
         var env = ProcessInfo.processInfo.environment

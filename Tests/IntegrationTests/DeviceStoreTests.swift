@@ -71,7 +71,7 @@ struct DeviceStoreTests {
                     "line 4: column user_id: missing",
                     "line 5: column platform: unknown platform 'blackberry' (expected ios, android or web)",
                     "line 6: column token: contains whitespace or control characters",
-                    "line 7: column token: an iOS token must be hexadecimal",
+                    "line 7: column token: an iOS token must be hexadecimal (an APNs device token) or an FCM registration token",
                     "line 8: column user_id: contains control characters",
                     "line 10: expected 5 fields, found 2",
                     "line 13: column token: longer than 4096 bytes",

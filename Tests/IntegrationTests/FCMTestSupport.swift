@@ -57,6 +57,7 @@ struct MixedTestEnvironment {
     func lanes(for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil, fcmConcurrency: Int? = nil) throws -> LanePacing.Lanes {
         var settings = try settings()
         if let fcmConcurrency { settings.fcm?.concurrency = fcmConcurrency }
+        if let c = ProcessInfo.processInfo.environment["XAPNSC"].flatMap(Int.init) { settings.apns?.concurrency = c; settings.fcm?.concurrency = c }
         // Debug builds of two simulators and Bugle share two cores with the rest of the suite: give requests
         // room, so a starved scheduler is not mistaken for a lost answer.
         settings.fcm?.timeoutSeconds = 60

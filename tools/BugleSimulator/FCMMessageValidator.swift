@@ -41,6 +41,8 @@ struct FCMMessageValidator: Sendable {
         var tag: String?
         var androidPriority: String?
         var ttl: String?
+        var apnsPushType: String?
+        var apnsCollapseID: String?
         var title: String?
         var body: String?
         /// Bytes of the `message` value in the request body.
@@ -142,6 +144,7 @@ struct FCMMessageValidator: Sendable {
         let android = Self.lastMember(message, "android")?.value
         let androidNotification = android.flatMap { Self.lastMember($0, "notification")?.value }
         let notification = Self.lastMember(message, "notification")?.value
+        let apnsHeaders = (Self.lastMember(message, "apns")?.value).flatMap { Self.lastMember($0, "headers")?.value }
         return Validated(
             validateOnly: validateOnly,
             targetKind: first.kind,
@@ -150,6 +153,8 @@ struct FCMMessageValidator: Sendable {
             tag: androidNotification.flatMap { Self.lastMember($0, "tag")?.value.stringValue },
             androidPriority: android.flatMap { Self.lastMember($0, "priority")?.value.stringValue },
             ttl: android.flatMap { Self.lastMember($0, "ttl")?.value.stringValue },
+            apnsPushType: apnsHeaders.flatMap { Self.lastMember($0, "apns-push-type")?.value.stringValue },
+            apnsCollapseID: apnsHeaders.flatMap { Self.lastMember($0, "apns-collapse-id")?.value.stringValue },
             title: notification.flatMap { Self.lastMember($0, "title")?.value.stringValue },
             body: notification.flatMap { Self.lastMember($0, "body")?.value.stringValue },
             messageRange: messageMember.valueRange,

@@ -14,6 +14,10 @@ public struct FCMRecord: Sendable, Equatable, Codable {
     public var androidPriority: String?
     /// `message.android.ttl` as sent (`"3600s"`), if sent.
     public var ttl: String?
+    /// `message.apns.headers["apns-push-type"]`, if sent (iOS devices reached through FCM).
+    public var apnsPushType: String?
+    /// `message.apns.headers["apns-collapse-id"]`, if sent.
+    public var apnsCollapseID: String?
     /// `message.notification.title`, if sent.
     public var title: String?
     /// `message.notification.body`, if sent.
@@ -37,6 +41,8 @@ public struct FCMRecord: Sendable, Equatable, Codable {
         case tag
         case androidPriority = "android_priority"
         case ttl
+        case apnsPushType = "apns_push_type"
+        case apnsCollapseID = "apns_collapse_id"
         case title
         case body
         case payloadSHA256 = "payload_sha256"

@@ -314,6 +314,8 @@ final class FCMSimulatorCore: Sendable {
                 tag: message.tag,
                 androidPriority: message.androidPriority,
                 ttl: message.ttl,
+                apnsPushType: message.apnsPushType,
+                apnsCollapseID: message.apnsCollapseID,
                 title: message.title,
                 body: message.body,
                 payloadSHA256: Self.payloadDigest(request.body, message: message),

@@ -1,20 +1,26 @@
-/// Builds the FCM HTTP v1 request body `{"message": {...}}` of one notification (PROTOCOLS.md §2.2).
+/// Builds the FCM HTTP v1 request body `{"message": {...}}` of one notification (PROTOCOLS.md §2.2): the shared
+/// notification and data, then the override block of the device's platform: `android`, `webpush`, or `apns` for
+/// iOS devices reached through FCM (`ios_transport: fcm`).
 public struct FCMMessageBuilder: Sendable {
     private let template: MessageTemplate
     private let dataKeys: [(String, String)]
     private let defaultTag: String?
+    private let now: Int
 
     /// - Parameters:
     ///   - template: the campaign message.
-    ///   - defaultTag: Android notification tag used when the campaign sets none (stable per campaign, so a
-    ///     resent duplicate replaces the first on screen).
-    public init(template: MessageTemplate, defaultTag: String? = nil) {
+    ///   - defaultTag: Android notification tag (and APNs collapse id) used when the campaign sets none (stable per
+    ///     campaign, so a resent duplicate replaces the first on screen).
+    ///   - now: UNIX seconds the `apns-expiration` override counts from (the message is rendered once per locale,
+    ///     so it counts from when the run's messages were built, never later than the send).
+    public init(template: MessageTemplate, defaultTag: String? = nil, now: Int = 0) {
         self.template = template
         self.dataKeys = template.data.sorted { $0.key < $1.key }
         self.defaultTag = defaultTag
+        self.now = now
     }
 
-    /// The request body for `token` on `platform` (`.android` or `.web`).
+    /// The request body for `token` on `platform`.
     /// - Parameter validateOnly: sets `validate_only`, so FCM checks the message without delivering it.
     /// - Throws: ``PayloadTooLarge`` when the message (token excluded) exceeds 4096 bytes.
     public func body(token: String, platform: Platform, copy: RenderedCopy, validateOnly: Bool = false) throws -> [UInt8] {
@@ -48,10 +54,10 @@ public struct FCMMessageBuilder: Sendable {
             for (key, value) in dataKeys { json.field(key, value) }
             json.endObject()
         }
-        if platform == .web {
-            writeWebPush(&json)
-        } else {
-            writeAndroid(&json)
+        switch platform {
+        case .web: writeWebPush(&json)
+        case .android: writeAndroid(&json)
+        case .ios: writeAPNs(&json)
         }
         json.endObject()
         json.endObject()
@@ -76,6 +82,42 @@ public struct FCMMessageBuilder: Sendable {
             if let channel = options.channelID { json.field("channel_id", channel) }
             if let tag { json.field("tag", tag) }
             if let sound = template.sound { json.field("sound", sound) }
+            json.endObject()
+        }
+        json.endObject()
+    }
+
+    /// The `apns` override block: the campaign's APNs headers (as strings) and the `aps` keys FCM does not derive
+    /// from `notification` (badge, sound, thread, category, mutable and background flags).
+    private func writeAPNs(_ json: inout JSONWriter) {
+        let options = template.apns
+        json.key("apns")
+        json.beginObject()
+        json.key("headers")
+        json.beginObject()
+        json.field("apns-priority", String(options.priority))
+        json.field("apns-push-type", options.pushType.rawValue)
+        if let collapseID = options.collapseID ?? defaultTag { json.field("apns-collapse-id", collapseID) }
+        if let seconds = options.expirationSeconds { json.field("apns-expiration", String(seconds == 0 ? 0 : now + seconds)) }
+        json.endObject()
+        json.key("payload")
+        json.beginObject()
+        json.key("aps")
+        json.beginObject()
+        if options.pushType != .background {
+            if let badge = template.badge { json.field("badge", badge) }
+            if let sound = template.sound { json.field("sound", sound) }
+            if let thread = options.threadID { json.field("thread-id", thread) }
+            if let category = options.category { json.field("category", category) }
+            if options.mutableContent || template.image != nil { json.field("mutable-content", 1) }
+        }
+        if options.contentAvailable || options.pushType == .background { json.field("content-available", 1) }
+        json.endObject()
+        json.endObject()
+        if let image = template.image {
+            json.key("fcm_options")
+            json.beginObject()
+            json.field("image", image)
             json.endObject()
         }
         json.endObject()

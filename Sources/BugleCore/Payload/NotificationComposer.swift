@@ -1,7 +1,10 @@
+import Foundation
+
 /// Turns a recipient into a wire-ready ``PushRequest`` for its platform: copy by locale, APNs payload and
 /// headers or the FCM message. Shared by real runs and dry runs.
 public struct NotificationComposer: Sendable {
     public let runID: Int64
+    private let iosViaFCM: Bool
     private let renderer: MessageRenderer
     private let apns: APNsPayloadBuilder
     /// Rendered once per configured locale: the copy carries no per-recipient values yet, so every recipient
@@ -12,11 +15,13 @@ public struct NotificationComposer: Sendable {
     ///   - campaign: the validated campaign.
     ///   - runID: the run (part of each deterministic `apns-id`; 0 for dry runs).
     ///   - validateOnly: FCM `validate_only` (dry run `--validate`).
-    public init(campaign: Campaign, runID: Int64, validateOnly: Bool = false) {
+    ///   - now: UNIX seconds the `apns-expiration` of iOS messages sent through FCM counts from.
+    public init(campaign: Campaign, runID: Int64, validateOnly: Bool = false, now: Int = Int(Date().timeIntervalSince1970)) {
         self.runID = runID
+        self.iosViaFCM = campaign.iosTransport == .fcm
         self.renderer = MessageRenderer(template: campaign.message)
         let apns = APNsPayloadBuilder(template: campaign.message)
-        let fcm = FCMMessageBuilder(template: campaign.message, defaultTag: Self.stableTag(for: campaign.name))
+        let fcm = FCMMessageBuilder(template: campaign.message, defaultTag: Self.stableTag(for: campaign.name), now: now)
         var rendered: [String: RenderedLocale] = [:]
         for (tag, copy) in campaign.message.locales {
             let copy = RenderedCopy(locale: tag, title: copy.title, body: copy.body)
@@ -24,7 +29,10 @@ public struct NotificationComposer: Sendable {
                 copy: copy,
                 apnsPayload: Result { try apns.payload(for: copy) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
                 android: Result { try fcm.template(platform: .android, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
-                web: Result { try fcm.template(platform: .web, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) }
+                web: Result { try fcm.template(platform: .web, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
+                iosViaFCM: self.iosViaFCM
+                    ? Result { try fcm.template(platform: .ios, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) }
+                    : nil
             )
         }
         self.apns = apns
@@ -36,6 +44,8 @@ public struct NotificationComposer: Sendable {
         var apnsPayload: Result<[UInt8], PayloadTooLarge>
         var android: Result<FCMBodyTemplate, PayloadTooLarge>
         var web: Result<FCMBodyTemplate, PayloadTooLarge>
+        /// iOS through FCM (`ios_transport: fcm`) only.
+        var iosViaFCM: Result<FCMBodyTemplate, PayloadTooLarge>?
     }
 
     /// A stable Android notification tag per campaign, so a resent duplicate replaces the first on screen.
@@ -52,6 +62,11 @@ public struct NotificationComposer: Sendable {
         let tag = renderer.copy(for: locale).locale
         guard let rendered = rendered[tag] else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
         switch platform {
+        case .ios where iosViaFCM:
+            guard let template = rendered.iosViaFCM else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
+            return template.map { template in
+                PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: template.body(token: token), apns: nil, attempt: attempt)
+            }
         case .ios:
             return rendered.apnsPayload.map { body in
                 let headers = apns.headers(apnsID: NotificationID.apnsID(runID: runID, seq: seq), now: now)

@@ -7,14 +7,16 @@ public enum RecipientValidator {
     static let fcmTokenMaxLength = 4096
 
     /// The valid recipient, or the reason the row is skipped.
-    public static func validate(_ row: SegmentRow) -> Result<ValidRecipient, SkipReasonError> {
+    /// - Parameter iosTransport: How iOS devices are reached: their tokens are APNs device tokens, or FCM registration
+    ///   tokens with `fcm`.
+    public static func validate(_ row: SegmentRow, iosTransport: IOSTransport = .http2) -> Result<ValidRecipient, SkipReasonError> {
         guard let deviceID = row.deviceID else { return .failure(SkipReasonError(.missingDeviceID)) }
         guard let userID = row.userID, !userID.isEmpty else { return .failure(SkipReasonError(.missingUserID)) }
         guard let rawToken = row.token, !rawToken.isEmpty else { return .failure(SkipReasonError(.missingToken)) }
         guard let rawPlatform = row.platform, let platform = Platform(rawValue: rawPlatform.lowercased()) else {
             return .failure(SkipReasonError(.unknownPlatform))
         }
-        guard let token = normalizedToken(rawToken, platform: platform) else {
+        guard let token = normalizedToken(rawToken, platform: platform, iosViaFCM: iosTransport == .fcm) else {
             return .failure(SkipReasonError(.malformedToken))
         }
         return .success(
@@ -26,8 +28,11 @@ public enum RecipientValidator {
     }
 
     /// The token in canonical form, or nil when malformed.
-    public static func normalizedToken(_ token: String, platform: Platform) -> String? {
+    /// - Parameter iosViaFCM: iOS devices are reached through FCM, so an iOS token is an FCM registration token.
+    public static func normalizedToken(_ token: String, platform: Platform, iosViaFCM: Bool = false) -> String? {
         switch platform {
+        case .ios where iosViaFCM:
+            return fcmToken(token)
         case .ios:
             let utf8 = token.utf8
             guard iosTokenLength.contains(utf8.count), utf8.count % 2 == 0 else { return nil }
@@ -44,20 +49,31 @@ public enum RecipientValidator {
             }
             return String(decoding: lowered, as: UTF8.self)
         case .android, .web:
-            let utf8 = token.utf8
-            guard utf8.count <= fcmTokenMaxLength else { return nil }
-            for byte in utf8 {
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                    UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"),
-                    UInt8(ascii: "."):
-                    continue
-                default:
-                    return nil
-                }
-            }
-            return token
+            return fcmToken(token)
         }
+    }
+
+    /// An FCM registration token as given (printable URL-safe characters, at most 4096 bytes), or nil.
+    public static func fcmToken(_ token: String) -> String? {
+        let utf8 = token.utf8
+        guard !utf8.isEmpty, utf8.count <= fcmTokenMaxLength else { return nil }
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"),
+                UInt8(ascii: "."):
+                continue
+            default:
+                return nil
+            }
+        }
+        return token
+    }
+
+    /// True for an iOS token that is an FCM registration token (`<instance id>:<token>`) rather than an APNs device
+    /// token: APNs tokens are hexadecimal and never contain a colon.
+    public static func isFCMRegistration(_ token: String) -> Bool {
+        token.utf8.contains(UInt8(ascii: ":"))
     }
 }
 

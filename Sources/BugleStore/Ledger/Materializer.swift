@@ -29,7 +29,6 @@ public struct Materializer: Sendable {
     /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason).
     public func materialize(runID: Int64, campaign: Campaign, reader: SegmentReader) async throws -> Report {
         let resolver = LocaleResolver(locales: campaign.message.locales.keys, defaultLocale: campaign.message.defaultLocale)
-        let iosProvider = campaign.iosTransport == .legacy ? ProviderKind.legacyAPNs : .apns
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
         var skipped: [SkipReason: Int64] = [:]
@@ -47,9 +46,9 @@ public struct Materializer: Sendable {
                 for row in rows {
                     let seq = nextSeq
                     nextSeq += 1
-                    switch RecipientValidator.validate(row) {
+                    switch RecipientValidator.validate(row, iosTransport: campaign.iosTransport) {
                     case .success(let recipient):
-                        let provider = recipient.platform == .ios ? iosProvider : .fcm
+                        let provider = campaign.provider(for: recipient.platform)
                         batch.append(
                             seq: seq, deviceID: recipient.deviceID, userID: recipient.userID, token: recipient.token,
                             platform: recipient.platform.rawValue, provider: provider.rawValue,

@@ -1,0 +1,74 @@
+import BugleCore
+import BugleFCM
+import BugleSimulator
+import Foundation
+import Testing
+
+/// The FCM lane's payload breaker against the FCM simulator over TLS + HTTP/2: payload-level `INVALID_ARGUMENT`
+/// answers fail their recipient, and ten in a row with no delivery between them halt the run.
+@Suite("FCM payload breaker (lane + simulator over TLS/HTTP2)")
+struct FCMPayloadBreakerTests {
+    /// A message the simulator refuses for its payload: a `data` value that is not a string.
+    static func badPayload(_ seq: Int64) -> PushRequest {
+        let token = "live-\(seq):APA91b"
+        let body = #"{"message":{"token":"\#(token)","data":{"n":1}}}"#
+        return PushRequest(seq: seq, deviceID: seq, token: token, platform: .android, body: Array(body.utf8), apns: nil, attempt: 1)
+    }
+
+    static func goodPayload(_ seq: Int64, token: String? = nil) -> PushRequest {
+        let token = token ?? "live-\(seq):APA91b"
+        let body = #"{"message":{"token":"\#(token)","notification":{"title":"t","body":"b"}}}"#
+        return PushRequest(seq: seq, deviceID: seq, token: token, platform: .android, body: Array(body.utf8), apns: nil, attempt: 1)
+    }
+
+    @Test("nine payload rejections fail their recipients; a delivery resets the count; the tenth in a row halts, and a bad token never counts")
+    func breaker() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        do {
+            let settings = try #require(try environment.settings().fcm)
+            let lane = try FCMProvider(settings: settings, logger: MixedTestEnvironment.logger)
+            var seq: Int64 = 0
+            func send(_ request: (Int64) -> PushRequest) async -> SendOutcome {
+                seq += 1
+                return await lane.send(request(seq))
+            }
+            for _ in 1...9 {
+                #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))
+            }
+            // A delivery in between: the next nine are again only failures.
+            guard case .delivered = await send({ Self.goodPayload($0) }) else {
+                Issue.record("the good message was not delivered")
+                await lane.shutdown()
+                try await environment.stop()
+                return
+            }
+            for _ in 1...9 {
+                #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))
+            }
+            // A token-level INVALID_ARGUMENT (the simulator's bad0 prefix) is the token's fault: it deactivates that
+            // device and neither counts towards nor resets the breaker.
+            guard case .invalidToken = await send({ Self.goodPayload($0, token: "bad0-\($0):APA91b") }) else {
+                Issue.record("the bad0 token was not classified as an invalid token")
+                await lane.shutdown()
+                try await environment.stop()
+                return
+            }
+            let tenth = await send(Self.badPayload)
+            guard case .halt(let code, let message) = tenth else {
+                Issue.record("the tenth payload rejection in a row did not halt: \(tenth)")
+                await lane.shutdown()
+                try await environment.stop()
+                return
+            }
+            #expect(code == "INVALID_ARGUMENT")
+            #expect(message.contains("10 times in a row"))
+            #expect(environment.fcm.counters().rejectedByReason["INVALID_ARGUMENT"] == 20)
+            #expect(environment.fcm.accepted().count == 1)
+            await lane.shutdown()
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+}
