@@ -539,14 +539,23 @@ struct FCMSimulatorTests {
             )
             #expect(invalid.status == 400)
             #expect(invalid.violationFields == ["message.data[0].value"])
-            // ...and validate_only is never scripted.
+            // ...and validate_only checks the registration like a send (FCM's dry run finds deleted registrations),
+            // while a live token's dry run is answered with the fake name and never delivered.
             let validateOnly = try await client.request(
                 .POST,
                 environment.sendPath,
                 headers: environment.bearer(),
                 body: Array(#"{"validate_only":true,"message":{"token":"dead-y"}}"#.utf8)
             )
-            #expect(validateOnly.status == 200)
+            #expect(validateOnly.status == 404)
+            #expect(validateOnly.fcmErrorCode == "UNREGISTERED")
+            let validateLive = try await client.request(
+                .POST,
+                environment.sendPath,
+                headers: environment.bearer(),
+                body: Array(#"{"validate_only":true,"message":{"token":"live-y"}}"#.utf8)
+            )
+            #expect(validateLive.status == 200)
 
             // `fa11` is never answered: a later stream on the same connection is answered, that one is not.
             let hung = try await client.start(
@@ -569,7 +578,7 @@ struct FCMSimulatorTests {
 
             #expect(simulator.accepted().map(\.target) == ["live-after"])
             let counters = simulator.counters()
-            #expect(counters.rejectedByReason["UNREGISTERED"] == 2)
+            #expect(counters.rejectedByReason["UNREGISTERED"] == 3)  // two sends and one validate_only
             #expect(counters.rejectedByReason["SENDER_ID_MISMATCH"] == 1)
             #expect(counters.rejectedByReason["THIRD_PARTY_AUTH_ERROR"] == 1)
             #expect(counters.unauthenticated == 0)

@@ -232,19 +232,6 @@ final class FCMSimulatorCore: Sendable {
         entry.target = message.target
         entry.validateOnly = message.validateOnly
 
-        if message.validateOnly {
-            ledger.settleQuota(counts: true, now: now)
-            entry.status = 200
-            ledger.recordSendAnswer(entry)
-            return .respond(
-                Response(
-                    status: 200,
-                    headers: [Self.jsonContentType],
-                    body: "{\"name\":\"projects/\(project)/messages/fake_message_id\"}"
-                )
-            )
-        }
-
         if message.targetKind == "token" || message.targetKind == "fid",
             let script = FCMTokenScript.script(for: message.target)
         {
@@ -268,6 +255,21 @@ final class FCMSimulatorCore: Sendable {
                     retryAfter: entry.retryAfter
                 )
             }
+        }
+
+        // validate_only: checked like a send (the token's script included, as FCM checks the registration), never
+        // delivered.
+        if message.validateOnly {
+            ledger.settleQuota(counts: true, now: now)
+            entry.status = 200
+            ledger.recordSendAnswer(entry)
+            return .respond(
+                Response(
+                    status: 200,
+                    headers: [Self.jsonContentType],
+                    body: "{\"name\":\"projects/\(project)/messages/fake_message_id\"}"
+                )
+            )
         }
 
         let faults = configuration.faults
