@@ -82,6 +82,18 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     ///   - sslRootCertificatePath: A PEM file of trusted roots, or `nil` for the system store.
     ///   - applicationName: The `application_name` reported to the server.
     ///   - connectTimeout: How long to wait for a connection to open.
+    /// This configuration with `tag` appended to its `application_name` (`bugle 1234:987654`), so this process's
+    /// sessions can be found in `pg_stat_activity`. The name is kept to printable ASCII and to the 63 bytes the
+    /// server keeps, shortening the given name rather than the tag.
+    /// - Parameter tag: Printable ASCII, unique to the process (at most 40 bytes).
+    public func taggingSessions(_ tag: String) -> DatabaseConfiguration {
+        var copy = self
+        let base = String(String.UnicodeScalarView(applicationName.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }))
+        let room = max(0, 63 - 1 - tag.utf8.count)
+        copy.applicationName = String(base.prefix(room)) + " " + tag
+        return copy
+    }
+
     public init(
         endpoint: Endpoint,
         username: String,

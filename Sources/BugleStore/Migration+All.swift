@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -150,5 +150,14 @@ extension Migration {
         version: 7,
         name: "claim_ids",
         statements: ["ALTER TABLE bugle.run_recipients ADD COLUMN claim_id bigint"]
+    )
+
+    /// Version 8: the `application_name` a worker's database sessions carry, so the worker that reaps an expired
+    /// lease can also end that worker's sessions: a frozen process (SIGSTOP, a suspended VM) can leave a backend
+    /// blocked writing a result it never reads, holding row locks that would stall every takeover.
+    public static let workerSessions = Migration(
+        version: 8,
+        name: "worker_sessions",
+        statements: ["ALTER TABLE bugle.run_workers ADD COLUMN session_tag text"]
     )
 }

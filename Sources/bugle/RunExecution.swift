@@ -74,7 +74,7 @@ enum RunExecution {
         var metrics: MetricsExporter?
         if let port = output.metricsPort { metrics = try await MetricsExporter.start(port: port, logger: logger) }
         if let metrics { console.say("run \(runID): metrics at http://127.0.0.1:\(metrics.port)/metrics") }
-        let store = PostgresCampaignStore(client: client, logger: logger)
+        let store = PostgresCampaignStore(client: client, sessionTag: DatabaseSession.sessionTag, logger: logger)
         let control = RunControl()
         let trap = SignalTrap(control: control)
         defer { trap.cancel() }

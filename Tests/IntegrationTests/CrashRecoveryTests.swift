@@ -132,7 +132,14 @@ struct CrashRecoveryTests {
             let b = try fixture.start(["worker", "\(runID)", "--quiet", "--lease-ttl", "10"])
             // B has taken over once A's row is gone and B's is there.
             try await fixture.waitUntil("B's lease", seconds: 120) {
-                try await fixture.withClient { client in
+                if !b.process.isRunning {
+                    kill(a.process.processIdentifier, SIGCONT)
+                    let early = await b.finish()
+                    _ = await a.finish()
+                    Issue.record("worker B ended before taking over (exit \(early.status)): \(early.stderr)")
+                    throw CancellationError()
+                }
+                return try await fixture.withClient { client in
                     try await LedgerTestSupport.scalar(
                         client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at >= now()", as: Int64.self
                     ) == 1

@@ -5,6 +5,19 @@ import Testing
 
 @Suite("DatabaseConfiguration")
 struct DatabaseConfigurationTests {
+    @Test("a process tag ends application_name, which stays printable ASCII within the server's 63 bytes")
+    func taggingSessions() throws {
+        let plain = try DatabaseConfiguration(url: "postgres://u@localhost/db").taggingSessions("12:34")
+        #expect(plain.applicationName == "bugle 12:34")
+        let named = try DatabaseConfiguration(url: "postgres://u@localhost/db?application_name=reports-\u{e9}t\u{e9}")
+            .taggingSessions("12:34")
+        #expect(named.applicationName == "reports-t 12:34")
+        let long = try DatabaseConfiguration(url: "postgres://u@localhost/db?application_name=" + String(repeating: "x", count: 80))
+            .taggingSessions("123456:4294967295")
+        #expect(long.applicationName.utf8.count == 63)
+        #expect(long.applicationName.hasSuffix(" 123456:4294967295"))
+    }
+
     @Test func parsesAFullURL() throws {
         let configuration = try DatabaseConfiguration(
             url: "postgresql://alice:s3cr%40t%2Fpw@db.example.com:6543/app?sslmode=verify-full&sslrootcert=/etc/ca.pem"

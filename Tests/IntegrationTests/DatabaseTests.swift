@@ -23,6 +23,23 @@ struct DatabaseTests {
         }
     }
 
+    /// A worker frozen inside a transaction must not hold its locks for ever: every Bugle session asks the server to
+    /// end itself after 15 s idle in a transaction, and the server applies it.
+    @Test func sessionsEndIdleTransactionsAfterFifteenSeconds() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let (timeout, application) = try await Database.withClient(configuration, logger: self.logger) { client in
+            let rows = try await client.query(
+                "SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('application_name')",
+                logger: self.logger
+            )
+            var values: (String, String) = ("", "")
+            for try await (timeout, application) in rows.decode((String, String).self) { values = (timeout, application) }
+            return values
+        }
+        #expect(timeout == "15s")
+        #expect(!application.isEmpty)
+    }
+
     /// RELIABILITY test #39: with `sslmode=require`, a server without TLS is refused, never used in plaintext.
     @Test func requireRefusesAServerWithoutTLS() async throws {
         let directory = NSTemporaryDirectory() + "bugle-tcp-\(UUID().uuidString.prefix(8))"

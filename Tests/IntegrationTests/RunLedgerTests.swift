@@ -235,6 +235,60 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("taking over an expired lease ends the frozen worker's sessions, even one busy holding the run's row lock")
+    func takeoverEndsFrozenSessions() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let logger = Support.logger
+        try await Database.withClient(configuration, logger: logger) { client in
+            try await Support.seed(client, count: 10)
+            let campaign = Support.campaign(name: "frozen", window: 10, policy: .resend)
+            let (runID, _) = try await Support.materializedRun(client, campaign)
+            try await Database.withClient(configuration.taggingSessions("4242:frozen"), logger: logger) { frozenClient in
+                let a = PostgresCampaignStore(client: frozenClient, sessionTag: "4242:frozen", logger: logger)
+                let b = PostgresCampaignStore(client: client, sessionTag: "4343:taker", logger: logger)
+                guard let leaseA = try await a.acquireLease(runID: runID, owner: "a", ttlSeconds: 30, mode: .exclusive) else {
+                    Issue.record("A got no lease")
+                    return
+                }
+                // A's session holds the run row's lock inside a statement that never ends (as a backend blocked writing
+                // to a stopped process does): idle_in_transaction_session_timeout cannot release it.
+                let frozen = Task {
+                    try await frozenClient.query(
+                        "SELECT pg_sleep(3600) FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger
+                    ).collect()
+                }
+                try await Self.waitForLockHolder(client, runID: runID)
+                _ = try await client.query(
+                    "UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID) AND epoch = \(leaseA.epoch)",
+                    logger: logger
+                ).collect()
+                // B joins without waiting on A's lock: A's session is ended first (a hang fails the deadline).
+                let leaseB = try await OperationDeadline.run(within: .seconds(60)) {
+                    try await b.acquireLease(runID: runID, owner: "b", ttlSeconds: 30, mode: .join)
+                }
+                #expect(leaseB != nil)
+                #expect(leaseB?.liveWorkers == 1)
+                await #expect(throws: (any Error).self) { try await frozen.value }
+                let tags = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND session_tag = '4343:taker'", as: Int64.self)
+                #expect(tags == 1)
+            }
+        }
+    }
+
+    /// Waits until some session holds a row lock of the run (the frozen statement has started).
+    static func waitForLockHolder(_ client: PostgresClient, runID: Int64) async throws {
+        for _ in 0..<3000 {
+            let waiting = try await Support.scalar(
+                client,
+                "SELECT count(*)::bigint FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(3600)%' AND state = 'active'",
+                as: Int64.self)
+            if (waiting ?? 0) > 0 { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("the frozen statement never started")
+    }
+
     @Test("two workers on one run: each its own epoch, the window W shared, a reaped worker's rows recovered and its writes fenced")
     func twoWorkers() async throws {
         try await Support.withFreshDatabase { client in

@@ -8,9 +8,17 @@ import PostgresNIO
 public struct PostgresCampaignStore: CampaignStore {
     private let client: PostgresClient
     private let logger: Logger
+    private let sessionTag: String?
 
-    public init(client: PostgresClient, logger: Logger) {
+    /// - Parameters:
+    ///   - client: The database.
+    ///   - sessionTag: The tag this process's sessions carry at the end of their `application_name` (see
+    ///     ``DatabaseConfiguration/taggingSessions(_:)``), recorded with each lease so a worker that takes an expired
+    ///     lease over can end the frozen worker's sessions; nil: not recorded.
+    ///   - logger: Logger.
+    public init(client: PostgresClient, sessionTag: String? = nil, logger: Logger) {
         self.client = client
+        self.sessionTag = sessionTag
         self.logger = logger
     }
 
@@ -18,6 +26,8 @@ public struct PostgresCampaignStore: CampaignStore {
 
     public func acquireLease(runID: Int64, owner: String, ttlSeconds: Int, mode: LeaseMode) async throws -> Lease? {
         let logger = self.logger
+        let sessionTag = self.sessionTag
+        try await endExpiredSessions(runID: runID)
         return try await client.withTransaction(logger: logger) { connection -> Lease? in
             // The run row's FOR UPDATE serialises lease acquisitions and waits out claims in progress.
             let current = try await connection.query("SELECT status FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger)
@@ -50,8 +60,8 @@ public struct PostgresCampaignStore: CampaignStore {
             guard let epoch = granted else { return nil }
             _ = try await connection.query(
                 """
-                INSERT INTO bugle.run_workers (run_id, epoch, owner, expires_at)
-                VALUES (\(runID), \(epoch), \(owner), now() + make_interval(secs => \(Double(ttlSeconds))))
+                INSERT INTO bugle.run_workers (run_id, epoch, owner, expires_at, session_tag)
+                VALUES (\(runID), \(epoch), \(owner), now() + make_interval(secs => \(Double(ttlSeconds))), \(sessionTag))
                 """,
                 logger: logger
             ).collect()
@@ -63,6 +73,7 @@ public struct PostgresCampaignStore: CampaignStore {
 
     public func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> LeaseRenewal {
         let logger = self.logger
+        try await endExpiredSessions(runID: lease.runID)
         return try await client.withTransaction(logger: logger) { connection -> LeaseRenewal in
             let rows = try await connection.query(
                 """
@@ -82,6 +93,23 @@ public struct PostgresCampaignStore: CampaignStore {
             let live = try await Self.liveWorkers(runID: lease.runID, connection, logger: logger)
             return LeaseRenewal(held: true, liveWorkers: max(1, live), recoveredInFlight: recovered)
         }
+    }
+
+    /// Ends the database sessions of the run's workers whose leases expired (this role's sessions only), before any
+    /// lock is taken: a frozen worker's backend can sit blocked writing a result its process never reads, holding the
+    /// run's row locks beyond `idle_in_transaction_session_timeout`'s reach, and the reaping below would wait on it.
+    /// Its transaction rolls back; anything it had committed was fenced already.
+    private func endExpiredSessions(runID: Int64) async throws {
+        _ = try await client.query(
+            """
+            SELECT pg_terminate_backend(a.pid)
+              FROM pg_stat_activity a
+              JOIN bugle.run_workers w ON right(a.application_name, length(w.session_tag) + 1) = ' ' || w.session_tag
+             WHERE w.run_id = \(runID) AND w.expires_at < now() AND w.session_tag IS NOT NULL
+               AND a.pid <> pg_backend_pid() AND a.usename = current_user AND a.datname = current_database()
+            """,
+            logger: logger
+        ).collect()
     }
 
     /// Deletes the run's worker rows whose leases expired. - Returns: their epochs.
