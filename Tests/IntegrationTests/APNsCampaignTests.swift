@@ -165,6 +165,55 @@ struct APNsCampaignTests {
         }
     }
 
+    @Test("MAX_CONCURRENT_STREAMS lowered from 100 to 3 mid-run: the lane keeps under the new limit, completes, and delivers each token once")
+    func maxConcurrentStreamsDecrease() async throws {
+        try await Self.withLane(configure: {
+            $0.maxConcurrentStreams = 100
+            $0.faults = .init(latency: .milliseconds(5))
+        }) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform)
+                    SELECT i, 'u' || i, lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, 3000) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                let running = Task { try await Self.run(client, Support.campaign(window: 400, policy: .resend), provider: provider) }
+                try await Self.waitForAccepted(simulator, atLeast: 300)
+                #expect(simulator.counters().maxConcurrentStreamsObserved > 3, "the lane never used more than 3 streams before the change")
+                simulator.announceMaxConcurrentStreams(3)
+                // Streams opened before the client read the new SETTINGS may still finish; measure from later on.
+                try await Self.waitForAccepted(simulator, atLeast: 900)
+                simulator.resetStreamHighWater()
+                let (runID, result) = try await running.value
+                #expect(result.ending == .completed)
+                let counters = simulator.counters()
+                #expect(counters.maxConcurrentStreamsViolations == 0)
+                #expect(counters.maxConcurrentStreamsObserved <= 3, "\(counters.maxConcurrentStreamsObserved) streams open at once after the change")
+                let records = simulator.accepted()
+                #expect(records.count == 3_000)
+                #expect(Set(records.map(\.token)).count == 3_000)
+                let sent = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self
+                )
+                #expect(sent == 3_000)
+            }
+        }
+    }
+
+    /// Waits (polling the simulator's counters) until it has accepted `count` notifications.
+    static func waitForAccepted(_ simulator: APNsSimulator, atLeast count: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while simulator.counters().accepted < count {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("the simulator accepted only \(simulator.counters().accepted) of \(count)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     @Test("GOAWAY every 1,000 streams: the campaign completes with every token delivered exactly once")
     func goAwayEveryThousandStreams() async throws {
         try await Self.withLane(configure: { $0.faults = .init(goAwayEvery: 1_000) }) { simulator, provider in

@@ -5,6 +5,7 @@ import BugleTesting
 import Foundation
 import PostgresNIO
 import Testing
+import Crypto
 import _CryptoExtras
 
 #if canImport(Glibc)
@@ -154,6 +155,56 @@ struct CLIRunTests {
             try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
         }
         #expect(inactive == 0)
+    }
+
+    @Test("an APNs key the simulator does not know (same key id, other key) halts the run with exit 2 and deactivates nothing")
+    func wrongAPNsKey() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 200)
+        }
+        let otherKey = environment.directory + "/AuthKey_other.p8"
+        FileManager.default.createFile(
+            atPath: otherKey, contents: Data(P256.Signing.PrivateKey().pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+        let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
+            .replacingOccurrences(of: environment.material.keyFile, with: otherKey)
+        let providersFile = environment.directory + "/wrong-key-providers.yaml"
+        try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
+        let campaign = try CLITests.temporaryFile(
+            "ios.yaml",
+            """
+            name: ios-only
+            notification_type: cli-wrong-key
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'ios'
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: iOS } }
+            """
+        )
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-wrong-key-\(UUID().uuidString).csv").path
+        let output = try await CLITests.bugle(
+            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
+            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
+        )
+        let accepted = environment.apns.accepted().count
+        let refused = environment.apns.counters().rejectedByReason["InvalidProviderToken", default: 0]
+        try await environment.stop()
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("InvalidProviderToken"), "\(output.stderr)")
+        #expect(!output.stderr.contains("BEGIN PRIVATE KEY"))
+        #expect(accepted == 0)
+        #expect(refused >= 1)
+        let (inactive, status) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            (
+                try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self),
+                try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs ORDER BY id DESC LIMIT 1", as: String.self)
+            )
+        }
+        #expect(inactive == 0)
+        #expect(status == "paused")
     }
 
     @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")

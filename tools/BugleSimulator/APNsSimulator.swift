@@ -187,6 +187,11 @@ public final class APNsSimulator: Sendable {
         }
     }
 
+    /// Starts `maxConcurrentStreamsObserved` again from the streams open now (to measure after a change).
+    public func resetStreamHighWater() {
+        ledgerBox.withLockedValue { $0 }?.updateCounters { $0.maxConcurrentStreamsObserved = 0 }
+    }
+
     /// Sends SETTINGS with a new `MAX_CONCURRENT_STREAMS` on every open connection (a mid-run decrease).
     /// - Parameter value: The new limit.
     public func announceMaxConcurrentStreams(_ value: Int) {
