@@ -107,6 +107,32 @@ struct CLIRunTests {
 
     static var binary: String { CLITests.executable.path }
 
+    /// Runs a one-platform campaign through the built executable with `providers` (a providers file's text).
+    static func runWithProviders(
+        _ providers: String, name: String, platform: String, environment: MixedTestEnvironment, configuration: DatabaseConfiguration
+    ) async throws -> CLITests.Output {
+        let providersFile = environment.directory + "/\(name)-providers.yaml"
+        try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
+        let campaign = try CLITests.temporaryFile(
+            "\(name).yaml",
+            """
+            name: \(name)
+            notification_type: cli-\(name)
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = '\(platform)'
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: \(platform) } }
+            """
+        )
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
+        return try await CLITests.bugle(
+            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
+            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
+        )
+    }
+
     @Test("a service account whose key the token endpoint refuses halts the run with exit 2 and deactivates nothing")
     func badServiceAccountKey() async throws {
         let environment = try await MixedTestEnvironment.start()
@@ -122,26 +148,8 @@ struct CLIRunTests {
         FileManager.default.createFile(atPath: forged, contents: try JSONSerialization.data(withJSONObject: account), attributes: [.posixPermissions: 0o600])
         let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
             .replacingOccurrences(of: environment.material.fcmServiceAccountFile, with: forged)
-        let providersFile = environment.directory + "/forged-providers.yaml"
-        try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
-        let campaign = try CLITests.temporaryFile(
-            "android.yaml",
-            """
-            name: android-only
-            notification_type: cli-fcm
-            dedupe: none
-            segment:
-              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'android'
-            message:
-              default_locale: en
-              locales: { en: { title: Hello, body: Android } }
-            """
-        )
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-forged-\(UUID().uuidString).csv").path
-        let output = try await CLITests.bugle(
-            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
-            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
-        )
+        let output = try await Self.runWithProviders(
+            providers, name: "forged", platform: "android", environment: environment, configuration: configuration)
         let grants = environment.fcm.counters().tokenGrants
         let accepted = environment.fcm.accepted().count
         try await environment.stop()
@@ -169,26 +177,8 @@ struct CLIRunTests {
             atPath: otherKey, contents: Data(P256.Signing.PrivateKey().pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
         let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
             .replacingOccurrences(of: environment.material.keyFile, with: otherKey)
-        let providersFile = environment.directory + "/wrong-key-providers.yaml"
-        try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
-        let campaign = try CLITests.temporaryFile(
-            "ios.yaml",
-            """
-            name: ios-only
-            notification_type: cli-wrong-key
-            dedupe: none
-            segment:
-              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'ios'
-            message:
-              default_locale: en
-              locales: { en: { title: Hello, body: iOS } }
-            """
-        )
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-wrong-key-\(UUID().uuidString).csv").path
-        let output = try await CLITests.bugle(
-            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
-            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
-        )
+        let output = try await Self.runWithProviders(
+            providers, name: "wrong-key", platform: "ios", environment: environment, configuration: configuration)
         let accepted = environment.apns.accepted().count
         let refused = environment.apns.counters().rejectedByReason["InvalidProviderToken", default: 0]
         try await environment.stop()

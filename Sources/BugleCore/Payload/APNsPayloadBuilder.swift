@@ -24,13 +24,8 @@ public struct APNsPayloadBuilder: Sendable {
             json.field("title", copy.title)
             json.field("body", copy.body)
             json.endObject()
-            if let badge = template.badge { json.field("badge", badge) }
-            if let sound = template.sound { json.field("sound", sound) }
-            if let thread = options.threadID { json.field("thread-id", thread) }
-            if let category = options.category { json.field("category", category) }
-            if options.mutableContent || template.image != nil { json.field("mutable-content", 1) }
         }
-        if options.contentAvailable || options.pushType == .background { json.field("content-available", 1) }
+        Self.writeAPSKeys(&json, template: template)
         json.endObject()
         if let image = template.image { json.field("image", image) }
         for (key, value) in dataKeys { json.field(key, value) }
@@ -38,6 +33,20 @@ public struct APNsPayloadBuilder: Sendable {
         let limit = options.pushType.payloadLimit
         guard json.bytes.count <= limit else { throw PayloadTooLarge(size: json.bytes.count, limit: limit) }
         return json.bytes
+    }
+
+    /// The `aps` keys other than `alert`, from the campaign: badge, sound, thread, category and the mutable flag
+    /// (not for background pushes), and `content-available`. Shared with FCM's `apns` override block.
+    static func writeAPSKeys(_ json: inout JSONWriter, template: MessageTemplate) {
+        let options = template.apns
+        if options.pushType != .background {
+            if let badge = template.badge { json.field("badge", badge) }
+            if let sound = template.sound { json.field("sound", sound) }
+            if let thread = options.threadID { json.field("thread-id", thread) }
+            if let category = options.category { json.field("category", category) }
+            if options.mutableContent || template.image != nil { json.field("mutable-content", 1) }
+        }
+        if options.contentAvailable || options.pushType == .background { json.field("content-available", 1) }
     }
 
     /// The campaign-derived headers for one recipient.

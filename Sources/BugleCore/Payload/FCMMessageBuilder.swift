@@ -104,14 +104,7 @@ public struct FCMMessageBuilder: Sendable {
         json.beginObject()
         json.key("aps")
         json.beginObject()
-        if options.pushType != .background {
-            if let badge = template.badge { json.field("badge", badge) }
-            if let sound = template.sound { json.field("sound", sound) }
-            if let thread = options.threadID { json.field("thread-id", thread) }
-            if let category = options.category { json.field("category", category) }
-            if options.mutableContent || template.image != nil { json.field("mutable-content", 1) }
-        }
-        if options.contentAvailable || options.pushType == .background { json.field("content-available", 1) }
+        APNsPayloadBuilder.writeAPSKeys(&json, template: template)
         json.endObject()
         json.endObject()
         if let image = template.image {
