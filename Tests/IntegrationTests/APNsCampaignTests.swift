@@ -27,6 +27,14 @@ struct APNsCampaignTests {
         ).collect()
     }
 
+    /// Seeds `count` live iOS devices (ids 1…count, 64-hex tokens, no locale).
+    static func seedLiveIOS(_ client: PostgresClient, count: Int) async throws {
+        _ = try await client.query(
+            "INSERT INTO bugle.devices (id, user_id, token, platform) SELECT i, 'u' || i, lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, \(count)) i",
+            logger: Support.logger
+        ).collect()
+    }
+
     static func run(_ client: PostgresClient, _ campaign: Campaign, provider: any PushProvider) async throws -> (Int64, RunResult) {
         try await Support.runCampaign(client, campaign, providers: [.apns: provider])
     }
@@ -172,13 +180,7 @@ struct APNsCampaignTests {
             $0.faults = .init(latency: .milliseconds(5))
         }) { simulator, provider in
             try await Support.withFreshDatabase { client in
-                _ = try await client.query(
-                    """
-                    INSERT INTO bugle.devices (id, user_id, token, platform)
-                    SELECT i, 'u' || i, lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, 3000) i
-                    """,
-                    logger: Support.logger
-                ).collect()
+                try await Self.seedLiveIOS(client, count: 3000)
                 let running = Task { try await Self.run(client, Support.campaign(window: 400, policy: .resend), provider: provider) }
                 try await Self.waitForAccepted(simulator, atLeast: 300)
                 #expect(simulator.counters().maxConcurrentStreamsObserved > 3, "the lane never used more than 3 streams before the change")
@@ -218,13 +220,7 @@ struct APNsCampaignTests {
     func goAwayEveryThousandStreams() async throws {
         try await Self.withLane(configure: { $0.faults = .init(goAwayEvery: 1_000) }) { simulator, provider in
             try await Support.withFreshDatabase { client in
-                _ = try await client.query(
-                    """
-                    INSERT INTO bugle.devices (id, user_id, token, platform)
-                    SELECT i, 'u' || i, lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, 6000) i
-                    """,
-                    logger: Support.logger
-                ).collect()
+                try await Self.seedLiveIOS(client, count: 6000)
                 // resend: a stream at or below a GOAWAY's last-stream-id left unanswered would be re-sent, so any
                 // duplicate would show up in the simulator's record.
                 let (runID, result) = try await Self.run(client, Support.campaign(window: 400, policy: .resend), provider: provider)

@@ -38,7 +38,8 @@
 # benchmark. h2load posts N messages to the FCM endpoint with a simulator-minted access token as the ceiling
 # (mixed also prints the APNs ceiling).
 #
-# Needs a release build: swift build -c release --product bugle (the script builds it when missing).
+# Needs a release build: swift build -c release --product bugle (the script builds it when missing), or BUGLE_BIN
+# (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -69,9 +70,8 @@ done
 
 BIN=${BUGLE_BIN:-}
 if [ -z "$BIN" ]; then
-  for candidate in .build-release/release/bugle .build/release/bugle; do
-    [ -x "$candidate" ] && BIN="$ROOT/$candidate" && break
-  done
+  # Not .build-release: that is tools/test.sh's optimized *test* build (-enable-testing, failpoints compiled in).
+  if [ -x .build/release/bugle ]; then BIN="$ROOT/.build/release/bugle"; fi
 fi
 if [ -z "$BIN" ]; then
   swift build -c release --product bugle >&2
