@@ -9,7 +9,9 @@ import Testing
 
 /// Database faults in the middle of a run (RELIABILITY.md §2.2): real PostgreSQL ledger → runner → paced lanes over
 /// TLS + HTTP/2 → in-process simulators.
-@Suite("Database faults mid-run (PostgreSQL + simulators)")
+/// A timing suite (``TimingPhase``): the fault lasts a fixed 5 s of wall-clock time, which the parallel phase can
+/// stretch past the run it is meant to interrupt.
+@Suite("Database faults mid-run (PostgreSQL + simulators)", .enabled(if: TimingPhase.isActive, TimingPhase.reason))
 struct DatabaseFaultTests {
     typealias Support = LedgerTestSupport
 

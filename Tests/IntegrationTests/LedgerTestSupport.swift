@@ -103,9 +103,14 @@ enum LedgerTestSupport {
         let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: logger)
         _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        // These runs have no other worker to hand over to, so a long lease costs nothing; with the default 30 s, one
+        // renewal starved past its TTL/3 by the parallel phase (47 suites on 2 cores) self-fences a healthy run.
+        // Lease timing is tested where it is the subject (RunLedgerTests, the crash suite's 3 s leases).
+        var tuning = CampaignRunner.Configuration()
+        tuning.leaseTTLSeconds = 120
         let runner = CampaignRunner(
             campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
-            providers: providers, control: RunControl(), logger: logger
+            providers: providers, control: RunControl(), configuration: tuning, logger: logger
         )
         return (runID, try await runner.run(owner: "test-\(runID)"))
     }

@@ -17,8 +17,9 @@ public struct NotificationComposer: Sendable {
     ///   - validateOnly: FCM `validate_only` (dry run `--validate`).
     ///   - now: UNIX seconds the `apns-expiration` of iOS messages sent through FCM counts from.
     public init(campaign: Campaign, runID: Int64, validateOnly: Bool = false, now: Int = Int(Date().timeIntervalSince1970)) {
+        let iosViaFCM = campaign.iosTransport == .fcm
         self.runID = runID
-        self.iosViaFCM = campaign.iosTransport == .fcm
+        self.iosViaFCM = iosViaFCM
         self.renderer = MessageRenderer(template: campaign.message)
         let apns = APNsPayloadBuilder(template: campaign.message)
         let fcm = FCMMessageBuilder(template: campaign.message, defaultTag: Self.stableTag(for: campaign.name), now: now)
@@ -27,16 +28,19 @@ public struct NotificationComposer: Sendable {
             let copy = RenderedCopy(locale: tag, title: copy.title, body: copy.body)
             rendered[tag] = RenderedLocale(
                 copy: copy,
-                apnsPayload: Result { try apns.payload(for: copy) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
-                android: Result { try fcm.template(platform: .android, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
-                web: Result { try fcm.template(platform: .web, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) },
-                iosViaFCM: self.iosViaFCM
-                    ? Result { try fcm.template(platform: .ios, copy: copy, validateOnly: validateOnly) }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) }
-                    : nil
+                apnsPayload: Self.render { try apns.payload(for: copy) },
+                android: Self.render { try fcm.template(platform: .android, copy: copy, validateOnly: validateOnly) },
+                web: Self.render { try fcm.template(platform: .web, copy: copy, validateOnly: validateOnly) },
+                iosViaFCM: iosViaFCM ? Self.render { try fcm.template(platform: .ios, copy: copy, validateOnly: validateOnly) } : nil
             )
         }
         self.apns = apns
         self.rendered = rendered
+    }
+
+    /// A rendering, or its payload-size failure (the builders throw nothing else).
+    private static func render<T>(_ body: () throws -> T) -> Result<T, PayloadTooLarge> {
+        Result { try body() }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) }
     }
 
     private struct RenderedLocale: Sendable {
