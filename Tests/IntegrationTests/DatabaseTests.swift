@@ -61,7 +61,7 @@ struct DatabaseTests {
         }
         try await cluster.start(logger: self.logger)
 
-        let base = "postgres://bugle:CANARY-PW@127.0.0.1:\(port)/bugle?connect_timeout=2&sslmode="
+        let base = "postgres://bugle:CANARY-PW@127.0.0.1:\(port)/bugle?connect_timeout=30&sslmode="
         for mode in ["disable", "prefer"] {
             let configuration = try DatabaseConfiguration(url: base + mode)
             let ssl = try await Database.withClient(configuration, logger: self.logger) { client in
