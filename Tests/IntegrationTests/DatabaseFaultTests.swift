@@ -18,8 +18,7 @@ struct DatabaseFaultTests {
     /// §2.2 #14: another session holds the ledger table in ACCESS EXCLUSIVE mode for 5 s mid-run.
     @Test("the ledger table locked ACCESS EXCLUSIVE for 5 s mid-run: claims and commits wait, at most W sends meanwhile, nothing fails, every token once")
     func lockContention() async throws {
-        let environment = try await MixedTestEnvironment.start()
-        do {
+        try await MixedTestEnvironment.with { environment in
             let configuration = try await TestDatabase.fresh()
             try await Database.withClient(configuration, logger: Support.logger) { client in
                 try await MixedTestEnvironment.seed(client, count: 4_000, deadEvery: 1_000_000)
@@ -52,10 +51,6 @@ struct DatabaseFaultTests {
                     client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state <> 'sent'", as: Int64.self)
                 #expect(notSent == 0)
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 }

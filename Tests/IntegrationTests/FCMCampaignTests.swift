@@ -45,11 +45,10 @@ struct FCMCampaignTests {
 
     @Test("20,000 mixed devices, 5% UNREGISTERED, a 429 storm with Retry-After: every live token delivered once, nothing sent to FCM before Retry-After, dead tokens deactivated")
     func mixedTwentyThousand() async throws {
-        let environment = try await MixedTestEnvironment.start(fcm: {
+        try await MixedTestEnvironment.with(fcm: {
             $0.quotaPerMinute = 400
             $0.quotaWindow = .seconds(1)
-        })
-        do {
+        }) { environment in
             try await Support.withFreshDatabase { client in
                 try await MixedTestEnvironment.seed(client, count: 20_000)
                 let campaign = Self.mixedCampaign()
@@ -99,17 +98,12 @@ struct FCMCampaignTests {
                     client, "SELECT max(attempts)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
                 #expect(charged == 1)
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 
     @Test("ios_transport: fcm sends iOS devices through FCM with the campaign's apns override block; nothing reaches APNs")
     func iosThroughFCM() async throws {
-        let environment = try await MixedTestEnvironment.start()
-        do {
+        try await MixedTestEnvironment.with { environment in
             try await Support.withFreshDatabase { client in
                 _ = try await client.query(
                     """
@@ -140,11 +134,7 @@ struct FCMCampaignTests {
                 #expect(lanes == 1)
                 #expect(notFCM == 0)
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 
     /// Hands out an expired simulator token first, then valid ones; counts fetches.
@@ -171,8 +161,7 @@ struct FCMCampaignTests {
 
     @Test("a token the server no longer accepts (401) is replaced once for all concurrent senders, and every message goes out")
     func refreshAfter401() async throws {
-        let environment = try await MixedTestEnvironment.start()
-        do {
+        try await MixedTestEnvironment.with { environment in
             try await Support.withFreshDatabase { client in
                 try await MixedTestEnvironment.seed(client, count: 400, deadEvery: 1_000_000)
                 let campaign = Self.mixedCampaign(window: 200)
@@ -183,17 +172,12 @@ struct FCMCampaignTests {
                 #expect(environment.fcm.counters().unauthenticated >= 1)
                 #expect(fetcher.fetches.withLock { $0 } == 2)
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 
     @Test("access tokens expiring every 2 s during a 5 s run are refreshed from the token endpoint without a failure")
     func accessTokenExpiryMidRun() async throws {
-        let environment = try await MixedTestEnvironment.start(fcm: { $0.accessTokenLifetime = .seconds(2) })
-        do {
+        try await MixedTestEnvironment.with(fcm: { $0.accessTokenLifetime = .seconds(2) }) { environment in
             try await Support.withFreshDatabase { client in
                 try await MixedTestEnvironment.seed(client, count: 4_000, deadEvery: 1_000_000)
                 let campaign = Self.mixedCampaign(window: 400, rates: [.fcm: 400])
@@ -215,10 +199,6 @@ struct FCMCampaignTests {
                     }
                 }
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 }

@@ -23,52 +23,46 @@ struct FCMPayloadBreakerTests {
 
     @Test("nine payload rejections fail their recipients; a delivery resets the count; the tenth in a row halts, and a bad token never counts")
     func breaker() async throws {
-        let environment = try await MixedTestEnvironment.start()
-        do {
+        try await MixedTestEnvironment.with { environment in
             let settings = try #require(try environment.settings().fcm)
             let lane = try FCMProvider(settings: settings, logger: MixedTestEnvironment.logger)
-            var seq: Int64 = 0
-            func send(_ request: (Int64) -> PushRequest) async -> SendOutcome {
-                seq += 1
-                return await lane.send(request(seq))
-            }
-            for _ in 1...9 {
-                #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))
-            }
-            // A delivery in between: the next nine are again only failures.
-            guard case .delivered = await send({ Self.goodPayload($0) }) else {
-                Issue.record("the good message was not delivered")
-                await lane.shutdown()
-                try await environment.stop()
-                return
-            }
-            for _ in 1...9 {
-                #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))
-            }
-            // A token-level INVALID_ARGUMENT (the simulator's bad0 prefix) is the token's fault: it deactivates that
-            // device and neither counts towards nor resets the breaker.
-            guard case .invalidToken = await send({ Self.goodPayload($0, token: "bad0-\($0):APA91b") }) else {
-                Issue.record("the bad0 token was not classified as an invalid token")
-                await lane.shutdown()
-                try await environment.stop()
-                return
-            }
-            let tenth = await send(Self.badPayload)
-            guard case .halt(let code, let message) = tenth else {
-                Issue.record("the tenth payload rejection in a row did not halt: \(tenth)")
-                await lane.shutdown()
-                try await environment.stop()
-                return
-            }
-            #expect(code == "INVALID_ARGUMENT")
-            #expect(message.contains("10 times in a row"))
+            await Self.exerciseBreaker(lane)
+            await lane.shutdown()
             #expect(environment.fcm.counters().rejectedByReason["INVALID_ARGUMENT"] == 20)
             #expect(environment.fcm.accepted().count == 1)
-            await lane.shutdown()
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
+    }
+
+    /// 9 bad payloads, a delivery, 9 bad payloads, a bad token, then the 10th bad payload in a row.
+    static func exerciseBreaker(_ lane: FCMProvider) async {
+        var seq: Int64 = 0
+        func send(_ request: (Int64) -> PushRequest) async -> SendOutcome {
+            seq += 1
+            return await lane.send(request(seq))
+        }
+        for _ in 1...9 {
+            #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))
+        }
+        // A delivery in between: the next nine are again only failures.
+        guard case .delivered = await send({ Self.goodPayload($0) }) else {
+            Issue.record("the good message was not delivered")
+            return
+        }
+        for _ in 1...9 {
+            #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))
+        }
+        // A token-level INVALID_ARGUMENT (the simulator's bad0 prefix) is the token's fault: it deactivates that
+        // device and neither counts towards nor resets the breaker.
+        guard case .invalidToken = await send({ Self.goodPayload($0, token: "bad0-\($0):APA91b") }) else {
+            Issue.record("the bad0 token was not classified as an invalid token")
+            return
+        }
+        let tenth = await send(Self.badPayload)
+        guard case .halt(let code, let message) = tenth else {
+            Issue.record("the tenth payload rejection in a row did not halt: \(tenth)")
+            return
+        }
+        #expect(code == "INVALID_ARGUMENT")
+        #expect(message.contains("10 times in a row"))
     }
 }

@@ -48,6 +48,22 @@ struct MixedTestEnvironment {
         return MixedTestEnvironment(directory: directory, material: material, apns: apns, fcm: fcm, apnsPort: apnsPort, fcmPort: fcmPort)
     }
 
+    /// Starts both simulators, runs `body` with them, and stops them whether `body` returns or throws.
+    static func with(
+        apns configureAPNs: (inout APNsSimulatorConfiguration) -> Void = { _ in },
+        fcm configureFCM: (inout FCMSimulatorConfiguration) -> Void = { _ in },
+        _ body: (MixedTestEnvironment) async throws -> Void
+    ) async throws {
+        let environment = try await start(apns: configureAPNs, fcm: configureFCM)
+        do {
+            try await body(environment)
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+
     /// The providers file `bugle-sim` wrote for both simulators.
     func settings() throws -> ProviderSettings {
         try ProviderSettingsLoader.load(path: material.providersFile)

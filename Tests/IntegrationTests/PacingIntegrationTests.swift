@@ -39,8 +39,7 @@ struct PacingIntegrationTests {
 
     @Test("APNs at 500/s and FCM at 300/s for 20 s: every second of each simulator's record is within 5% of its lane's limit")
     func twoLanesAtTheirLimits() async throws {
-        let environment = try await MixedTestEnvironment.start()
-        do {
+        try await MixedTestEnvironment.with { environment in
             try await Support.withFreshDatabase { client in
                 try await Self.seed(client, ios: 10_000, android: 6_000)
                 var campaign = Support.campaign(pageSize: 5000, window: 1500)
@@ -58,20 +57,15 @@ struct PacingIntegrationTests {
                 #expect(apns.allSatisfy { (475...525).contains($0) }, "APNs per second: \(apns)")
                 #expect(fcm.allSatisfy { (285...315).contains($0) }, "FCM per second: \(fcm)")
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 
     @Test("a 503 with Retry-After: 5 on FCM pauses FCM for 5 s while APNs keeps its rate")
     func retryAfterPausesOnlyFCM() async throws {
-        let environment = try await MixedTestEnvironment.start(fcm: {
+        try await MixedTestEnvironment.with(fcm: {
             $0.faults = .init(unavailableRatio: 0.01, seed: 11)
             $0.retryAfter = .seconds(5)
-        })
-        do {
+        }) { environment in
             try await Support.withFreshDatabase { client in
                 try await Self.seed(client, ios: 4_000, android: 300)
                 var campaign = Support.campaign(pageSize: 5000, window: 1000)
@@ -97,10 +91,6 @@ struct PacingIntegrationTests {
                 let apnsLeft = apnsTimes.filter { $0 > first.time + 0.5 }.count
                 #expect(apnsDuring >= min(apnsLeft, 1_500), "APNs sent \(apnsDuring) in the 4 s of the FCM pause")
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 }
