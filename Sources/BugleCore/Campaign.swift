@@ -20,6 +20,8 @@ public struct Campaign: Sendable, Equatable {
     public var delivery: DeliveryOptions
     /// `ios_transport`: which lane iOS devices use.
     public var iosTransport: IOSTransport
+    /// `variants`: named A/B variants with weights (empty: no split). Each user gets one, deterministically.
+    public var variants: [CampaignVariant]
     /// The file the campaign came from (for messages), if any.
     public var sourcePath: String?
 
@@ -32,6 +34,7 @@ public struct Campaign: Sendable, Equatable {
         message: MessageTemplate,
         delivery: DeliveryOptions = DeliveryOptions(),
         iosTransport: IOSTransport = .http2,
+        variants: [CampaignVariant] = [],
         sourcePath: String? = nil
     ) {
         self.name = name
@@ -42,7 +45,28 @@ public struct Campaign: Sendable, Equatable {
         self.message = message
         self.delivery = delivery
         self.iosTransport = iosTransport
+        self.variants = variants
         self.sourcePath = sourcePath
+    }
+}
+
+/// One entry of `variants:`: an A/B arm with its share of users and the copy it changes.
+public struct CampaignVariant: Sendable, Equatable {
+    /// `name`: letters, digits, `_` and `-`, ≤ 64 characters; recorded in the ledger, the CSV and the summary.
+    public var name: String
+    /// `weight`: a positive number; a variant gets `weight / sum(weights)` of the users.
+    public var weight: Double
+    /// `locales`: copy per locale tag replacing the message's copy for that tag (tags are a subset of
+    /// `message.locales`' tags, spelled as there); tags not given keep the message's copy.
+    public var localeCopies: [String: [LocalizedCopy]]
+    /// `data`: key/values merged over `message.data`.
+    public var data: [String: String]
+
+    public init(name: String, weight: Double, localeCopies: [String: [LocalizedCopy]] = [:], data: [String: String] = [:]) {
+        self.name = name
+        self.weight = weight
+        self.localeCopies = localeCopies
+        self.data = data
     }
 }
 
@@ -111,8 +135,15 @@ public struct LocalizedCopy: Sendable, Equatable {
 public struct MessageTemplate: Sendable, Equatable {
     /// `message.default_locale`: used when a device's locale (and its language) has no copy.
     public var defaultLocale: String
-    /// `message.locales`: copy per locale tag (`en`, `pt-BR`).
-    public var locales: [String: LocalizedCopy]
+    /// `message.locales`: the copies per locale tag (`en`, `pt-BR`), one or more each. With several, a user gets
+    /// them in rotation: never the same one twice in a row for the same notification type.
+    public var localeCopies: [String: [LocalizedCopy]]
+    /// The first copy of each locale.
+    public var locales: [String: LocalizedCopy] { localeCopies.compactMapValues(\.first) }
+    /// `message.variables`: the text a template variable renders as when the segment's value is NULL.
+    public var variableDefaults: [String: String]
+    /// `message.on_null`: what a NULL template variable without a default does.
+    public var nullPolicy: NullVariablePolicy
     /// `message.data`: custom key/value pairs sent with the notification (strings).
     public var data: [String: String]
     /// `message.badge`
@@ -139,8 +170,28 @@ public struct MessageTemplate: Sendable, Equatable {
         android: AndroidOptions = AndroidOptions(),
         webpush: WebPushOptions = WebPushOptions()
     ) {
+        self.init(
+            defaultLocale: defaultLocale, localeCopies: locales.mapValues { [$0] }, data: data, badge: badge, sound: sound,
+            image: image, apns: apns, android: android, webpush: webpush)
+    }
+
+    public init(
+        defaultLocale: String,
+        localeCopies: [String: [LocalizedCopy]],
+        variableDefaults: [String: String] = [:],
+        nullPolicy: NullVariablePolicy = .skip,
+        data: [String: String] = [:],
+        badge: Int? = nil,
+        sound: String? = nil,
+        image: String? = nil,
+        apns: APNsOptions = APNsOptions(),
+        android: AndroidOptions = AndroidOptions(),
+        webpush: WebPushOptions = WebPushOptions()
+    ) {
         self.defaultLocale = defaultLocale
-        self.locales = locales
+        self.localeCopies = localeCopies
+        self.variableDefaults = variableDefaults
+        self.nullPolicy = nullPolicy
         self.data = data
         self.badge = badge
         self.sound = sound
@@ -149,6 +200,14 @@ public struct MessageTemplate: Sendable, Equatable {
         self.android = android
         self.webpush = webpush
     }
+}
+
+/// `message.on_null:` values.
+public enum NullVariablePolicy: String, Sendable, CaseIterable, Equatable {
+    /// The recipient is not sent; counted as `skipped_invalid` with reason `null_variable`.
+    case skip
+    /// The variable renders as empty text.
+    case empty
 }
 
 /// `message.apns:` options.
@@ -280,18 +339,112 @@ public struct DeliveryOptions: Sendable, Equatable {
     /// `delivery.not_after`: the run does not start after this instant, and stops claiming (paused) when it
     /// passes.
     public var notAfter: Instant?
+    /// `delivery.send_at`: the run does not send before this instant (`bugle run` waits, or exits with
+    /// `--no-wait`).
+    public var sendAt: Instant?
+    /// `delivery.deliver_at_local`, `fallback_timezone`, `quiet_hours`, `quiet_hours_action`: when each device
+    /// may be sent, in its own time zone.
+    public var localTime: LocalTimeDelivery
+    /// `delivery.max_per_user`: at most this many notifications per user across all campaigns in a rolling window.
+    public var frequencyCap: FrequencyCap?
 
     public init(
         ambiguousPolicy: AmbiguousPolicy = .drop,
         inFlightWindow: Int = 1000,
         maxAttempts: Int = 5,
         rateLimits: [ProviderKind: Double] = [:],
-        notAfter: Instant? = nil
+        notAfter: Instant? = nil,
+        sendAt: Instant? = nil,
+        localTime: LocalTimeDelivery = LocalTimeDelivery(),
+        frequencyCap: FrequencyCap? = nil
     ) {
         self.ambiguousPolicy = ambiguousPolicy
         self.inFlightWindow = inFlightWindow
         self.maxAttempts = maxAttempts
         self.rateLimits = rateLimits
         self.notAfter = notAfter
+        self.sendAt = sendAt
+        self.localTime = localTime
+        self.frequencyCap = frequencyCap
     }
+}
+
+/// `delivery.max_per_user: {count: 3, per: 7d}`.
+public struct FrequencyCap: Sendable, Equatable {
+    /// Most notifications a user gets in any window of `perSeconds` (1...1000).
+    public var count: Int
+    /// The rolling window, in seconds (60 ... 366 days).
+    public var perSeconds: Int
+
+    public init(count: Int, perSeconds: Int) {
+        self.count = count
+        self.perSeconds = perSeconds
+    }
+}
+
+/// A wall-clock time of day, `HH:MM` (00:00 ... 23:59).
+public struct LocalTime: Sendable, Equatable, Hashable, Comparable {
+    public var hour: Int
+    public var minute: Int
+
+    public init(hour: Int, minute: Int) {
+        self.hour = hour
+        self.minute = minute
+    }
+
+    /// `"20:00"` → 20:00; nil unless two-digit hours 00...23 and minutes 00...59.
+    public init?(parsing text: String) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
+            let hour = Int(parts[0]), let minute = Int(parts[1]), (0...23).contains(hour), (0...59).contains(minute)
+        else { return nil }
+        self.init(hour: hour, minute: minute)
+    }
+
+    /// Minutes since midnight.
+    public var minutesOfDay: Int { hour * 60 + minute }
+
+    public static func < (lhs: LocalTime, rhs: LocalTime) -> Bool { lhs.minutesOfDay < rhs.minutesOfDay }
+}
+
+/// `delivery.quiet_hours: "22:00-08:00"`: local times at which no notification is delivered. The interval is
+/// half-open, `[start, end)`, and may cross midnight.
+public struct QuietHours: Sendable, Equatable {
+    public var start: LocalTime
+    public var end: LocalTime
+
+    public init(start: LocalTime, end: LocalTime) {
+        self.start = start
+        self.end = end
+    }
+}
+
+/// `delivery.quiet_hours_action:` values.
+public enum QuietHoursAction: String, Sendable, CaseIterable, Equatable {
+    /// The send waits until the quiet hours end.
+    case hold
+    /// The recipient is not sent; counted as `skipped_quiet_hours`.
+    case skip
+}
+
+/// The local-time keys of `delivery:`.
+public struct LocalTimeDelivery: Sendable, Equatable {
+    /// `deliver_at_local`: send each device when its local clock shows this time (nil: as soon as the run starts).
+    public var deliverAt: LocalTime?
+    /// `fallback_timezone`: the IANA zone of devices whose time zone is unknown or invalid (default `UTC`).
+    public var fallbackTimeZone: String
+    /// `quiet_hours`
+    public var quietHours: QuietHours?
+    /// `quiet_hours_action` (default hold).
+    public var quietHoursAction: QuietHoursAction
+
+    public init(deliverAt: LocalTime? = nil, fallbackTimeZone: String = "UTC", quietHours: QuietHours? = nil, quietHoursAction: QuietHoursAction = .hold) {
+        self.deliverAt = deliverAt
+        self.fallbackTimeZone = fallbackTimeZone
+        self.quietHours = quietHours
+        self.quietHoursAction = quietHoursAction
+    }
+
+    /// True when any device's send time depends on its time zone.
+    public var isActive: Bool { deliverAt != nil || quietHours != nil }
 }

@@ -12,6 +12,10 @@ public enum RecipientState: String, Sendable, CaseIterable, Equatable {
     case skippedDedup = "skipped_dedup"
     case skippedInactive = "skipped_inactive"
     case skippedInvalid = "skipped_invalid"
+    /// The user reached the campaign's `max_per_user` cap.
+    case skippedFrequency = "skipped_frequency"
+    /// The send time fell in quiet hours under `quiet_hours_action: skip`.
+    case skippedQuietHours = "skipped_quiet_hours"
     case cancelled
 
     /// True for states a run never leaves.
@@ -38,10 +42,14 @@ public struct ClaimedRecipient: Sendable, Equatable {
     public var locale: String?
     public var timezone: String?
     public var variables: [String: String?]
+    /// The A/B variant chosen at materialization.
+    public var variant: String?
+    /// The copy rotation index chosen at materialization.
+    public var copyIndex: Int
     /// Attempts including this one.
     public var attempts: Int
 
-    public init(seq: Int64, deviceID: Int64, userID: String, token: String, platform: Platform, locale: String?, timezone: String?, variables: [String: String?], attempts: Int) {
+    public init(seq: Int64, deviceID: Int64, userID: String, token: String, platform: Platform, locale: String?, timezone: String?, variables: [String: String?], variant: String? = nil, copyIndex: Int = 0, attempts: Int) {
         self.seq = seq
         self.deviceID = deviceID
         self.userID = userID
@@ -50,7 +58,16 @@ public struct ClaimedRecipient: Sendable, Equatable {
         self.locale = locale
         self.timezone = timezone
         self.variables = variables
+        self.variant = variant
+        self.copyIndex = copyIndex
         self.attempts = attempts
+    }
+}
+
+extension ClaimedRecipient {
+    /// What decides its copy.
+    public var selection: MessageSelection {
+        MessageSelection(locale: locale, variant: variant, copyIndex: copyIndex, variables: variables)
     }
 }
 

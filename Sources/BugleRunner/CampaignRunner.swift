@@ -23,6 +23,9 @@ public struct CampaignRunner: Sendable {
         public var onWorkerCount: (@Sendable (Int) -> Void)?
         /// Longest wait for one ledger operation before it is abandoned and retried (see ``OperationDeadline``).
         public var databaseDeadline: Duration = .seconds(30)
+        /// When set, a run whose next due recipient is further away than this (and has nothing in flight) is left
+        /// paused with a reason starting `scheduled`, instead of waiting (`bugle run --no-wait`, `bugle tick`).
+        public var leaveWhenIdle: Duration?
         /// A crash point for tests (debug builds; see ``Failpoint``).
         public var failpoint: Failpoint = .none
         public init() {}
@@ -263,6 +266,15 @@ public struct CampaignRunner: Sendable {
                             }
                             return RunResult(runID: lease.runID, ending: .completed, attempted: attempted)
                         }
+                        if let leave = configuration.leaveWhenIdle, left.inFlight == 0, let due = left.secondsUntilNextDue,
+                            due > Double(leave.components.seconds)
+                        {
+                            let reason = "scheduled: next recipients due in \(Int(due.rounded(.up))) s"
+                            try await withDatabaseRetry("leaving the run scheduled", slow: true) {
+                                try await store.finish(lease, status: .paused, reason: reason, lastWorkerOnly: true)
+                            }
+                            return RunResult(runID: lease.runID, ending: .scheduled(secondsUntilNextDue: due), attempted: attempted)
+                        }
                         let wait = min(left.secondsUntilNextDue ?? 0.5, 0.5)
                         if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
                         lastClaimShort = false
@@ -441,7 +453,7 @@ public struct CampaignRunner: Sendable {
     private func sendOne(_ recipient: ClaimedRecipient, now: Int) async -> (RecipientOutcome, SendOutcome) {
         let composed = composer.compose(
             seq: recipient.seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
-            locale: recipient.locale, attempt: recipient.attempts, now: now
+            selection: recipient.selection, attempt: recipient.attempts, now: now
         )
         let raw: SendOutcome
         switch composed {

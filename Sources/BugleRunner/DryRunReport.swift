@@ -9,6 +9,10 @@ public struct DryRunReport: Sendable {
     public private(set) var wouldSend: [Platform: Int64] = [:]
     /// Rows that would be sent, per resolved copy locale.
     public private(set) var perLocale: [String: Int64] = [:]
+    /// Rows that would be sent, per A/B variant (empty without variants).
+    public private(set) var perVariant: [String: Int64] = [:]
+    /// Rows that would wait for a later time (`send_at`, local-time delivery, quiet hours).
+    public private(set) var scheduled: Int64 = 0
     /// Rows that would be skipped, per reason.
     public private(set) var skipped: [SkipReason: Int64] = [:]
     /// Rows read.
@@ -19,15 +23,17 @@ public struct DryRunReport: Sendable {
     public private(set) var samples: [Platform: PushRequest] = [:]
 
     private let composer: NotificationComposer
+    private let planner: RecipientPlanner
     private let now: Int
     private let iosTransport: IOSTransport
     private var seq: Int64 = 0
     /// CSV preview columns (same as the real report, status `would_send` or the skip reason).
-    public static let previewHeader = ["device_id", "user_id", "platform", "status", "reason", "locale", "body_bytes"]
+    public static let previewHeader = ["device_id", "user_id", "platform", "status", "reason", "locale", "body_bytes", "variant", "not_before"]
 
     /// - Parameter now: UNIX seconds used for `apns-expiration` in samples.
     public init(campaign: Campaign, now: Int) {
         self.composer = NotificationComposer(campaign: campaign, runID: 0)
+        self.planner = RecipientPlanner(campaign: campaign, now: Instant(secondsSince1970: Double(now)))
         self.iosTransport = campaign.iosTransport
         self.now = now
     }
@@ -43,29 +49,47 @@ public struct DryRunReport: Sendable {
                 skipped[error.reason, default: 0] += 1
                 if csv {
                     CSVFormat.appendRecord(
-                        [row.deviceID.map(String.init) ?? "", row.userID ?? "", row.platform ?? "", "skipped", error.reason.rawValue, "", ""],
+                        [row.deviceID.map(String.init) ?? "", row.userID ?? "", row.platform ?? "", "skipped", error.reason.rawValue, "", "", "", ""],
                         to: &out
                     )
                 }
             case .success(let recipient):
-                let copy = composer.copy(for: recipient.locale)
-                switch composer.compose(seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform, locale: recipient.locale, attempt: 1, now: now) {
+                let planned: RecipientPlanner.Planned
+                switch planner.plan(recipient) {
+                case .skip(let reason):
+                    skipped[reason, default: 0] += 1
+                    if csv {
+                        CSVFormat.appendRecord(
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "skipped", reason.rawValue, "", "", "", ""],
+                            to: &out
+                        )
+                    }
+                    continue
+                case .send(let plan):
+                    planned = plan
+                }
+                let selection = MessageSelection(locale: planned.locale, variant: planned.variant, copyIndex: planned.copyIndex, variables: recipient.variables)
+                let variant = planned.variant ?? ""
+                let notBefore = planned.notBefore.map { CSVFormat.timestamp($0) } ?? ""
+                switch composer.compose(seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform, selection: selection, attempt: 1, now: now) {
                 case .failure:
                     skipped[.payloadTooLarge, default: 0] += 1
                     if csv {
                         CSVFormat.appendRecord(
-                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "skipped", SkipReason.payloadTooLarge.rawValue, copy.locale, ""],
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "skipped", SkipReason.payloadTooLarge.rawValue, planned.locale, "", variant, notBefore],
                             to: &out
                         )
                     }
                 case .success(let request):
                     wouldSend[recipient.platform, default: 0] += 1
-                    perLocale[copy.locale, default: 0] += 1
+                    perLocale[planned.locale, default: 0] += 1
+                    if let name = planned.variant { perVariant[name, default: 0] += 1 }
+                    if let later = planned.notBefore, later.secondsSince1970 > Double(now) { scheduled += 1 }
                     largestBody[recipient.platform] = max(largestBody[recipient.platform] ?? 0, request.body.count)
                     if samples[recipient.platform] == nil { samples[recipient.platform] = request }
                     if csv {
                         CSVFormat.appendRecord(
-                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "would_send", "", copy.locale, String(request.body.count)],
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "would_send", "", planned.locale, String(request.body.count), variant, notBefore],
                             to: &out
                         )
                     }

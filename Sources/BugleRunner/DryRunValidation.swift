@@ -1,4 +1,5 @@
 import BugleCore
+import Foundation
 
 /// `bugle run --dry-run --validate`: sends the message of every recipient that goes through FCM with `validate_only`, so FCM checks
 /// the message (and the token) without delivering anything, and tallies the answers. Nothing is recorded or
@@ -18,6 +19,7 @@ public struct DryRunValidation: Sendable {
     private let provider: any PushProvider
     private let concurrency: Int
     private var seq: Int64 = 0
+    private let planner: RecipientPlanner
 
     /// - Parameters:
     ///   - campaign: The campaign.
@@ -25,6 +27,7 @@ public struct DryRunValidation: Sendable {
     ///   - concurrency: Requests in flight at once.
     public init(campaign: Campaign, provider: any PushProvider, concurrency: Int = 200) {
         self.composer = NotificationComposer(campaign: campaign, runID: 0, validateOnly: true)
+        self.planner = RecipientPlanner(campaign: campaign, now: Instant(secondsSince1970: Date().timeIntervalSince1970))
         self.campaign = campaign
         self.provider = provider
         self.concurrency = max(1, concurrency)
@@ -39,10 +42,12 @@ public struct DryRunValidation: Sendable {
             guard case .success(let recipient) = RecipientValidator.validate(row, iosTransport: campaign.iosTransport),
                 campaign.provider(for: recipient.platform) == .fcm
             else { continue }
+            guard case .send(let plan) = planner.plan(recipient) else { continue }
             seq += 1
+            let selection = MessageSelection(locale: plan.locale, variant: plan.variant, copyIndex: plan.copyIndex, variables: recipient.variables)
             if case .success(let request) = composer.compose(
                 seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
-                locale: recipient.locale, attempt: 1, now: 0
+                selection: selection, attempt: 1, now: 0
             ) {
                 requests.append(request)
             }

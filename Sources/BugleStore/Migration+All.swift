@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -159,5 +159,51 @@ extension Migration {
         version: 8,
         name: "worker_sessions",
         statements: ["ALTER TABLE bugle.run_workers ADD COLUMN session_tag text"]
+    )
+
+    /// Version 9: marketer features.
+    /// - `run_recipients.copy_index` (copy rotation) and the `skipped_frequency` / `skipped_quiet_hours` states;
+    /// - `runs.kind` (`campaign` or `test` for `bugle send-test`), `runs.rotates_copy`, the frequency cap of the run,
+    ///   and `runs.scheduled` (`bugle tick` sends such runs when their recipients come due);
+    /// - `copy_rotation`: the copy index each user got last, per notification type;
+    /// - `user_sends`: one row per user and run that notified them (or reserved a capped slot), the rolling window
+    ///   `max_per_user` counts across all campaigns;
+    /// - `run_variant_summary`: per A/B variant × status counts, rebuilt with `run_summary`.
+    public static let campaignFeatures = Migration(
+        version: 9,
+        name: "campaign_features",
+        statements: [
+            "ALTER TABLE bugle.run_recipients ADD COLUMN copy_index int",
+            "ALTER TABLE bugle.run_recipients DROP CONSTRAINT run_recipients_state_check",
+            """
+            ALTER TABLE bugle.run_recipients ADD CONSTRAINT run_recipients_state_check CHECK (state IN \
+            ('pending','in_flight','retry_wait','sent','invalid_token','failed_permanent','unknown','skipped_dedup',\
+            'skipped_inactive','skipped_invalid','skipped_frequency','skipped_quiet_hours','cancelled'))
+            """,
+            """
+            ALTER TABLE bugle.runs ADD COLUMN kind text NOT NULL DEFAULT 'campaign' CHECK (kind IN ('campaign','test')),
+              ADD COLUMN rotates_copy boolean NOT NULL DEFAULT false,
+              ADD COLUMN cap_count int, ADD COLUMN cap_seconds int,
+              ADD COLUMN scheduled boolean NOT NULL DEFAULT false
+            """,
+            """
+            CREATE TABLE bugle.copy_rotation (
+              user_id text NOT NULL, notification_type text NOT NULL, last_index int NOT NULL,
+              run_id bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
+              PRIMARY KEY (user_id, notification_type))
+            """,
+            """
+            CREATE TABLE bugle.user_sends (
+              user_id text NOT NULL, run_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT now(),
+              status text NOT NULL CHECK (status IN ('reserved','sent')),
+              PRIMARY KEY (user_id, run_id))
+            """,
+            "CREATE INDEX user_sends_window_idx ON bugle.user_sends (user_id, at)",
+            """
+            CREATE TABLE bugle.run_variant_summary (
+              run_id bigint NOT NULL REFERENCES bugle.runs(id) ON DELETE CASCADE, variant text NOT NULL,
+              status text NOT NULL, count bigint NOT NULL, PRIMARY KEY (run_id, variant, status))
+            """,
+        ]
     )
 }

@@ -16,6 +16,15 @@ enum DryRunPrinter {
         for (locale, n) in report.perLocale.sorted(by: { $0.key < $1.key }) {
             Swift.print("    \(locale.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
         }
+        if !report.perVariant.isEmpty {
+            Swift.print("  per variant:")
+            for (variant, n) in report.perVariant.sorted(by: { $0.key < $1.key }) {
+                Swift.print("    \(variant.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
+            }
+        }
+        if report.scheduled > 0 {
+            Swift.print("  scheduled for later (send_at, local time, quiet hours): \(report.scheduled); see not_before in the preview CSV")
+        }
         if !report.skipped.isEmpty {
             Swift.print("  skipped:")
             for (reason, n) in report.skipped.sorted(by: { $0.key < $1.key }) {
@@ -55,7 +64,7 @@ enum DryRunPrinter {
 
 /// Terminal output of a run summary.
 enum SummaryPrinter {
-    static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine]) {
+    static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = []) {
         if let record {
             var header = "run \(runID) · \(record.campaign) · \(record.status.rawValue)"
             if let duration = record.durationSeconds, let total = record.recipientsTotal, duration > 0 {
@@ -67,7 +76,11 @@ enum SummaryPrinter {
         }
         for line in lines {
             let reason = line.reason.isEmpty ? "" : " (\(line.reason))"
-            Swift.print("  \(line.platform.padding(toLength: 8, withPad: " ", startingAt: 0)) \(line.status.padding(toLength: 17, withPad: " ", startingAt: 0)) \(line.count)\(reason)")
+            Swift.print("  \(line.platform.padding(toLength: 8, withPad: " ", startingAt: 0)) \(line.status.padding(toLength: 19, withPad: " ", startingAt: 0)) \(line.count)\(reason)")
+        }
+        if !variants.isEmpty { Swift.print("  per variant:") }
+        for line in variants {
+            Swift.print("    \(line.variant.padding(toLength: 12, withPad: " ", startingAt: 0)) \(line.status.padding(toLength: 19, withPad: " ", startingAt: 0)) \(line.count)")
         }
     }
 }

@@ -18,7 +18,12 @@ struct RunCommand: AsyncParsableCommand {
             Android/web recipient's message to FCM with validate_only (when the providers file has an fcm: section), \
             so FCM checks message and token without delivering anything; nothing is deactivated.
 
-            Exit codes: 0 completed, 1 validation error (nothing written), 2 failed or halted, 3 paused (resumable).
+            Scheduling: with delivery.send_at in the future, run waits until then (--no-wait: the run is created now, \
+            due at send_at, and `bugle tick` sends it). With delivery.deliver_at_local, each device is due when its \
+            local clock shows that time: run stays open across the day and sends each 15-minute window as it comes \
+            (--no-wait: sends what is due and exits; `bugle tick` from cron every 15 minutes sends the rest).
+
+            Exit codes: 0 completed (or scheduled with --no-wait), 1 validation error (nothing written), 2 failed or halted, 3 paused (resumable).
             """
     )
 
@@ -49,6 +54,11 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
     var allowReadableKeys = false
 
+    @Flag(
+        name: .customLong("no-wait"),
+        help: "Do not wait for delivery.send_at or local-time windows: create the run, send what is due now, and exit 0; `bugle tick` sends the rest.")
+    var noWait = false
+
     func validate() throws {
         if validateWithFCM && !dryRun {
             throw ValidationError("--validate needs --dry-run")
@@ -58,13 +68,7 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger()
         try await ExitCodes.guarding {
-            let yaml: String
-            do {
-                yaml = try String(contentsOfFile: file, encoding: .utf8)
-            } catch {
-                throw UsageError("\(file): cannot read the campaign file")
-            }
-            let campaign = try CampaignLoader.load(yaml: yaml, path: file)
+            let (yaml, campaign) = try CampaignFile.read(file)
             if dryRun { return try await runDry(campaign, logger: logger) }
             guard let providersPath = providers ?? campaign.providersPath else {
                 throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
@@ -85,9 +89,12 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
-        let (csvPath, output, leaseTTL) = (csv, output, lease.leaseTTL)
+        let (csvPath, output, leaseTTL, noWait) = (csv, output, lease.leaseTTL, noWait)
         return try await DatabaseSession.with(global, logger: logger) { client in
-            try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: leaseTTL, logger: logger)
+            try await SegmentColumnsCheck.verify(campaign, client: client, logger: logger)
+            return try await RunExecution.start(
+                campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: leaseTTL,
+                noWait: noWait, logger: logger)
         }
     }
 

@@ -17,21 +17,42 @@ enum RunExecution {
         csvPath: String?,
         output: RunOutputOptions,
         leaseTTL: Int,
+        noWait: Bool = false,
+        isTest: Bool = false,
+        requireRecipients: String? = nil,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
         let console = Console(jsonOnStdout: output.json)
+        if !noWait, let sendAt = campaign.delivery.sendAt, sendAt.secondsSince1970 > Date().timeIntervalSince1970 {
+            // The segment is read at send time, so the audience is the one of that moment.
+            let wait = sendAt.secondsSince1970 - Date().timeIntervalSince1970
+            console.say("\(campaign.name): delivery.send_at is \(CSVFormat.timestamp(sendAt)); waiting \(Int(wait.rounded(.up))) s (Ctrl-C to stop; --no-wait schedules the run and exits)")
+            try await Task.sleep(for: .seconds(wait))
+            try refuseAfterDeadline(campaign)
+        }
         let repository = RunRepository(client: client, logger: logger)
-        let runID = try await repository.createRun(campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()))
+        let runID = try await repository.createRun(
+            campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
         let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
         var phases = PhaseTimer()
         let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
         phases.end("materialize")
+        if let requireRecipients, materialized.recipients == 0 {
+            _ = try await repository.setStatus(runID: runID, to: .cancelled, reason: "no recipients")
+            throw UsageError("run \(runID): \(requireRecipients)")
+        }
         console.say("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
+        // --no-wait with send_at still ahead: nothing is due before send_at, so the run is left scheduled however close
+        // send_at is (the usual grace would wait for a send_at less than 30 s away and send it).
+        let sendAtAhead = campaign.delivery.sendAt.map { $0.secondsSince1970 > Date().timeIntervalSince1970 } ?? false
+        // Only scheduled campaigns are left for `bugle tick`; any other run waits out its retries as usual.
+        let scheduled = campaign.delivery.sendAt != nil || campaign.delivery.localTime.isActive
         let code = try await execute(
-            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, logger: logger
+            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL,
+            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), logger: logger
         )
         phases.end("send")
         try await report(
@@ -50,7 +71,9 @@ enum RunExecution {
     }
 
     /// Sends a run's recipients through `lanes` and returns the exit code.
-    /// - Parameter mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
+    /// - Parameters:
+    ///   - mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
+    ///   - leaveWhenIdle: leave the run scheduled (exit 0) when its next due recipient is more than `idleGrace` away.
     static func execute(
         campaign: Campaign,
         runID: Int64,
@@ -59,6 +82,8 @@ enum RunExecution {
         output: RunOutputOptions,
         leaseTTL: Int,
         mode: LeaseMode = .exclusive,
+        leaveWhenIdle: Bool = false,
+        idleGrace: Duration = .seconds(30),
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -83,6 +108,7 @@ enum RunExecution {
         var configuration = CampaignRunner.Configuration()
         configuration.leaseTTLSeconds = leaseTTL
         configuration.failpoint = Failpoint.fromEnvironment()
+        if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
             for pacer in pacers { pacer.setWorkerShare(workers) }
@@ -115,6 +141,10 @@ enum RunExecution {
         case .halted(let code, let message):
             ExitCodes.printError("run \(runID) halted: \(code): \(message). Fix the configuration, then `bugle resume \(runID)`.")
             return ExitCodes.failed
+        case .scheduled(let seconds):
+            let due = CSVFormat.timestamp(Instant(secondsSince1970: Date().timeIntervalSince1970 + seconds))
+            console.say("run \(runID): scheduled; the next recipients are due at \(due). `bugle tick` (from cron, every 15 minutes) or `bugle resume \(runID)` sends them")
+            return ExitCodes.completed
         case .fenced(.completed):
             console.say("run \(runID): completed (by another worker)")
             return ExitCodes.completed
@@ -143,13 +173,14 @@ enum RunExecution {
         let console = Console(jsonOnStdout: json)
         let repository = RunRepository(client: client, logger: logger)
         let lines = try await repository.summary(runID: runID)
+        let variants = try await repository.variantSummary(runID: runID)
         let rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csvPath)
         let record = try await repository.run(id: runID)
         phases.end("report")
         if json {
-            print(SummaryJSON.render(runID: runID, record: record, lines: lines, reportPath: csvPath, reportRows: rows, phases: phases.seconds))
+            print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: csvPath, reportRows: rows, phases: phases.seconds))
         } else {
-            SummaryPrinter.print(runID: runID, record: record, lines: lines)
+            SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants)
         }
         console.say("report: \(csvPath) (\(rows) row(s))")
     }

@@ -9,7 +9,7 @@ import Foundation
 /// {"path", "rows"}, "phase_seconds": {"materialize", "send", "report"}}` — keys sorted, absent values as `null`;
 /// `phase_seconds` holds the phases this invocation went through (`bugle report` has only "report").
 enum SummaryJSON {
-    static func render(runID: Int64, record: RunRecord?, lines: [SummaryLine], reportPath: String, reportRows: Int64, phases: [String: Double] = [:]) -> String {
+    static func render(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = [], reportPath: String, reportRows: Int64, phases: [String: Double] = [:]) -> String {
         let object: [String: Any] = [
             "run_id": runID,
             "campaign": record?.campaign ?? NSNull(),
@@ -22,6 +22,7 @@ enum SummaryJSON {
             "rows_scanned": record?.rowsScanned ?? NSNull(),
             "duplicates_collapsed": record?.duplicatesCollapsed ?? 0,
             "counts": lines.map { ["platform": $0.platform, "status": $0.status, "reason": $0.reason, "count": $0.count] as [String: Any] },
+            "variants": variants.map { ["variant": $0.variant, "status": $0.status, "count": $0.count] as [String: Any] },
             "report": ["path": reportPath, "rows": reportRows] as [String: Any],
             "phase_seconds": phases,
         ]

@@ -25,18 +25,6 @@ private enum Paths {
         .appendingPathComponent("campaigns")
 }
 
-/// Runs `body` and returns the ``ConfigurationError`` it throws, or records an issue.
-private func configurationError(_ body: () throws -> some Any) -> ConfigurationError? {
-    do {
-        _ = try body()
-        Issue.record("expected a ConfigurationError, but loading succeeded")
-    } catch let error as ConfigurationError {
-        return error
-    } catch {
-        Issue.record("expected a ConfigurationError, got \(error)")
-    }
-    return nil
-}
 
 @Suite("CampaignLoader")
 struct CampaignLoaderTests {

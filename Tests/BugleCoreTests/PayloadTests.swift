@@ -198,7 +198,7 @@ struct PayloadTests {
         #expect(resolver.resolve("de") == "en")
         #expect(resolver.resolve("fr") == "en")
         #expect(resolver.resolve(nil) == "en")
-        let renderer = MessageRenderer(template: Self.template())
-        #expect(renderer.copy(for: "pt-BR").title == "Olá")
+        let book = CopyBook(campaign: Campaign(name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"), message: Self.template()))
+        #expect(book.render(MessageSelection(locale: "pt-BR")).title == "Olá")
     }
 }

@@ -15,27 +15,46 @@ import Foundation
 ///       max_rows: <integer ≥ 1>                                 [50000000]
 ///     message:
 ///       default_locale: <tag, required, a key of locales>
-///       locales: { <tag>: { title: <string>, body: <string> } } (at least one)
-///       data: { <key>: <scalar> }                               [{}]
+///       locales: { <tag>: { title: <template>, body: <template> }  (at least one tag)
+///                       or [ { title, body }, ... ] }           (1...20 copies, sent in rotation)
+///       variables: { <name>: <scalar: the text used when the column is NULL> }  [{}]
+///       on_null: skip | empty                                   [skip]
+///       data: { <key>: <scalar, a template> }                   [{}]
 ///       badge: <integer ≥ 0>   sound: <string>   image: <https URL>
 ///       apns: { push_type [alert], priority 1|5|10 [10; 5 for background], collapse_id (≤ 64 bytes),
 ///               expiration (0...30d), thread_id, mutable_content [false], content_available [false], category }
 ///       android: { channel_id, priority normal|high [high], ttl (0...28d), collapse_key, tag }
 ///       webpush: { link (https URL), ttl (0...28d) }
+///     variants:                                                 [none: no split]
+///       - { name: <[A-Za-z0-9_-]{1,64}, unique ignoring case>, weight: <number, > 0, ≤ 1000000>,
+///           locales: <as message.locales; tags of message.locales only>, data: <as message.data> }
+///       (2...26 variants)
 ///     delivery: { ambiguous: resend|drop [drop], in_flight_window 1...10000 [1000], max_attempts 1...100 [5],
 ///                 rate: { apns, fcm, legacy_apns: <per second, lowers the providers file's rate> },
-///                 not_after: <ISO 8601 instant with zone, e.g. 2026-11-22T18:00:00Z> }
-///     ios_transport: http2 | legacy                             [http2]
+///                 send_at: <ISO 8601 instant with zone, before not_after>            [none: at once]
+///                 not_after: <ISO 8601 instant with zone, e.g. 2026-11-22T18:00:00Z>,
+///                 deliver_at_local: <HH:MM>                     [none: as soon as the run starts]
+///                 fallback_timezone: <IANA zone, e.g. Europe/Berlin>                 [UTC]
+///                 quiet_hours: <HH:MM-HH:MM, start ≠ end>       [none]
+///                 quiet_hours_action: hold | skip               [hold; needs quiet_hours]
+///                 max_per_user: { count: 1...1000, per: <duration, 60s...366d> } [none] }
+///     ios_transport: http2 | legacy | fcm                       [http2]
+///
+/// Titles, bodies and data values are mustache templates (``TemplateText``) over the segment's columns. A
+/// template may not use the delivery columns (device_id, user_id, token, platform, locale, timezone), and every
+/// name in `message.variables` must be used by some template.
 ///
 /// Durations accept integer seconds or a number with a unit: `3600s`, `90m`, `1h`, `7d`.
 public enum CampaignLoader {
     /// Top-level keys, in documentation order.
     static let campaignKeys = [
-        "name", "notification_type", "dedupe", "providers", "segment", "message", "delivery", "ios_transport",
+        "name", "notification_type", "dedupe", "providers", "segment", "message", "variants", "delivery",
+        "ios_transport",
     ]
     static let segmentKeys = ["sql", "page_size", "statement_timeout", "max_rows"]
     static let messageKeys = [
-        "default_locale", "locales", "data", "badge", "sound", "image", "apns", "android", "webpush",
+        "default_locale", "locales", "variables", "on_null", "data", "badge", "sound", "image", "apns", "android",
+        "webpush",
     ]
     static let copyKeys = ["title", "body"]
     static let apnsKeys = [
@@ -44,8 +63,28 @@ public enum CampaignLoader {
     ]
     static let androidKeys = ["channel_id", "priority", "ttl", "collapse_key", "tag"]
     static let webpushKeys = ["link", "ttl"]
-    static let deliveryKeys = ["ambiguous", "in_flight_window", "max_attempts", "rate", "not_after"]
+    static let variantKeys = ["name", "weight", "locales", "data"]
+    static let deliveryKeys = [
+        "ambiguous", "in_flight_window", "max_attempts", "rate", "send_at", "not_after", "deliver_at_local",
+        "fallback_timezone", "quiet_hours", "quiet_hours_action", "max_per_user",
+    ]
     static let deliveryRateKeys = ["apns", "fcm", "legacy_apns"]
+    static let frequencyCapKeys = ["count", "per"]
+
+    /// Segment columns used for delivery; they are never template variables.
+    static let reservedColumns = ["device_id", "user_id", "token", "platform", "locale", "timezone"]
+    /// Most copies one locale may rotate through.
+    static let maximumCopiesPerLocale = 20
+    /// How many `variants` a split may have.
+    static let variantCount = 2...26
+    /// Longest variant name, in characters.
+    static let maximumVariantNameLength = 64
+    /// Largest variant `weight`.
+    static let maximumVariantWeight = 1_000_000.0
+    /// Accepted `max_per_user.count`.
+    static let frequencyCapCount = 1...1000
+    /// Accepted `max_per_user.per`, in seconds (1 minute ... 366 days).
+    static let frequencyCapWindow = 60...31_622_400
 
     /// Longest FCM `ttl` (4 weeks), in seconds.
     static let maximumFCMTTL = 2_419_200
@@ -80,13 +119,28 @@ public enum CampaignLoader {
             ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: path)
         }
         let segment = try self.segment(top.required("segment"))
-        let message = try self.message(top.required("message"))
+        var usage = TemplateUsage()
+        let message = try self.message(top.required("message"), usage: &usage)
+        var variants: [CampaignVariant] = []
+        if let variantsNode = top["variants"] {
+            variants = try self.variants(variantsNode, messageTags: message.localeCopies.keys.sorted(), usage: &usage)
+        }
         let delivery = try top["delivery"].map(self.delivery) ?? DeliveryOptions()
         let iosTransport = try top.choice("ios_transport", default: IOSTransport.http2)
+        try checkVariables(usage)
 
         return Campaign(
             name: name, notificationType: notificationType, dedupe: dedupe, providersPath: providersPath,
-            segment: segment, message: message, delivery: delivery, iosTransport: iosTransport, sourcePath: path)
+            segment: segment, message: message, delivery: delivery, iosTransport: iosTransport, variants: variants,
+            sourcePath: path)
+    }
+
+    /// The templates of one file and the variables it declares, for the checks that need the whole file.
+    private struct TemplateUsage {
+        /// Every title, body and data value that uses variables, with the node it was read from.
+        var uses: [(variables: [String], node: ConfigurationNode)] = []
+        /// The entries of `message.variables`.
+        var declared: [ConfigurationNode.Entry] = []
     }
 
     // MARK: - Sections
@@ -103,11 +157,11 @@ public enum CampaignLoader {
             maxRows: try map.int("max_rows", default: 50_000_000, in: 1...Int.max))
     }
 
-    private static func message(_ node: ConfigurationNode) throws -> MessageTemplate {
+    private static func message(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> MessageTemplate {
         let map = try node.mapping(allowedKeys: messageKeys)
         let defaultLocaleNode = try map.required("default_locale")
         let defaultLocale = try defaultLocaleNode.singleLineString(maximumLength: 35)
-        let locales = try self.locales(map.required("locales"))
+        let locales = try self.locales(map.required("locales"), usage: &usage)
         if locales[defaultLocale] == nil {
             let defined = locales.keys.sorted().joined(separator: ", ")
             var message = "default locale '\(defaultLocale)' has no copy in message.locales (defined: \(defined))"
@@ -117,7 +171,15 @@ public enum CampaignLoader {
             throw defaultLocaleNode.error(message)
         }
 
-        let data = try map["data"].map(self.data) ?? [:]
+        var variableDefaults: [String: String] = [:]
+        if let variablesNode = map["variables"] {
+            variableDefaults = try variables(variablesNode, usage: &usage)
+        }
+        let nullPolicy = try map.choice("on_null", default: NullVariablePolicy.skip)
+        var data: [String: String] = [:]
+        if let dataNode = map["data"] {
+            data = try self.data(dataNode, usage: &usage)
+        }
         let badge = try map["badge"]?.int(in: 0...Int.max)
         let sound = try map["sound"]?.singleLineString(maximumLength: 256)
         let image = try map["image"].map(httpsURL)
@@ -125,16 +187,19 @@ public enum CampaignLoader {
         let android = try map["android"].map(self.android) ?? AndroidOptions()
         let webpush = try map["webpush"].map(self.webpush) ?? WebPushOptions()
         return MessageTemplate(
-            defaultLocale: defaultLocale, locales: locales, data: data, badge: badge, sound: sound, image: image,
-            apns: apns, android: android, webpush: webpush)
+            defaultLocale: defaultLocale, localeCopies: locales, variableDefaults: variableDefaults,
+            nullPolicy: nullPolicy, data: data, badge: badge, sound: sound, image: image, apns: apns,
+            android: android, webpush: webpush)
     }
 
-    private static func locales(_ node: ConfigurationNode) throws -> [String: LocalizedCopy] {
+    private static func locales(_ node: ConfigurationNode, usage: inout TemplateUsage) throws
+        -> [String: [LocalizedCopy]]
+    {
         let entries = try node.entries()
         if entries.isEmpty {
             throw node.error("must contain at least one locale, such as en: { title: ..., body: ... }")
         }
-        var locales: [String: LocalizedCopy] = [:]
+        var locales: [String: [LocalizedCopy]] = [:]
         var seenLowercased: [String: String] = [:]
         for entry in entries {
             let tag = entry.key
@@ -143,12 +208,126 @@ public enum CampaignLoader {
                 throw entry.value.keyError("locale '\(tag)' repeats '\(other)' (locale tags are case-insensitive)")
             }
             seenLowercased[tag.lowercased()] = tag
-            let copy = try entry.value.mapping(allowedKeys: copyKeys)
-            locales[tag] = LocalizedCopy(
-                title: try nonEmptyText(copy.required("title")),
-                body: try nonEmptyText(copy.required("body")))
+            locales[tag] = try copies(entry.value, usage: &usage)
         }
         return locales
+    }
+
+    /// A variant's `locales`: like `message.locales`, but only for tags the message defines (matched ignoring
+    /// case and stored under the message's spelling).
+    private static func variantLocales(
+        _ node: ConfigurationNode, messageTags: [String], usage: inout TemplateUsage
+    ) throws -> [String: [LocalizedCopy]] {
+        let entries = try node.entries()
+        if entries.isEmpty {
+            throw node.error(
+                "must contain at least one locale of message.locales; leave it out to keep the message's copy")
+        }
+        var messageTagsByLowercased: [String: String] = [:]
+        for tag in messageTags { messageTagsByLowercased[tag.lowercased()] = tag }
+        var locales: [String: [LocalizedCopy]] = [:]
+        for entry in entries {
+            guard let tag = messageTagsByLowercased[entry.key.lowercased()] else {
+                let defined = messageTags.joined(separator: ", ")
+                throw entry.value.keyError(
+                    "locale '\(entry.key)' is not in message.locales (defined: \(defined)); "
+                        + "a variant can only replace the message's copy")
+            }
+            if locales[tag] != nil {
+                throw entry.value.keyError("locale '\(entry.key)' is given twice (locale tags are case-insensitive)")
+            }
+            locales[tag] = try copies(entry.value, usage: &usage)
+        }
+        return locales
+    }
+
+    /// One `{ title, body }` mapping, or a rotation list of 1...20 different ones.
+    private static func copies(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> [LocalizedCopy] {
+        guard node.isList else {
+            if node.scalar != nil {
+                throw node.typeError(
+                    "a mapping { title, body } or a list of 1 to \(maximumCopiesPerLocale) such mappings")
+            }
+            return [try copy(node, usage: &usage)]
+        }
+        var copies: [LocalizedCopy] = []
+        for item in try node.items(count: 1...maximumCopiesPerLocale, of: "copies") {
+            let copy = try self.copy(item, usage: &usage)
+            if let index = copies.firstIndex(of: copy) {
+                throw item.error("repeats copy [\(index)] (the copies of a rotation must differ)")
+            }
+            copies.append(copy)
+        }
+        return copies
+    }
+
+    private static func copy(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> LocalizedCopy {
+        let map = try node.mapping(allowedKeys: copyKeys)
+        return LocalizedCopy(
+            title: try copyText(map.required("title"), usage: &usage),
+            body: try copyText(map.required("body"), usage: &usage))
+    }
+
+    /// A non-empty title or body that parses as a template.
+    private static func copyText(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> String {
+        let text = try nonEmptyText(node)
+        try checkTemplate(text, at: node, usage: &usage)
+        return text
+    }
+
+    /// Refuses `text` (read from `node`) unless it is a valid template, and records the variables it uses.
+    private static func checkTemplate(_ text: String, at node: ConfigurationNode, usage: inout TemplateUsage) throws {
+        let template: TemplateText
+        do {
+            template = try TemplateText(parsing: text)
+        } catch let error as TemplateSyntaxError {
+            throw node.error(error.message)
+        }
+        if !template.variables.isEmpty {
+            usage.uses.append((variables: template.variables, node: node))
+        }
+    }
+
+    /// `message.variables`: variable name → the text it renders as when the segment's value is NULL.
+    private static func variables(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> [String: String] {
+        var defaults: [String: String] = [:]
+        for entry in try node.entries() {
+            let name = entry.key
+            guard TemplateText.isVariableName(name) else {
+                throw entry.value.keyError(
+                    "'\(name)' is not a variable name (letters, digits and _, starting with a letter or _)")
+            }
+            if isReservedColumn(name) { throw entry.value.keyError(reservedVariableMessage(name)) }
+            defaults[name] = try scalarText(entry.value, kind: "variable defaults")
+            usage.declared.append(entry)
+        }
+        return defaults
+    }
+
+    /// Refuses reserved columns used as template variables, and declared variables no template uses.
+    private static func checkVariables(_ usage: TemplateUsage) throws {
+        var used = Set<String>()
+        for use in usage.uses {
+            for name in use.variables {
+                if isReservedColumn(name) { throw use.node.error(reservedVariableMessage(name)) }
+                used.insert(name)
+            }
+        }
+        for entry in usage.declared where !used.contains(entry.key) {
+            throw entry.value.keyError(
+                "variable '\(entry.key)' is declared but not used by any title, body or data value "
+                    + "(use {{\(entry.key)}} or remove it)")
+        }
+    }
+
+    private static func isReservedColumn(_ name: String) -> Bool {
+        reservedColumns.contains(name.lowercased())
+    }
+
+    private static func reservedVariableMessage(_ name: String) -> String {
+        "'\(name)' cannot be a template variable: device_id, user_id, token, platform, locale and timezone are "
+            + "delivery columns, not variables (select the value again under another name, such as "
+            + "d.user_id AS member_id)"
     }
 
     private static func validateLocaleTag(_ tag: String, at node: ConfigurationNode) throws {
@@ -171,7 +350,7 @@ public enum CampaignLoader {
         return text
     }
 
-    private static func data(_ node: ConfigurationNode) throws -> [String: String] {
+    private static func data(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> [String: String] {
         var data: [String: String] = [:]
         for entry in try node.entries() {
             let key = entry.key
@@ -186,18 +365,69 @@ public enum CampaignLoader {
                     "'\(key)' is reserved by APNs or FCM and cannot be a data key (reserved: aps, from, "
                         + "message_type, notification, google*, gcm*)")
             }
-            let value = entry.value
-            guard let scalar = value.scalar, !value.isNull else {
-                throw value.error(
-                    "data values must be strings, numbers or booleans, got \(value.valueDescription)")
-            }
-            if scalar.isPlain, let bool = try? value.bool() {
-                data[key] = bool ? "true" : "false"
-            } else {
-                data[key] = scalar.text
-            }
+            let text = try scalarText(entry.value, kind: "data values")
+            try checkTemplate(text, at: entry.value, usage: &usage)
+            data[key] = text
         }
         return data
+    }
+
+    /// A scalar as text: strings and numbers as written, booleans as `true` / `false`.
+    /// - Parameter kind: What the values are, in the plural, for the error (`data values`).
+    private static func scalarText(_ node: ConfigurationNode, kind: String) throws -> String {
+        guard let scalar = node.scalar, !node.isNull else {
+            throw node.error("\(kind) must be strings, numbers or booleans, got \(node.valueDescription)")
+        }
+        if scalar.isPlain, let bool = try? node.bool() {
+            return bool ? "true" : "false"
+        }
+        return scalar.text
+    }
+
+    // MARK: - Variants
+
+    private static func variants(
+        _ node: ConfigurationNode, messageTags: [String], usage: inout TemplateUsage
+    ) throws -> [CampaignVariant] {
+        let items = try node.items()
+        guard variantCount.contains(items.count) else {
+            var message =
+                "expected \(variantCount.lowerBound) to \(variantCount.upperBound) variants, got \(items.count)"
+            if items.count < variantCount.lowerBound {
+                message += " (a split needs at least two; leave variants out to send one version)"
+            }
+            throw node.error(message)
+        }
+        var variants: [CampaignVariant] = []
+        var namesByLowercased: [String: String] = [:]
+        for item in items {
+            let map = try item.mapping(allowedKeys: variantKeys)
+            let nameNode = try map.required("name")
+            let name = try nameNode.singleLineString(maximumLength: maximumVariantNameLength)
+            guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) else {
+                throw nameNode.typeError("a variant name of letters, digits, _ and - (like control or short-title)")
+            }
+            if let other = namesByLowercased[name.lowercased()] {
+                throw nameNode.error("variant name '\(name)' repeats '\(other)' (variant names are case-insensitive)")
+            }
+            namesByLowercased[name.lowercased()] = name
+            let weightNode = try map.required("weight")
+            let weight = try weightNode.number()
+            guard weight > 0, weight <= maximumVariantWeight else {
+                throw weightNode.error(
+                    "must be a number above 0 and at most 1000000, got \(weightNode.valueDescription)")
+            }
+            var localeCopies: [String: [LocalizedCopy]] = [:]
+            if let localesNode = map["locales"] {
+                localeCopies = try variantLocales(localesNode, messageTags: messageTags, usage: &usage)
+            }
+            var data: [String: String] = [:]
+            if let dataNode = map["data"] {
+                data = try self.data(dataNode, usage: &usage)
+            }
+            variants.append(CampaignVariant(name: name, weight: weight, localeCopies: localeCopies, data: data))
+        }
+        return variants
     }
 
     private static func apns(_ node: ConfigurationNode) throws -> APNsOptions {
@@ -254,12 +484,79 @@ public enum CampaignLoader {
 
     private static func delivery(_ node: ConfigurationNode) throws -> DeliveryOptions {
         let map = try node.mapping(allowedKeys: deliveryKeys)
+        let ambiguousPolicy = try map.choice("ambiguous", default: AmbiguousPolicy.drop)
+        let inFlightWindow = try map.int("in_flight_window", default: 1000, in: 1...10_000)
+        let maxAttempts = try map.int("max_attempts", default: 5, in: 1...100)
+        let rateLimits = try map["rate"].map(deliveryRates) ?? [:]
+        let sendAt = try map["send_at"].map(instant)
+        let notAfter = try map["not_after"].map(instant)
+        if let sendAt, let notAfter, sendAt >= notAfter, let sendAtNode = map["send_at"] {
+            let notAfterText = map["not_after"]?.scalar?.text ?? ""
+            throw sendAtNode.error("must be before not_after (\(notAfterText)), got \(sendAtNode.valueDescription)")
+        }
+        let deliverAt = try map["deliver_at_local"].map(localTime)
+        let fallbackTimeZone = try map["fallback_timezone"].map(timeZoneIdentifier) ?? "UTC"
+        let quietHours = try map["quiet_hours"].map(self.quietHours)
+        if quietHours == nil, let actionNode = map["quiet_hours_action"] {
+            throw actionNode.keyError("quiet_hours_action needs quiet_hours (such as quiet_hours: \"22:00-08:00\")")
+        }
+        let quietHoursAction = try map.choice("quiet_hours_action", default: QuietHoursAction.hold)
+        let frequencyCap = try map["max_per_user"].map(self.frequencyCap)
         return DeliveryOptions(
-            ambiguousPolicy: try map.choice("ambiguous", default: AmbiguousPolicy.drop),
-            inFlightWindow: try map.int("in_flight_window", default: 1000, in: 1...10_000),
-            maxAttempts: try map.int("max_attempts", default: 5, in: 1...100),
-            rateLimits: try map["rate"].map(deliveryRates) ?? [:],
-            notAfter: try map["not_after"].map(instant))
+            ambiguousPolicy: ambiguousPolicy,
+            inFlightWindow: inFlightWindow,
+            maxAttempts: maxAttempts,
+            rateLimits: rateLimits,
+            notAfter: notAfter,
+            sendAt: sendAt,
+            localTime: LocalTimeDelivery(
+                deliverAt: deliverAt, fallbackTimeZone: fallbackTimeZone, quietHours: quietHours,
+                quietHoursAction: quietHoursAction),
+            frequencyCap: frequencyCap)
+    }
+
+    private static func localTime(_ node: ConfigurationNode) throws -> LocalTime {
+        let text = try node.singleLineString(maximumLength: 32)
+        guard let time = LocalTime(parsing: text) else {
+            throw node.typeError("a local time as HH:MM (24-hour, 00:00 to 23:59, like 20:00)")
+        }
+        return time
+    }
+
+    private static func quietHours(_ node: ConfigurationNode) throws -> QuietHours {
+        let text = try node.singleLineString(maximumLength: 32)
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.count == 2, let start = LocalTime(parsing: parts[0]), let end = LocalTime(parsing: parts[1]) else {
+            throw node.typeError("quiet hours as HH:MM-HH:MM (24-hour local times, like 22:00-08:00)")
+        }
+        if start == end {
+            throw node.error("quiet hours must start and end at different times, got \(node.valueDescription)")
+        }
+        return QuietHours(start: start, end: end)
+    }
+
+    private static func timeZoneIdentifier(_ node: ConfigurationNode) throws -> String {
+        let identifier = try node.singleLineString(maximumLength: 64)
+        guard TimeZone(identifier: identifier) == nil else { return identifier }
+        var message =
+            "unknown time zone \(node.valueDescription); expected an IANA identifier such as UTC, Europe/Berlin or "
+            + "America/New_York"
+        if let suggestion = EditDistance.closest(to: identifier, among: TimeZone.knownTimeZoneIdentifiers) {
+            message += " (did you mean '\(suggestion)'?)"
+        }
+        throw node.error(message)
+    }
+
+    private static func frequencyCap(_ node: ConfigurationNode) throws -> FrequencyCap {
+        let map = try node.mapping(allowedKeys: frequencyCapKeys)
+        let count = try map.required("count").int(in: frequencyCapCount)
+        let perNode = try map.required("per")
+        let per = try perNode.wholeSeconds(in: Int.min...Int.max)
+        guard frequencyCapWindow.contains(per) else {
+            throw perNode.error("must be between 1m (60 seconds) and 366d (31622400 seconds), got \(per) seconds")
+        }
+        return FrequencyCap(count: count, perSeconds: per)
     }
 
     private static func deliveryRates(_ node: ConfigurationNode) throws -> [ProviderKind: Double] {

@@ -175,6 +175,35 @@ extension ConfigurationNode {
         return entries
     }
 
+    /// `true` when this node is a list (a YAML sequence).
+    var isList: Bool {
+        if case .sequence = content { return true }
+        return false
+    }
+
+    /// The items of a list, in document order.
+    /// - Throws: ``ConfigurationError`` when this is not a list.
+    func items() throws -> [ConfigurationNode] {
+        guard case .sequence(let items) = content else { throw typeError("a list") }
+        return items
+    }
+
+    /// The items of a list whose length is within `range`.
+    /// - Parameters:
+    ///   - range: Accepted numbers of items.
+    ///   - noun: What the items are, in the plural, for the error (`copies`, `variants`).
+    /// - Throws: ``ConfigurationError`` when this is not a list, or has too few or too many items.
+    func items(count range: ClosedRange<Int>, of noun: String = "items") throws -> [ConfigurationNode] {
+        let list = try items()
+        guard range.contains(list.count) else {
+            let expected =
+                range.upperBound == Int.max
+                ? "at least \(range.lowerBound) \(noun)" : "\(range.lowerBound) to \(range.upperBound) \(noun)"
+            throw error("expected \(expected), got \(list.count)")
+        }
+        return list
+    }
+
     /// This mapping, after checking that every key is one of `allowedKeys`.
     /// - Parameter allowedKeys: The keys this mapping may have, in documentation order.
     /// - Throws: ``ConfigurationError`` at the first unknown key, suggesting the closest allowed one.

@@ -28,7 +28,7 @@ public struct APNsPayloadBuilder: Sendable {
         Self.writeAPSKeys(&json, template: template)
         json.endObject()
         if let image = template.image { json.field("image", image) }
-        for (key, value) in dataKeys { json.field(key, value) }
+        for (key, value) in copy.sortedData(or: dataKeys) where key != "aps" { json.field(key, value) }
         json.endObject()
         let limit = options.pushType.payloadLimit
         guard json.bytes.count <= limit else { throw PayloadTooLarge(size: json.bytes.count, limit: limit) }

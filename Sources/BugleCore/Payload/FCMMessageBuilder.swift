@@ -48,10 +48,11 @@ public struct FCMMessageBuilder: Sendable {
         json.field("body", copy.body)
         if let image = template.image { json.field("image", image) }
         json.endObject()
-        if !dataKeys.isEmpty {
+        let data = copy.sortedData(or: dataKeys)
+        if !data.isEmpty {
             json.key("data")
             json.beginObject()
-            for (key, value) in dataKeys { json.field(key, value) }
+            for (key, value) in data { json.field(key, value) }
             json.endObject()
         }
         switch platform {

@@ -1,15 +1,19 @@
 import Foundation
 
-/// Turns a recipient into a wire-ready ``PushRequest`` for its platform: copy by locale, APNs payload and
-/// headers or the FCM message. Shared by real runs and dry runs.
+/// Turns a recipient into a wire-ready ``PushRequest`` for its platform: its copy (locale, variant, rotation,
+/// template variables), then the APNs payload and headers or the FCM message. Shared by real runs, dry runs and
+/// test sends.
 public struct NotificationComposer: Sendable {
     public let runID: Int64
+    /// The campaign's copy.
+    public let copyBook: CopyBook
     private let iosViaFCM: Bool
-    private let renderer: MessageRenderer
+    private let validateOnly: Bool
     private let apns: APNsPayloadBuilder
-    /// Rendered once per configured locale: the copy carries no per-recipient values yet, so every recipient
-    /// with the same copy gets the same bytes (only the FCM token and the APNs headers differ).
-    private let rendered: [String: RenderedLocale]
+    private let fcm: FCMMessageBuilder
+    /// Copies without template tags, rendered once: every recipient with the same copy gets the same bytes (only
+    /// the FCM token and the APNs headers differ). Templated copies are rendered per recipient.
+    private let rendered: [CopyKey: RenderedPlatforms]
 
     /// - Parameters:
     ///   - campaign: the validated campaign.
@@ -17,24 +21,23 @@ public struct NotificationComposer: Sendable {
     ///   - validateOnly: FCM `validate_only` (dry run `--validate`).
     ///   - now: UNIX seconds the `apns-expiration` of iOS messages sent through FCM counts from.
     public init(campaign: Campaign, runID: Int64, validateOnly: Bool = false, now: Int = Int(Date().timeIntervalSince1970)) {
-        let iosViaFCM = campaign.iosTransport == .fcm
         self.runID = runID
-        self.iosViaFCM = iosViaFCM
-        self.renderer = MessageRenderer(template: campaign.message)
+        self.iosViaFCM = campaign.iosTransport == .fcm
+        self.validateOnly = validateOnly
+        self.copyBook = CopyBook(campaign: campaign)
         let apns = APNsPayloadBuilder(template: campaign.message)
         let fcm = FCMMessageBuilder(template: campaign.message, defaultTag: Self.stableTag(for: campaign.name), now: now)
-        var rendered: [String: RenderedLocale] = [:]
-        for (tag, copy) in campaign.message.locales {
-            let copy = RenderedCopy(locale: tag, title: copy.title, body: copy.body)
-            rendered[tag] = RenderedLocale(
-                copy: copy,
+        self.apns = apns
+        self.fcm = fcm
+        var rendered: [CopyKey: RenderedPlatforms] = [:]
+        for (key, copy) in copyBook.plainCopies() {
+            rendered[key] = RenderedPlatforms(
                 apnsPayload: Self.render { try apns.payload(for: copy) },
                 android: Self.render { try fcm.template(platform: .android, copy: copy, validateOnly: validateOnly) },
                 web: Self.render { try fcm.template(platform: .web, copy: copy, validateOnly: validateOnly) },
                 iosViaFCM: iosViaFCM ? Self.render { try fcm.template(platform: .ios, copy: copy, validateOnly: validateOnly) } : nil
             )
         }
-        self.apns = apns
         self.rendered = rendered
     }
 
@@ -43,8 +46,7 @@ public struct NotificationComposer: Sendable {
         Result { try body() }.mapError { $0 as? PayloadTooLarge ?? PayloadTooLarge(size: 0, limit: 0) }
     }
 
-    private struct RenderedLocale: Sendable {
-        var copy: RenderedCopy
+    private struct RenderedPlatforms: Sendable {
         var apnsPayload: Result<[UInt8], PayloadTooLarge>
         var android: Result<FCMBodyTemplate, PayloadTooLarge>
         var web: Result<FCMBodyTemplate, PayloadTooLarge>
@@ -57,29 +59,44 @@ public struct NotificationComposer: Sendable {
         "bugle-" + String(TokenFingerprint.of(campaignName).dropFirst(4))
     }
 
-    /// The copy a device locale gets.
-    public func copy(for locale: String?) -> RenderedCopy { renderer.copy(for: locale) }
+    /// The copy a recipient gets.
+    public func copy(for selection: MessageSelection) -> RenderedCopy { copyBook.render(selection) }
+
+    /// The copy a device locale gets (no variant, first copy, no variables).
+    public func copy(for locale: String?) -> RenderedCopy { copyBook.render(MessageSelection(locale: locale)) }
 
     /// Builds the request, or reports that its payload is over the provider's limit.
     /// - Parameter now: UNIX seconds, for `apns-expiration`.
-    public func compose(seq: Int64, deviceID: Int64, token: String, platform: Platform, locale: String?, attempt: Int, now: Int) -> Result<PushRequest, PayloadTooLarge> {
-        let tag = renderer.copy(for: locale).locale
-        guard let rendered = rendered[tag] else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
-        switch platform {
-        case .ios where iosViaFCM:
-            guard let template = rendered.iosViaFCM else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
+    public func compose(seq: Int64, deviceID: Int64, token: String, platform: Platform, selection: MessageSelection, attempt: Int, now: Int) -> Result<PushRequest, PayloadTooLarge> {
+        guard let (tag, index, entry) = copyBook.entry(for: selection) else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
+        let cached = entry.isPlain ? rendered[CopyKey(variant: selection.variant, locale: tag, index: index)] : nil
+        let copy = cached == nil ? copyBook.render(selection) : nil
+        func fcmBody(_ platform: Platform, _ cached: Result<FCMBodyTemplate, PayloadTooLarge>?) -> Result<PushRequest, PayloadTooLarge> {
+            let template = cached ?? copy.map { copy in Self.render { try fcm.template(platform: platform, copy: copy, validateOnly: validateOnly) } }
+            guard let template else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
             return template.map { template in
                 PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: template.body(token: token), apns: nil, attempt: attempt)
             }
+        }
+        switch platform {
+        case .ios where iosViaFCM:
+            return fcmBody(.ios, cached?.iosViaFCM)
         case .ios:
-            return rendered.apnsPayload.map { body in
+            let payload = cached?.apnsPayload ?? copy.map { copy in Self.render { try apns.payload(for: copy) } }
+            guard let payload else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
+            return payload.map { body in
                 let headers = apns.headers(apnsID: NotificationID.apnsID(runID: runID, seq: seq), now: now)
                 return PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: body, apns: headers, attempt: attempt)
             }
-        case .android, .web:
-            return (platform == .web ? rendered.web : rendered.android).map { template in
-                PushRequest(seq: seq, deviceID: deviceID, token: token, platform: platform, body: template.body(token: token), apns: nil, attempt: attempt)
-            }
+        case .android:
+            return fcmBody(.android, cached?.android)
+        case .web:
+            return fcmBody(.web, cached?.web)
         }
+    }
+
+    /// ``compose(seq:deviceID:token:platform:selection:attempt:now:)`` for a recipient with only a device locale.
+    public func compose(seq: Int64, deviceID: Int64, token: String, platform: Platform, locale: String?, attempt: Int, now: Int) -> Result<PushRequest, PayloadTooLarge> {
+        compose(seq: seq, deviceID: deviceID, token: token, platform: platform, selection: MessageSelection(locale: locale), attempt: attempt, now: now)
     }
 }

@@ -29,6 +29,10 @@ public enum SkipReason: String, Sendable, CaseIterable, Equatable, Comparable {
     case unknownPlatform = "unknown_platform"
     case duplicateToken = "duplicate_token"
     case payloadTooLarge = "payload_too_large"
+    /// A template variable is NULL, has no default, and the campaign says `on_null: skip`.
+    case nullVariable = "null_variable"
+    /// The send time falls in quiet hours and the campaign says `quiet_hours_action: skip`.
+    case quietHours = "quiet_hours"
 
     public static func < (lhs: SkipReason, rhs: SkipReason) -> Bool { lhs.rawValue < rhs.rawValue }
 }

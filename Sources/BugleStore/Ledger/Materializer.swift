@@ -26,9 +26,10 @@ public struct Materializer: Sendable {
     }
 
     /// Reads the segment into the run's ledger and marks the run `ready`.
+    /// - Parameter now: when the run starts, for local-time delivery (injected in tests).
     /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason).
-    public func materialize(runID: Int64, campaign: Campaign, reader: SegmentReader) async throws -> Report {
-        let resolver = LocaleResolver(locales: campaign.message.locales.keys, defaultLocale: campaign.message.defaultLocale)
+    public func materialize(runID: Int64, campaign: Campaign, reader: SegmentReader, now: Instant = Instant(secondsSince1970: Date().timeIntervalSince1970)) async throws -> Report {
+        let planner = RecipientPlanner(campaign: campaign, now: now)
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
         var skipped: [SkipReason: Int64] = [:]
@@ -43,27 +44,39 @@ public struct Materializer: Sendable {
         do {
             scan = try await reader.read { rows in
                 var batch = PageBatch(capacity: rows.count)
+                let lastCopies = planner.rotates ? try await lastCopyIndexes(notificationType: campaign.notificationType, rows: rows) : [:]
                 for row in rows {
                     let seq = nextSeq
                     nextSeq += 1
+                    let reason: SkipReason
                     switch RecipientValidator.validate(row, iosTransport: campaign.iosTransport) {
                     case .success(let recipient):
-                        let provider = campaign.provider(for: recipient.platform)
-                        batch.append(
-                            seq: seq, deviceID: recipient.deviceID, userID: recipient.userID, token: recipient.token,
-                            platform: recipient.platform.rawValue, provider: provider.rawValue,
-                            locale: resolver.resolve(recipient.locale), timezone: recipient.timezone ?? "",
-                            variables: Self.encodeVariables(recipient.variables), state: RecipientState.pending.rawValue, code: ""
-                        )
+                        switch planner.plan(recipient, lastCopyIndex: lastCopies[recipient.userID]) {
+                        case .send(let plan):
+                            let provider = campaign.provider(for: recipient.platform)
+                            batch.append(
+                                seq: seq, deviceID: recipient.deviceID, userID: recipient.userID, token: recipient.token,
+                                platform: recipient.platform.rawValue, provider: provider.rawValue,
+                                locale: plan.locale, timezone: recipient.timezone ?? "",
+                                variables: Self.encodeVariables(recipient.variables), state: RecipientState.pending.rawValue, code: "",
+                                variant: plan.variant ?? "", copyIndex: planner.rotates ? plan.copyIndex : -1,
+                                notBefore: plan.notBefore?.secondsSince1970 ?? 0
+                            )
+                            continue
+                        case .skip(let why):
+                            reason = why
+                        }
                     case .failure(let error):
-                        skipped[error.reason, default: 0] += 1
-                        batch.append(
-                            seq: seq, deviceID: row.deviceID ?? 0, userID: row.userID ?? "", token: "",
-                            platform: String((row.platform ?? "").prefix(32)), provider: ProviderKind.none.rawValue,
-                            locale: "", timezone: "", variables: "", state: RecipientState.skippedInvalid.rawValue,
-                            code: error.reason.rawValue
-                        )
+                        reason = error.reason
                     }
+                    skipped[reason, default: 0] += 1
+                    let state: RecipientState = reason == .quietHours ? .skippedQuietHours : .skippedInvalid
+                    batch.append(
+                        seq: seq, deviceID: row.deviceID ?? 0, userID: row.userID ?? "", token: "",
+                        platform: String((row.platform ?? "").prefix(32)), provider: ProviderKind.none.rawValue,
+                        locale: "", timezone: "", variables: "", state: state.rawValue, code: reason.rawValue,
+                        variant: "", copyIndex: -1, notBefore: 0
+                    )
                 }
                 // One page is written while the next is read and validated (two connections): wait for the
                 // previous page's insert only now, then hand this page over.
@@ -98,14 +111,18 @@ public struct Materializer: Sendable {
         let rows = try await client.query(
             """
             INSERT INTO bugle.run_recipients
-                   (run_id, seq, device_id, user_id, token, platform, provider, locale, timezone, variables, state, outcome_code, finished_at)
+                   (run_id, seq, device_id, user_id, token, platform, provider, locale, timezone, variables, state, outcome_code, finished_at,
+                    variant, copy_index, next_attempt_at)
             SELECT \(runID), v.seq, v.device_id, NULLIF(v.user_id, ''), NULLIF(v.token, ''), v.platform, v.provider,
                    NULLIF(v.locale, ''), NULLIF(v.timezone, ''), NULLIF(v.vars, '')::jsonb, v.state, NULLIF(v.code, ''),
-                   CASE WHEN v.state = 'pending' THEN NULL ELSE now() END
+                   CASE WHEN v.state = 'pending' THEN NULL ELSE now() END,
+                   NULLIF(v.variant, ''), NULLIF(v.copy_index, -1),
+                   CASE WHEN v.due = 0 THEN '-infinity'::timestamptz ELSE to_timestamp(v.due) END
               FROM unnest(\(batch.seqs)::bigint[], \(batch.deviceIDs)::bigint[], \(batch.userIDs)::text[], \(batch.tokens)::text[],
                           \(batch.platforms)::text[], \(batch.providers)::text[], \(batch.locales)::text[], \(batch.timezones)::text[],
-                          \(batch.variables)::text[], \(batch.states)::text[], \(batch.codes)::text[])
-                   AS v(seq, device_id, user_id, token, platform, provider, locale, timezone, vars, state, code)
+                          \(batch.variables)::text[], \(batch.states)::text[], \(batch.codes)::text[],
+                          \(batch.variants)::text[], \(batch.copyIndexes)::int[], \(batch.dues)::float8[])
+                   AS v(seq, device_id, user_id, token, platform, provider, locale, timezone, vars, state, code, variant, copy_index, due)
             ON CONFLICT (run_id, platform, token) DO NOTHING
             RETURNING seq
             """,
@@ -114,6 +131,19 @@ public struct Materializer: Sendable {
         var count: Int64 = 0
         for try await _ in rows { count += 1 }
         return count
+    }
+
+    /// The copy index each of the page's users got last for this notification type (copy rotation).
+    private func lastCopyIndexes(notificationType: String, rows: [SegmentRow]) async throws -> [String: Int] {
+        let users = Array(Set(rows.compactMap(\.userID)))
+        guard !users.isEmpty else { return [:] }
+        let result = try await client.query(
+            "SELECT user_id, last_index FROM bugle.copy_rotation WHERE notification_type = \(notificationType) AND user_id = ANY(\(users)::text[])",
+            logger: logger
+        )
+        var last: [String: Int] = [:]
+        for try await (user, index) in result.decode((String, Int).self) { last[user] = index }
+        return last
     }
 
     private func markFailed(runID: Int64, reason: String) async throws {
@@ -156,6 +186,11 @@ private struct PageBatch: Sendable {
     var variables: [String] = []
     var states: [String] = []
     var codes: [String] = []
+    var variants: [String] = []
+    /// -1: NULL (no rotation).
+    var copyIndexes: [Int] = []
+    /// UNIX seconds of the earliest send; 0: at once.
+    var dues: [Double] = []
     var validCount = 0
 
     init(capacity: Int) {
@@ -165,7 +200,7 @@ private struct PageBatch: Sendable {
         tokens.reserveCapacity(capacity)
     }
 
-    mutating func append(seq: Int64, deviceID: Int64, userID: String, token: String, platform: String, provider: String, locale: String, timezone: String, variables: String, state: String, code: String) {
+    mutating func append(seq: Int64, deviceID: Int64, userID: String, token: String, platform: String, provider: String, locale: String, timezone: String, variables: String, state: String, code: String, variant: String, copyIndex: Int, notBefore: Double) {
         seqs.append(seq)
         deviceIDs.append(deviceID)
         userIDs.append(userID)
@@ -177,6 +212,9 @@ private struct PageBatch: Sendable {
         self.variables.append(variables)
         states.append(state)
         codes.append(code)
+        variants.append(variant)
+        copyIndexes.append(copyIndex)
+        dues.append(notBefore)
         if state == RecipientState.pending.rawValue { validCount += 1 }
     }
 }

@@ -9,16 +9,20 @@ public struct PostgresCampaignStore: CampaignStore {
     private let client: PostgresClient
     private let logger: Logger
     private let sessionTag: String?
+    private let scheduleClock: (@Sendable () -> Double)?
 
     /// - Parameters:
     ///   - client: The database.
     ///   - sessionTag: The tag this process's sessions carry at the end of their `application_name` (see
     ///     ``DatabaseConfiguration/taggingSessions(_:)``), recorded with each lease so a worker that takes an expired
     ///     lease over can end the frozen worker's sessions; nil: not recorded.
+    ///   - scheduleClock: UNIX seconds that decide which recipients are due (tests of local-time delivery advance it
+    ///     through a day); nil: the database's `now()`.
     ///   - logger: Logger.
-    public init(client: PostgresClient, sessionTag: String? = nil, logger: Logger) {
+    public init(client: PostgresClient, sessionTag: String? = nil, scheduleClock: (@Sendable () -> Double)? = nil, logger: Logger) {
         self.client = client
         self.sessionTag = sessionTag
+        self.scheduleClock = scheduleClock
         self.logger = logger
     }
 
@@ -179,19 +183,24 @@ public struct PostgresCampaignStore: CampaignStore {
         let laneNames = lanes.map(\.key.rawValue)
         let laneLimits = lanes.map(\.value)
         let total = laneLimits.reduce(0, +)
+        let clock = scheduleClock?()
         return try await client.withTransaction(logger: logger) { connection -> ClaimResult in
             // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
             let fence = try await connection.query(
                 """
-                SELECT in_flight_window, notification_type, period_key FROM bugle.runs
+                SELECT in_flight_window, notification_type, period_key, cap_count, cap_seconds FROM bugle.runs
                  WHERE id = \(lease.runID) AND status = 'running'
                 FOR NO KEY UPDATE
                 """,
                 logger: logger
             )
             var run: (Int, String, String?)?
-            for try await row in fence.decode((Int, String, String?).self) { run = row }
+            var cap: (count: Int, seconds: Int)?
+            for try await (window, type, period, capCount, capSeconds) in fence.decode((Int, String, String?, Int?, Int?).self) {
+                run = (window, type, period)
+                if let capCount, let capSeconds { cap = (capCount, capSeconds) }
+            }
             // This worker's own lease must be live; FOR KEY SHARE makes a reaper wait until this claim commits, so
             // it recovers the rows claimed here too.
             let mine = try await connection.query(
@@ -216,7 +225,7 @@ public struct PostgresCampaignStore: CampaignStore {
                   CROSS JOIN LATERAL (
                     SELECT r.seq, r.next_attempt_at FROM bugle.run_recipients r
                      WHERE r.run_id = \(lease.runID) AND r.provider = l.provider AND r.state IN ('pending', 'retry_wait')
-                       AND r.next_attempt_at <= now()
+                       AND r.next_attempt_at <= coalesce(to_timestamp(\(clock)::float8), now())
                      ORDER BY r.next_attempt_at, r.seq
                      LIMIT l.n
                      FOR UPDATE SKIP LOCKED) p),
@@ -226,20 +235,22 @@ public struct PostgresCampaignStore: CampaignStore {
                 UPDATE bugle.run_recipients r
                    SET state = 'in_flight', claim_epoch = \(lease.epoch), claim_id = \(claimID), claimed_at = now(), attempts = r.attempts + 1
                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
-                RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts
+                RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts,
+                          r.variant, r.copy_index
                 """,
                 logger: logger
             )
             var claimed: [ClaimedRecipient] = []
             claimed.reserveCapacity(total)
-            for try await (seq, deviceID, userID, token, platform, locale, timezone, variables, attempts) in rows.decode(
-                (Int64, Int64?, String?, String?, String, String?, String?, String?, Int).self
+            for try await (seq, deviceID, userID, token, platform, locale, timezone, variables, attempts, variant, copyIndex) in rows.decode(
+                (Int64, Int64?, String?, String?, String, String?, String?, String?, Int, String?, Int?).self
             ) {
                 guard let deviceID, let userID, let token, let platform = Platform(rawValue: platform) else { continue }
                 claimed.append(
                     ClaimedRecipient(
                         seq: seq, deviceID: deviceID, userID: userID, token: token, platform: platform,
-                        locale: locale, timezone: timezone, variables: Self.decodeVariables(variables), attempts: attempts
+                        locale: locale, timezone: timezone, variables: Self.decodeVariables(variables),
+                        variant: variant, copyIndex: copyIndex ?? 0, attempts: attempts
                     )
                 )
             }
@@ -288,9 +299,54 @@ public struct PostgresCampaignStore: CampaignStore {
                 )
                 for try await (seq,) in deduped.decode((Int64,).self) { skipped.insert(seq) }
             }
+            if let cap {
+                for seq in try await Self.applyFrequencyCap(lease, seqs: seqs, count: cap.count, seconds: cap.seconds, connection, logger: logger) {
+                    skipped.insert(seq)
+                }
+            }
             if skipped.isEmpty { return .claimed(claimed) }
             return .claimed(claimed.filter { !skipped.contains($0.seq) })
         }
+    }
+
+    /// `max_per_user`: users of the claimed rows who already got `count` notifications (from any campaign) in the last
+    /// `seconds` are skipped; the others take a slot (a `reserved` row in `user_sends`, one per user and run, turned
+    /// `sent` by the group commit). Each user's slot check runs under a transaction-scoped advisory lock taken in one
+    /// global order, so two capped campaigns claiming the same user at once cannot both take the last slot.
+    /// - Returns: the skipped rows' seqs.
+    private static func applyFrequencyCap(_ lease: Lease, seqs: [Int64], count: Int, seconds: Int, _ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+        _ = try await connection.query(
+            """
+            SELECT pg_advisory_xact_lock(hashtextextended('bugle.user_sends:' || u.user_id, 0))
+              FROM (SELECT DISTINCT r.user_id FROM bugle.run_recipients r
+                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight' ORDER BY r.user_id) u
+            """,
+            logger: logger
+        ).collect()
+        let capped = try await connection.query(
+            """
+            UPDATE bugle.run_recipients r
+               SET state = 'skipped_frequency', outcome_code = 'frequency_cap', finished_at = now(), attempts = r.attempts - 1
+             WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight'
+               AND NOT EXISTS (SELECT 1 FROM bugle.user_sends s WHERE s.user_id = r.user_id AND s.run_id = \(lease.runID))
+               AND (SELECT count(*) FROM bugle.user_sends s
+                     WHERE s.user_id = r.user_id AND s.at > now() - make_interval(secs => \(Double(seconds)))) >= \(count)
+            RETURNING r.seq
+            """,
+            logger: logger
+        )
+        var skipped: [Int64] = []
+        for try await (seq,) in capped.decode((Int64,).self) { skipped.append(seq) }
+        _ = try await connection.query(
+            """
+            INSERT INTO bugle.user_sends (user_id, run_id, status)
+            SELECT DISTINCT r.user_id, \(lease.runID), 'reserved' FROM bugle.run_recipients r
+             WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight'
+            ON CONFLICT (user_id, run_id) DO NOTHING
+            """,
+            logger: logger
+        ).collect()
+        return skipped
     }
 
     private func status(of runID: Int64, _ connection: PostgresConnection) async throws -> RunStatus? {
@@ -334,16 +390,16 @@ public struct PostgresCampaignStore: CampaignStore {
             // and once this worker is reaped nothing it writes lands.
             let fence = try await connection.query(
                 """
-                SELECT r.notification_type, r.period_key FROM bugle.runs r
+                SELECT r.notification_type, r.period_key, r.kind = 'test', r.rotates_copy FROM bugle.runs r
                   JOIN bugle.run_workers w ON w.run_id = r.id AND w.epoch = \(lease.epoch)
                  WHERE r.id = \(lease.runID)
                 FOR KEY SHARE OF w
                 """,
                 logger: logger
             )
-            var run: (String, String?)?
-            for try await row in fence.decode((String, String?).self) { run = row }
-            guard let (notificationType, periodKey) = run else { return false }
+            var run: (String, String?, Bool, Bool)?
+            for try await row in fence.decode((String, String?, Bool, Bool).self) { run = row }
+            guard let (notificationType, periodKey, isTest, rotates) = run else { return false }
             let updated = try await connection.query(
                 """
                 UPDATE bugle.run_recipients r
@@ -387,6 +443,33 @@ public struct PostgresCampaignStore: CampaignStore {
                     logger: logger
                 ).collect()
             }
+            if !isTest, !sentSeqs.isEmpty {
+                // The rolling window every campaign's `max_per_user` counts: one row per user and run.
+                _ = try await connection.query(
+                    """
+                    INSERT INTO bugle.user_sends (user_id, run_id, status)
+                    SELECT DISTINCT r.user_id, \(lease.runID), 'sent' FROM bugle.run_recipients r
+                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs)) AND r.state = 'sent'
+                    ON CONFLICT (user_id, run_id) DO UPDATE SET status = 'sent', at = now() WHERE user_sends.status = 'reserved'
+                    """,
+                    logger: logger
+                ).collect()
+            }
+            if rotates, !sentSeqs.isEmpty {
+                _ = try await connection.query(
+                    """
+                    INSERT INTO bugle.copy_rotation (user_id, notification_type, last_index, run_id)
+                    SELECT DISTINCT ON (r.user_id) r.user_id, \(notificationType), r.copy_index, \(lease.runID)
+                      FROM bugle.run_recipients r
+                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs)) AND r.state = 'sent' AND r.copy_index IS NOT NULL
+                     ORDER BY r.user_id, r.seq
+                    ON CONFLICT (user_id, notification_type) DO UPDATE
+                       SET last_index = EXCLUDED.last_index, run_id = EXCLUDED.run_id, updated_at = now()
+                     WHERE copy_rotation.run_id <> EXCLUDED.run_id OR copy_rotation.last_index <> EXCLUDED.last_index
+                    """,
+                    logger: logger
+                ).collect()
+            }
             if count < outcomes.count {
                 // Under a live lease, a row that is no longer in flight was written by an earlier attempt of this
                 // same batch whose commit succeeded but whose answer was lost with the connection.
@@ -399,12 +482,15 @@ public struct PostgresCampaignStore: CampaignStore {
     // MARK: Progress and finish
 
     public func progress(runID: Int64) async throws -> RunProgress {
+        let clock = scheduleClock?()
         let rows = try await client.query(
             """
             SELECT count(*) FILTER (WHERE state = 'pending')::bigint,
                    count(*) FILTER (WHERE state = 'in_flight')::bigint,
                    count(*) FILTER (WHERE state = 'retry_wait')::bigint,
-                   extract(epoch FROM greatest(min(next_attempt_at) FILTER (WHERE state IN ('pending', 'retry_wait')), now()) - now())::float8
+                   extract(epoch FROM greatest(min(next_attempt_at) FILTER (WHERE state IN ('pending', 'retry_wait')),
+                                               coalesce(to_timestamp(\(clock)::float8), now()))
+                                      - coalesce(to_timestamp(\(clock)::float8), now()))::float8
               FROM bugle.run_recipients
              WHERE run_id = \(runID) AND state IN ('pending', 'in_flight', 'retry_wait')
             """,

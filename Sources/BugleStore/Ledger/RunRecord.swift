@@ -29,3 +29,16 @@ public struct SummaryLine: Sendable, Equatable {
     public var reason: String
     public var count: Int64
 }
+
+/// One line of a run's per-variant summary (`bugle.run_variant_summary`).
+public struct VariantSummaryLine: Sendable, Equatable {
+    public var variant: String
+    public var status: String
+    public var count: Int64
+
+    public init(variant: String, status: String, count: Int64) {
+        self.variant = variant
+        self.status = status
+        self.count = count
+    }
+}

@@ -17,16 +17,22 @@ public struct RunRepository: Sendable {
     /// Inserts a run in state `materializing`.
     /// - Parameters:
     ///   - yaml: the campaign file's text (kept so `resume` rebuilds the exact campaign).
-    ///   - periodKey: the dedupe period key (nil when `dedupe: none`).
-    public func createRun(campaign: Campaign, yaml: String, periodKey: String?) async throws -> Int64 {
+    ///   - periodKey: the dedupe period key (nil when `dedupe: none`, and for test sends).
+    ///   - isTest: a `bugle send-test` run: no dedupe, no frequency cap, no copy rotation recorded.
+    public func createRun(campaign: Campaign, yaml: String, periodKey: String?, isTest: Bool = false) async throws -> Int64 {
+        let cap = isTest ? nil : campaign.delivery.frequencyCap
+        let rotates = campaign.rotatesCopy && !isTest
+        let scheduled = !isTest && (campaign.delivery.localTime.isActive || campaign.delivery.sendAt != nil)
         let sha = SHA256.hash(data: Array(yaml.utf8)).map { String(format: "%02x", $0) }.joined()
         let segmentSHA = SHA256.hash(data: Array(campaign.segment.sql.utf8)).map { String(format: "%02x", $0) }.joined()
         let rows = try await client.query(
             """
             INSERT INTO bugle.runs (campaign, notification_type, period_key, status, campaign_file, campaign_yaml, campaign_sha256,
-                                    ambiguous_policy, in_flight_window, max_attempts, segment_sha256)
-            VALUES (\(campaign.name), \(campaign.notificationType), \(periodKey), 'materializing', \(campaign.sourcePath), \(yaml), \(sha),
-                    \(campaign.delivery.ambiguousPolicy.rawValue), \(campaign.delivery.inFlightWindow), \(campaign.delivery.maxAttempts), \(segmentSHA))
+                                    ambiguous_policy, in_flight_window, max_attempts, segment_sha256,
+                                    kind, rotates_copy, cap_count, cap_seconds, scheduled)
+            VALUES (\(campaign.name), \(campaign.notificationType), \(isTest ? nil : periodKey), 'materializing', \(campaign.sourcePath), \(yaml), \(sha),
+                    \(campaign.delivery.ambiguousPolicy.rawValue), \(campaign.delivery.inFlightWindow), \(campaign.delivery.maxAttempts), \(segmentSHA),
+                    \(isTest ? "test" : "campaign"), \(rotates), \(cap?.count), \(cap?.perSeconds), \(scheduled))
             RETURNING id
             """,
             logger: logger
@@ -99,6 +105,38 @@ public struct RunRepository: Sendable {
             lines.append(SummaryLine(platform: platform, status: status, reason: reason, count: count))
         }
         return lines
+    }
+
+    /// Per A/B variant and status counts of the run (rebuilt with the summary; empty without variants).
+    public func variantSummary(runID: Int64) async throws -> [VariantSummaryLine] {
+        let rows = try await client.query(
+            "SELECT variant, status, count FROM bugle.run_variant_summary WHERE run_id = \(runID) ORDER BY variant, status",
+            logger: logger
+        )
+        var lines: [VariantSummaryLine] = []
+        for try await (variant, status, count) in rows.decode((String, String, Int64).self) {
+            lines.append(VariantSummaryLine(variant: variant, status: status, count: count))
+        }
+        return lines
+    }
+
+    /// Scheduled runs (`send_at`, local-time delivery) that no worker holds and that have recipients due now:
+    /// what `bugle tick` sends. Runs paused by `bugle pause` or a halt are left alone.
+    public func dueScheduledRuns() async throws -> [Int64] {
+        let rows = try await client.query(
+            """
+            SELECT r.id FROM bugle.runs r
+             WHERE r.scheduled AND (r.status IN ('ready', 'running') OR (r.status = 'paused' AND r.pause_reason LIKE 'scheduled%'))
+               AND NOT EXISTS (SELECT 1 FROM bugle.run_workers w WHERE w.run_id = r.id AND w.expires_at >= now())
+               AND EXISTS (SELECT 1 FROM bugle.run_recipients x
+                            WHERE x.run_id = r.id AND x.state IN ('pending', 'retry_wait') AND x.next_attempt_at <= now())
+             ORDER BY r.id
+            """,
+            logger: logger
+        )
+        var ids: [Int64] = []
+        for try await (id,) in rows.decode((Int64,).self) { ids.append(id) }
+        return ids
     }
 
     /// Sets a run's status from outside its worker (`bugle pause`, `bugle cancel`). Running workers are fenced

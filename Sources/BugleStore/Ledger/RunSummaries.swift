@@ -18,6 +18,15 @@ enum RunSummaries {
             """,
             logger: logger
         ).collect()
+        _ = try await connection.query("DELETE FROM bugle.run_variant_summary WHERE run_id = \(runID)", logger: logger).collect()
+        _ = try await connection.query(
+            """
+            INSERT INTO bugle.run_variant_summary (run_id, variant, status, count)
+            SELECT \(runID), variant, state, count(*) FROM bugle.run_recipients
+             WHERE run_id = \(runID) AND variant IS NOT NULL GROUP BY variant, state
+            """,
+            logger: logger
+        ).collect()
         _ = try await connection.query(
             """
             UPDATE bugle.runs SET totals = coalesce(
@@ -30,17 +39,28 @@ enum RunSummaries {
         ).collect()
     }
 
-    /// Frees dedupe reservations of users none of whose devices was notified (so a later campaign may reach them).
+    /// Frees dedupe reservations and frequency-cap slots of users none of whose devices was notified (so a later
+    /// campaign may reach them).
     static func releaseUnusedReservations(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
-        _ = try await connection.query(
-            """
-            DELETE FROM bugle.notification_log l
-             WHERE l.run_id = \(runID) AND l.status = 'reserved'
-               AND NOT EXISTS (SELECT 1 FROM bugle.run_recipients r
-                                WHERE r.run_id = \(runID) AND r.user_id = l.user_id
-                                  AND r.state IN ('sent', 'pending', 'in_flight', 'retry_wait'))
-            """,
-            logger: logger
-        ).collect()
+        for table in ["notification_log", "user_sends"] {
+            _ = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        DELETE FROM bugle.\(table) l
+                         WHERE l.run_id = $1 AND l.status = 'reserved'
+                           AND NOT EXISTS (SELECT 1 FROM bugle.run_recipients r
+                                            WHERE r.run_id = $1 AND r.user_id = l.user_id
+                                              AND r.state IN ('sent', 'pending', 'in_flight', 'retry_wait'))
+                        """,
+                    binds: Self.bind(runID)),
+                logger: logger
+            ).collect()
+        }
+    }
+
+    private static func bind(_ runID: Int64) -> PostgresBindings {
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(runID)
+        return binds
     }
 }

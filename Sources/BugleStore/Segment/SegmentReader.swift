@@ -40,11 +40,24 @@ public struct SegmentReader: Sendable {
     }
 
     private func run(on connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
+        try await inReadOnlyTransaction(connection, isolation: isolation) { connection in
+            try await scanInTransaction(connection, isolation: isolation, onPage)
+        }
+    }
+
+    /// Runs `body` inside the segment's `REPEATABLE READ READ ONLY` transaction with its timeout and role, always
+    /// rolled back; server errors become ``SegmentError``.
+    private func inReadOnlyTransaction<T: Sendable>(
+        _ connection: PostgresConnection,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
         try await exec(connection, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         do {
-            let scan = try await scanInTransaction(connection, isolation: isolation, onPage)
+            try await restrict(connection)
+            let result = try await body(connection)
             try await exec(connection, "ROLLBACK")
-            return scan
+            return result
         } catch {
             try? await exec(connection, "ROLLBACK")
             if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
@@ -53,7 +66,6 @@ public struct SegmentReader: Sendable {
     }
 
     private func scanInTransaction(_ connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
-        try await restrict(connection)
         let body = Self.wrap(segment.sql)
         var scan = SegmentScan()
 
@@ -210,26 +222,31 @@ public struct SegmentReader: Sendable {
 }
 
 extension SegmentReader {
+    /// The segment's result columns, from preparing it (no row is read): `SELECT * FROM (<sql>) s LIMIT 0` in the
+    /// same read-only transaction, role and timeout as a real read.
+    /// - Throws: ``SegmentError`` for SQL the server refuses.
+    public func columnNames() async throws -> [String] {
+        try await client.withConnection { connection in
+            try await inReadOnlyTransaction(connection) { connection in
+                let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT * FROM \(Self.wrap(segment.sql)) LIMIT 0"))
+                let names = rows.columns.map(\.name)
+                for try await _ in rows {}
+                return names
+            }
+        }
+    }
+
     /// Rows sharing a (platform, token) with an earlier row — what a real run collapses — counted by the
     /// database in its own read-only transaction (used by the dry run, which keeps no token set in memory).
     public func duplicateTokenCount() async throws -> Int64 {
         try await client.withConnection { connection in
-            try await exec(connection, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            do {
-                try await restrict(connection)
-                var binds = PostgresBindings(capacity: 1)
-                binds.append(1)
+            try await inReadOnlyTransaction(connection) { connection in
                 let sql = "SELECT (count(*) - count(DISTINCT (lower(s.platform::text), s.token::text)))::bigint FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
                 var count: Int64 = 0
-                for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds)).decode((Int64,).self) {
+                for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds(1))).decode((Int64,).self) {
                     count = value
                 }
-                try await exec(connection, "ROLLBACK")
                 return count
-            } catch {
-                try? await exec(connection, "ROLLBACK")
-                if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
-                throw error
             }
         }
     }

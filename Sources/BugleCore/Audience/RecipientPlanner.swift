@@ -1,0 +1,69 @@
+/// Decides, once per recipient when a run's audience is frozen (and in dry runs), what the recipient gets and
+/// when: the locale tag, the A/B variant, the rotation index, and the earliest send time (`send_at`, local-time
+/// delivery, quiet hours) — or that it is skipped (a NULL template variable under `on_null: skip`, quiet hours
+/// under `quiet_hours_action: skip`).
+public struct RecipientPlanner: Sendable {
+    /// A recipient that will be sent.
+    public struct Planned: Sendable, Equatable {
+        /// The configured locale tag of its copy.
+        public var locale: String
+        public var variant: String?
+        /// Rotation index (0 when the locale has one copy).
+        public var copyIndex: Int
+        /// Not before this instant (nil: as soon as the run sends).
+        public var notBefore: Instant?
+
+        public init(locale: String, variant: String?, copyIndex: Int, notBefore: Instant?) {
+            self.locale = locale
+            self.variant = variant
+            self.copyIndex = copyIndex
+            self.notBefore = notBefore
+        }
+    }
+
+    /// The plan for one recipient.
+    public enum Decision: Sendable, Equatable {
+        case send(Planned)
+        case skip(SkipReason)
+    }
+
+    private let book: CopyBook
+    private let variants: VariantAssigner
+    private let nullPolicy: NullVariablePolicy
+    private let local: LocalDeliveryPlanner?
+    private let start: Instant
+    private let sendAt: Instant?
+    /// True when some locale has several copies: the caller passes each user's last index.
+    public let rotates: Bool
+
+    /// - Parameters:
+    ///   - now: when the run starts (injected in tests); `send_at`, when later, is the start instead.
+    public init(campaign: Campaign, now: Instant) {
+        self.book = CopyBook(campaign: campaign)
+        self.variants = VariantAssigner(campaignName: campaign.name, variants: campaign.variants)
+        self.nullPolicy = campaign.message.nullPolicy
+        let delivery = campaign.delivery
+        self.local = delivery.localTime.isActive ? LocalDeliveryPlanner(rules: delivery.localTime) : nil
+        self.sendAt = delivery.sendAt.flatMap { $0 > now ? $0 : nil }
+        self.start = self.sendAt ?? now
+        self.rotates = campaign.rotatesCopy
+    }
+
+    /// The plan for `recipient`.
+    /// - Parameter lastCopyIndex: the rotation index the user got last time for this notification type.
+    public func plan(_ recipient: ValidRecipient, lastCopyIndex: Int? = nil) -> Decision {
+        let variant = variants.variant(for: recipient.userID)
+        let tag = book.localeTag(for: recipient.locale)
+        let index = CopyRotation.next(after: lastCopyIndex, count: book.copyCount(variant: variant, locale: tag))
+        let selection = MessageSelection(locale: tag, variant: variant, copyIndex: index, variables: recipient.variables)
+        if nullPolicy == .skip, !book.nullVariables(for: selection).isEmpty { return .skip(.nullVariable) }
+        var notBefore = sendAt
+        if let local {
+            switch local.plan(timeZone: recipient.timezone, now: start) {
+            case .at(let instant): notBefore = instant
+            case .skipQuietHours: return .skip(.quietHours)
+            }
+        }
+        return .send(Planned(locale: tag, variant: variant, copyIndex: index, notBefore: notBefore))
+    }
+}

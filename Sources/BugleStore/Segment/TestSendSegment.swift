@@ -1,0 +1,37 @@
+import Foundation
+import BugleCore
+
+/// The segment of a test send (`bugle send-test`): the active devices of the seed users and tokens, with the
+/// campaign's template variables taken from the campaign's own segment row of each device when it has one
+/// (NULL otherwise, so defaults apply).
+public enum TestSendSegment {
+    /// - Parameters:
+    ///   - campaign: the campaign whose copy is tested.
+    ///   - users: seed user ids.
+    ///   - tokens: seed device tokens.
+    /// - Returns: SQL for ``SegmentReader`` (the seeds are quoted literals: `'` doubled, NUL refused).
+    public static func sql(for campaign: Campaign, users: [String], tokens: [String]) throws -> String {
+        let variables = campaign.templateVariables
+        var select = ["d.id AS device_id", "d.user_id", "d.token", "d.platform", "d.locale", "d.timezone"]
+        select += variables.map { "s.\(quoteIdentifier($0)) AS \(quoteIdentifier($0))" }
+        var seeds: [String] = []
+        if !users.isEmpty { seeds.append("d.user_id IN (\(try users.map(literal).joined(separator: ", ")))") }
+        if !tokens.isEmpty { seeds.append("d.token IN (\(try tokens.map(literal).joined(separator: ", ")))") }
+        var sql = "SELECT \(select.joined(separator: ", ")) FROM bugle.devices d"
+        if !variables.isEmpty {
+            let segment = SegmentReader.wrap(campaign.segment.sql)
+            sql += " LEFT JOIN LATERAL (SELECT * FROM \(segment) WHERE s.device_id = d.id LIMIT 1) AS s ON true"
+        }
+        sql += " WHERE d.is_active AND (\(seeds.isEmpty ? "false" : seeds.joined(separator: " OR ")))"
+        return sql
+    }
+
+    static func literal(_ value: String) throws -> String {
+        guard !value.utf8.contains(0) else { throw SegmentError("a seed user or token contains a NUL character") }
+        return "'" + value.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
+    static func quoteIdentifier(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

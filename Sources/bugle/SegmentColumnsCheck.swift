@@ -1,0 +1,30 @@
+import BugleCore
+import BugleStore
+import Logging
+import PostgresNIO
+
+/// Checks, before anything is written, that every template variable of a campaign is a column of its segment
+/// (the segment is prepared, not read).
+enum SegmentColumnsCheck {
+    /// - Throws: ``UsageError`` naming the file, the key path where the variable is used, and the segment's columns;
+    ///   a segment the server refuses is a usage error too.
+    static func verify(_ campaign: Campaign, client: PostgresClient, logger: Logger) async throws {
+        let variables = campaign.templateVariables
+        guard !variables.isEmpty else { return }
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+        let columns: [String]
+        do {
+            columns = try await reader.columnNames()
+        } catch let error as SegmentError {
+            throw UsageError("\(campaign.sourcePath ?? campaign.name): segment.sql: \(error)")
+        }
+        let missing = campaign.templateVariablesMissing(from: columns)
+        guard let first = missing.first else { return }
+        let uses = campaign.templateVariableUses
+        let file = campaign.sourcePath ?? campaign.name
+        let list = missing.map { "{{\($0)}} (\(uses[$0] ?? "message"))" }.joined(separator: ", ")
+        throw UsageError(
+            "\(file): \(uses[first] ?? "message"): template variable\(missing.count > 1 ? "s" : "") \(list) "
+                + "not returned by segment.sql (its columns: \(columns.joined(separator: ", ")))")
+    }
+}

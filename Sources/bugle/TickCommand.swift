@@ -1,0 +1,76 @@
+import ArgumentParser
+import BugleCore
+import BugleRunner
+import BugleStore
+import Foundation
+import Logging
+
+/// `bugle tick`: sends what is due in scheduled runs, then exits (for cron, every 15 minutes).
+struct TickCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tick",
+        abstract: "Send what is due now in scheduled runs (delivery.send_at, deliver_at_local), then exit. For cron, every 15 minutes.",
+        discussion: """
+            Finds the runs of campaigns with delivery.send_at or local-time delivery that have recipients due now and no \
+            live worker (runs started with `bugle run --no-wait`, or left by an earlier tick), sends their due \
+            recipients, writes each run's CSV report, and leaves each run scheduled again when its next recipients are \
+            further away. Runs paused by `bugle pause` or halted by a provider are left alone. Safe to overlap: a run \
+            another tick is sending is skipped.
+
+                */15 * * * *  cd /srv/bugle && bugle tick --quiet >> tick.log 2>&1
+
+            Exit codes: 0 nothing left to do now; 2 a run failed or halted; 3 a run was paused (Ctrl-C).
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @OptionGroup var output: RunOutputOptions
+
+    @OptionGroup var lease: LeaseOptions
+
+    @Option(help: "Providers file for every run (overrides each campaign's `providers:`).")
+    var providers: String?
+
+    @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
+    var allowReadableKeys = false
+
+    func run() async throws {
+        let logger = global.makeLogger()
+        let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
+        let (output, leaseTTL) = (output, lease.leaseTTL)
+        try await ExitCodes.guarding {
+            try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+                let repository = RunRepository(client: client, logger: logger)
+                let due = try await repository.dueScheduledRuns()
+                let console = Console(jsonOnStdout: output.json)
+                if due.isEmpty { console.say("tick: no scheduled run has recipients due") }
+                var worst = ExitCodes.completed
+                for runID in due {
+                    guard let record = try await repository.run(id: runID) else { continue }
+                    let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
+                    if let notAfter = campaign.delivery.notAfter, Date().timeIntervalSince1970 >= notAfter.secondsSince1970 {
+                        // Paused with another reason, so later ticks leave it alone; `bugle cancel` ends it.
+                        await lanes.shutdown()
+                        _ = try await repository.setStatus(runID: runID, to: .paused, reason: "delivery.not_after passed")
+                        console.say("run \(runID): delivery.not_after (\(CSVFormat.timestamp(notAfter))) has passed; paused, not sent")
+                        continue
+                    }
+                    let code: Int32
+                    do {
+                        code = try await RunExecution.execute(
+                            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL,
+                            leaveWhenIdle: true, logger: logger)
+                    } catch {
+                        await lanes.shutdown()
+                        throw error
+                    }
+                    await lanes.shutdown()
+                    try await RunExecution.report(runID: runID, client: client, csvPath: "bugle-run-\(runID).csv", json: output.json, logger: logger)
+                    worst = max(worst, code)
+                }
+                return worst
+            }
+        }
+    }
+}

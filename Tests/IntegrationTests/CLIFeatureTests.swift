@@ -1,0 +1,330 @@
+import BugleCore
+import BugleSimulator
+import BugleStore
+import BugleTesting
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import PostgresNIO
+import Testing
+
+/// `bugle send-test`, `bugle run --no-wait` + `bugle tick`, and `bugle validate` against the segment, through the
+/// built executable, a real PostgreSQL database and both in-process simulators (checked from their own records).
+@Suite("bugle send-test, run --no-wait + tick, validate with the database (built executable, simulators, real PostgreSQL)")
+struct CLIFeatureTests {
+    typealias Support = LedgerTestSupport
+
+    /// Runs the built executable to completion in `directory` (commands that write `./bugle-run-<id>.csv`, such
+    /// as `tick`, must not write into the package folder that other tests share). As ``CLITests/bugle(_:environment:)``:
+    /// the blocking wait happens on a dispatch thread, and `BUGLE_DATABASE_URL` comes only from `environment`.
+    static func bugle(_ arguments: [String], in directory: String, environment: [String: String]) async throws -> CLITests.Output {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try runBlocking(arguments, in: directory, environment: environment) })
+            }
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String], in directory: String, environment: [String: String]) throws -> CLITests.Output {
+        let process = Process()
+        process.executableURL = CLITests.executable
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var env = ProcessInfo.processInfo.environment
+        env["BUGLE_DATABASE_URL"] = nil
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stderrBox = NIOLockedValueBox(Data())
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            stderrBox.withLockedValue { $0 = data }
+            group.leave()
+        }
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        let stderr = stderrBox.withLockedValue { $0 }
+        process.waitUntilExit()
+        return CLITests.Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// A fresh report path in the temporary directory.
+    static func csvPath(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
+    }
+
+    /// How many times each token appears in `tokens`.
+    static func tally(_ tokens: [String]) -> [String: Int] {
+        tokens.reduce(into: [:]) { $0[$1, default: 0] += 1 }
+    }
+
+    /// Active device tokens per platform (`ios`, `android`), optionally of one user.
+    static func tokens(_ client: PostgresClient, platform: String, user: String? = nil) async throws -> [String] {
+        let filter = user.map { " AND user_id = '\($0)'" } ?? ""
+        let rows = try await client.query(
+            PostgresQuery(unsafeSQL: "SELECT token FROM bugle.devices WHERE is_active AND platform = '\(platform)'\(filter) ORDER BY id"),
+            logger: Support.logger
+        )
+        var tokens: [String] = []
+        for try await (token,) in rows.decode((String,).self) { tokens.append(token) }
+        return tokens
+    }
+
+    static func count(_ client: PostgresClient, _ sql: String) async throws -> Int64 {
+        try await Support.scalar(client, PostgresQuery(unsafeSQL: sql), as: Int64.self) ?? -1
+    }
+
+    // MARK: - send-test
+
+    @Test("send-test --user u3 reaches exactly u3's two devices with rendered copy, as a test run that consumes no dedupe")
+    func sendTest() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let configuration = try await TestDatabase.fresh()
+            let url = try CLITests.url(configuration)
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                // u1...u20, odd ids iOS, even ids Android, none with a scripted (dead) token; u3 also has device 21 (Android).
+                try await MixedTestEnvironment.seed(client, count: 20, deadEvery: 1_000_000)
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+                    VALUES (21, 'u3', 'live-' || md5('21') || ':APA91b', 'android', 'en')
+                    """,
+                    logger: Support.logger
+                ).collect()
+            }
+            let file = try CLITests.temporaryFile(
+                "send-test.yaml",
+                """
+                name: send-test-feature
+                notification_type: cli-send-test
+                dedupe: daily
+                segment:
+                  sql: |
+                    SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, 'N' || d.id AS first_name
+                      FROM bugle.devices d WHERE d.is_active
+                message:
+                  default_locale: en
+                  locales:
+                    en: { title: "Hi {{first_name}}", body: "From the CLI" }
+                """
+            )
+            let providers = environment.material.providersFile
+            let env = ["BUGLE_DATABASE_URL": url]
+
+            let test = try await CLITests.bugle(
+                ["send-test", file, "--user", "u3", "--providers", providers, "--csv", Self.csvPath("send-test"), "--quiet"], environment: env)
+            #expect(test.status == 0, "\(test.stdout) \(test.stderr)")
+
+            let (u3iOS, u3Android, iosTokens, androidTokens) = try await Database.withClient(configuration, logger: Support.logger) { client in
+                (
+                    try await Self.tokens(client, platform: "ios", user: "u3"), try await Self.tokens(client, platform: "android", user: "u3"),
+                    try await Self.tokens(client, platform: "ios"), try await Self.tokens(client, platform: "android")
+                )
+            }
+            #expect(u3iOS.count == 1 && u3Android.count == 1)
+            #expect(iosTokens.count == 10 && androidTokens.count == 11)
+            let testAPNs = environment.apns.accepted()
+            let testFCM = environment.fcm.accepted()
+            // Exactly u3's devices: device 3 (iOS) and device 21 (Android), once each.
+            #expect(testAPNs.map(\.token) == u3iOS)
+            #expect(testFCM.map(\.target) == u3Android)
+            #expect(testFCM.first?.title == "Hi N21", "\(testFCM)")
+            #expect(testFCM.first?.body == "From the CLI")
+            // The iOS payload is the one of the copy rendered from device 3's segment row (its locale `de` falls back to en).
+            let campaign = try CampaignLoader.load(path: file)
+            let expected = try APNsPayloadBuilder(template: campaign.message).payload(for: RenderedCopy(locale: "en", title: "Hi N3", body: "From the CLI"))
+            let expectedSHA = SHA256.hash(data: expected).map { String(format: "%02x", $0) }.joined()
+            #expect(testAPNs.first?.payloadSHA256 == expectedSHA)
+
+            // Recorded as a test run with no dedupe period; nothing written to the dedupe log or the frequency window.
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                let rows = try await client.query(
+                    "SELECT kind, period_key, status, recipients_total FROM bugle.runs ORDER BY id", logger: Support.logger)
+                var runs: [(String, String?, String, Int64?)] = []
+                for try await row in rows.decode((String, String?, String, Int64?).self) { runs.append(row) }
+                #expect(runs.count == 1)
+                #expect(runs.first?.0 == "test")
+                #expect(runs.first.map { $0.1 == nil } == true, "period_key: \(String(describing: runs.first?.1))")
+                #expect(runs.first?.2 == "completed")
+                #expect(runs.first?.3 == 2)
+                #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.notification_log") == 0)
+                #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.user_sends") == 0)
+            }
+
+            // The real run afterwards still reaches every device of all 20 users, u3 included.
+            let real = try await CLITests.bugle(
+                ["run", file, "--providers", providers, "--csv", Self.csvPath("send-test-real"), "--quiet"], environment: env)
+            #expect(real.status == 0, "\(real.stdout) \(real.stderr)")
+            let apnsTally = Self.tally(environment.apns.accepted().map(\.token))
+            let fcmTally = Self.tally(environment.fcm.accepted().map(\.target))
+            // u3's devices twice (test + run), every other device once.
+            #expect(apnsTally == Dictionary(uniqueKeysWithValues: iosTokens.map { ($0, u3iOS.contains($0) ? 2 : 1) }))
+            #expect(fcmTally == Dictionary(uniqueKeysWithValues: androidTokens.map { ($0, u3Android.contains($0) ? 2 : 1) }))
+            let (realRuns, logged, loggedUsers, realSent) = try await Database.withClient(configuration, logger: Support.logger) { client in
+                (
+                    try await Self.count(client, "SELECT count(*)::bigint FROM bugle.runs WHERE kind = 'campaign' AND period_key IS NOT NULL AND status = 'completed'"),
+                    try await Self.count(client, "SELECT count(*)::bigint FROM bugle.notification_log WHERE status = 'sent'"),
+                    try await Self.count(client, "SELECT count(DISTINCT user_id)::bigint FROM bugle.notification_log"),
+                    try await Self.count(client, "SELECT count(*)::bigint FROM bugle.run_recipients r JOIN bugle.runs u ON u.id = r.run_id WHERE u.kind = 'campaign' AND r.state = 'sent'")
+                )
+            }
+            #expect(realRuns == 1)
+            #expect(logged == 20)
+            #expect(loggedUsers == 20)
+            #expect(realSent == 21)
+
+            // A seed without an active device, and no seed at all: exit 1, nothing sent.
+            let nobody = try await CLITests.bugle(
+                ["send-test", file, "--user", "nobody", "--providers", providers, "--csv", Self.csvPath("send-test-nobody"), "--quiet"], environment: env)
+            #expect(nobody.status == 1, "\(nobody.stdout) \(nobody.stderr)")
+            #expect(nobody.stderr.contains("nobody"), "\(nobody.stderr)")
+            let noSeed = try await CLITests.bugle(["send-test", file, "--providers", providers, "--quiet"], environment: env)
+            #expect(noSeed.status == 1, "\(noSeed.stdout) \(noSeed.stderr)")
+            #expect(noSeed.stderr.contains("--user"), "\(noSeed.stderr)")
+            #expect(environment.apns.accepted().count == 11)
+            #expect(environment.fcm.accepted().count == 12)
+        }
+    }
+
+    // MARK: - run --no-wait + tick
+
+    @Test("run --no-wait with send_at ahead schedules and exits 0; tick sends nothing before send_at, everything once after")
+    func noWaitThenTick() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let configuration = try await TestDatabase.fresh()
+            let url = try CLITests.url(configuration)
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await MixedTestEnvironment.seed(client, count: 40, deadEvery: 1_000_000)
+            }
+            // Whole seconds, a few seconds ahead: time for `run --no-wait` and the first tick to finish before it.
+            let sendAt = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 5).rounded(.up))
+            let sendAtText = ISO8601DateFormatter().string(from: sendAt)
+            let file = try CLITests.temporaryFile(
+                "scheduled.yaml",
+                """
+                name: scheduled-feature
+                notification_type: cli-scheduled
+                dedupe: none
+                segment:
+                  sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.is_active
+                message:
+                  default_locale: en
+                  locales:
+                    en: { title: "Later", body: "At send_at" }
+                delivery:
+                  send_at: \(sendAtText)
+                """
+            )
+            let workDirectory = (file as NSString).deletingLastPathComponent
+            let providers = environment.material.providersFile
+            let env = ["BUGLE_DATABASE_URL": url]
+
+            let scheduled = try await CLITests.bugle(
+                ["run", file, "--no-wait", "--providers", providers, "--csv", Self.csvPath("no-wait"), "--quiet"], environment: env)
+            #expect(scheduled.status == 0, "\(scheduled.stdout) \(scheduled.stderr)")
+            #expect(scheduled.stdout.contains("scheduled"), "\(scheduled.stdout)")
+            #expect(environment.apns.accepted().count == 0)
+            #expect(environment.fcm.accepted().count == 0)
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                let status = try await Support.scalar(client, "SELECT status || ':' || coalesce(pause_reason, '') FROM bugle.runs", as: String.self)
+                #expect(status?.hasPrefix("paused:scheduled") == true, "\(status ?? "no run")")
+                #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state = 'pending'") == 40)
+            }
+
+            let early = try await Self.bugle(["tick", "--providers", providers, "--quiet"], in: workDirectory, environment: env)
+            #expect(early.status == 0, "\(early.stdout) \(early.stderr)")
+            #expect(early.stdout.contains("no scheduled run has recipients due"), "\(early.stdout)")
+            #expect(environment.apns.accepted().count == 0)
+            #expect(environment.fcm.accepted().count == 0)
+            // Both commands above must have finished before send_at, or they did not test "before".
+            #expect(Date() < sendAt, "the set-up took longer than the lead to send_at (\(sendAtText))")
+
+            // The subject is wall-clock time: wait until send_at has passed.
+            while Date() <= sendAt { try await Task.sleep(for: .milliseconds(100)) }
+            let due = try await Self.bugle(["tick", "--providers", providers, "--quiet"], in: workDirectory, environment: env)
+            #expect(due.status == 0, "\(due.stdout) \(due.stderr)")
+            let (iosTokens, androidTokens, status) = try await Database.withClient(configuration, logger: Support.logger) { client in
+                (
+                    try await Self.tokens(client, platform: "ios"), try await Self.tokens(client, platform: "android"),
+                    try await Support.scalar(client, "SELECT status FROM bugle.runs", as: String.self)
+                )
+            }
+            #expect(iosTokens.count == 20 && androidTokens.count == 20)
+            #expect(Self.tally(environment.apns.accepted().map(\.token)) == Dictionary(uniqueKeysWithValues: iosTokens.map { ($0, 1) }))
+            #expect(Self.tally(environment.fcm.accepted().map(\.target)) == Dictionary(uniqueKeysWithValues: androidTokens.map { ($0, 1) }))
+            #expect(environment.apns.accepted().allSatisfy { $0.time >= sendAt.timeIntervalSince1970 })
+            #expect(status == "completed")
+            #expect(FileManager.default.fileExists(atPath: workDirectory + "/bugle-run-1.csv"), "tick writes the run's report")
+
+            let again = try await Self.bugle(["tick", "--providers", providers, "--quiet"], in: workDirectory, environment: env)
+            #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
+            #expect(again.stdout.contains("no scheduled run has recipients due"), "\(again.stdout)")
+            #expect(environment.apns.accepted().count == 20)
+            #expect(environment.fcm.accepted().count == 20)
+        }
+    }
+
+    // MARK: - validate against the segment
+
+    @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run refuses it before writing")
+    func validateTemplateVariables() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let configuration = try await TestDatabase.fresh()
+            let url = try CLITests.url(configuration)
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await MixedTestEnvironment.seed(client, count: 10, deadEvery: 1_000_000)
+            }
+            func campaign(_ name: String, variable: String) throws -> String {
+                try CLITests.temporaryFile(
+                    "\(name).yaml",
+                    """
+                    name: \(name)
+                    notification_type: cli-validate-vars
+                    segment:
+                      sql: |
+                        SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, 'N' || d.id AS first_name
+                          FROM bugle.devices d WHERE d.is_active
+                    message:
+                      default_locale: en
+                      locales:
+                        en: { title: "Hi {{\(variable)}}", body: "Welcome back" }
+                    """
+                )
+            }
+            let bad = try campaign("typo", variable: "first_nam")
+            let good = try campaign("fine", variable: "first_name")
+            let env = ["BUGLE_DATABASE_URL": url]
+
+            let refused = try await CLITests.bugle(["validate", bad], environment: env)
+            #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+            #expect(refused.stderr.contains(bad), "\(refused.stderr)")
+            #expect(refused.stderr.contains("message.locales.en.title"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("{{first_nam}}"), "\(refused.stderr)")
+
+            let offline = try await CLITests.bugle(["validate", bad, "--offline"], environment: env)
+            #expect(offline.status == 0, "\(offline.stdout) \(offline.stderr)")
+            #expect(offline.stdout.contains("--offline"), "\(offline.stdout)")
+
+            let accepted = try await CLITests.bugle(["validate", good], environment: env)
+            #expect(accepted.status == 0, "\(accepted.stdout) \(accepted.stderr)")
+            #expect(accepted.stdout.contains("first_name"), "\(accepted.stdout)")
+
+            let run = try await CLITests.bugle(
+                ["run", bad, "--providers", environment.material.providersFile, "--csv", Self.csvPath("validate-run"), "--quiet"], environment: env)
+            #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+            #expect(run.stderr.contains("{{first_nam}}"), "\(run.stderr)")
+            #expect(environment.apns.accepted().count == 0)
+            #expect(environment.fcm.accepted().count == 0)
+            let runs = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Self.count(client, "SELECT count(*)::bigint FROM bugle.runs")
+            }
+            #expect(runs == 0)
+        }
+    }
+}
