@@ -166,9 +166,12 @@ extension Migration {
     /// - `runs.kind` (`campaign` or `test` for `bugle send-test`), `runs.rotates_copy`, the frequency cap of the run,
     ///   and `runs.scheduled` (`bugle tick` sends such runs when their recipients come due);
     /// - `copy_rotation`: the copy index each user got last, per notification type;
-    /// - `user_sends`: one row per user and run that notified them (or reserved a capped slot), the rolling window
-    ///   `max_per_user` counts across all campaigns;
-    /// - `run_variant_summary`: per A/B variant × status counts, rebuilt with `run_summary`.
+    /// - `run_recipients_sent_user_idx`: every run's sent notifications by user and time, which `max_per_user`
+    ///   counts across all campaigns; `user_sends`: the slot a capped run took for a user at claim time (one row per
+    ///   user and run), so concurrent capped runs see each other before anything is sent;
+    /// - `run_variant_summary`: per A/B variant × status counts, rebuilt with `run_summary`;
+    /// - the ledger's unique index on (run_id, platform, token) is replaced by `run_tokens`, used while a run is
+    ///   materialized (measured below in the README's ledger-cost notes).
     public static let campaignFeatures = Migration(
         version: 9,
         name: "campaign_features",
@@ -198,7 +201,20 @@ extension Migration {
               status text NOT NULL CHECK (status IN ('reserved','sent')),
               PRIMARY KEY (user_id, run_id))
             """,
-            "CREATE INDEX user_sends_window_idx ON bugle.user_sends (user_id, at)",
+            // What `max_per_user` counts: each user's sent notifications of every run, newest last. Only rows turning
+            // `sent` enter it (one index entry per notification, no extra table write on the send path).
+            """
+            CREATE INDEX run_recipients_sent_user_idx ON bugle.run_recipients (user_id, finished_at) INCLUDE (run_id) \
+            WHERE state = 'sent'
+            """,
+            // The send path updates every ledger row twice (claimed, answered), and each update also inserted into this
+            // index of long token keys; materialization collapses duplicate tokens with bugle.run_tokens instead.
+            "ALTER TABLE bugle.run_recipients DROP CONSTRAINT run_recipients_run_id_platform_token_key",
+            """
+            CREATE UNLOGGED TABLE bugle.run_tokens (
+              run_id bigint NOT NULL, platform text NOT NULL, token text NOT NULL, seq bigint NOT NULL,
+              PRIMARY KEY (run_id, platform, token))
+            """,
             """
             CREATE TABLE bugle.run_variant_summary (
               run_id bigint NOT NULL REFERENCES bugle.runs(id) ON DELETE CASCADE, variant text NOT NULL,

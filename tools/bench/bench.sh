@@ -86,13 +86,20 @@ RUNAS=()
 if [ "$(id -u)" = 0 ]; then RUNAS=(runuser -u postgres --); chown postgres "$WORK"; fi
 PORT=5499
 SIM_PIDS=""
-cleanup() { for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; rm -rf "$WORK"; }
+# BENCH_PG_STATEMENTS=N: print the N statements PostgreSQL spent most time in (pg_stat_statements), at the end.
+statements_report() {
+  [ -n "${BENCH_PG_STATEMENTS:-}" ] || return 0
+  echo "PostgreSQL statements by total time (all runs):" >&2
+  "${PSQL[@]}" -P pager=off -c "SELECT round(total_exec_time)::bigint AS total_ms, calls, round((total_exec_time / calls)::numeric, 3) AS ms_per_call, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS statement FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bugle') ORDER BY total_exec_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2 || true
+}
+cleanup() { statements_report; for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 "${RUNAS[@]}" "$PGBIN/initdb" -D "$WORK/data" -U bugle --auth=trust -E UTF8 --no-sync >/dev/null
 "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w \
-  -o "-k $WORK -p $PORT -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c shared_buffers=256MB ${BENCH_PG_OPTS:-}" start >/dev/null
+  -o "-k $WORK -p $PORT -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c shared_buffers=256MB ${BENCH_PG_STATEMENTS:+-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all} ${BENCH_PG_OPTS:-}" start >/dev/null
 "${RUNAS[@]}" "$PGBIN/createdb" -h "$WORK" -p "$PORT" -U bugle bugle
+[ -n "${BENCH_PG_STATEMENTS:-}" ] && psql -X -q -h "$WORK" -p "$PORT" -U bugle -d bugle -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 export BUGLE_DATABASE_URL="postgres://bugle@/bugle?host=$WORK&port=$PORT"
 PSQL=(psql -X -q -h "$WORK" -p "$PORT" -U bugle -d bugle)
 "$BIN" db migrate >/dev/null

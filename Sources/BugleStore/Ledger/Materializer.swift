@@ -101,15 +101,31 @@ public struct Materializer: Sendable {
             """,
             logger: logger
         ).collect()
+        try await dropTokens(runID: runID)
         // Fresh statistics: without them the planner takes a run's new rows for one row and picks nested loops
         // that make every claim scan the whole run (measured: 600 ms per claim at 10,000 recipients).
         _ = try await client.query("ANALYZE bugle.run_recipients", logger: logger).collect()
         return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
     }
 
+    /// Inserts one page. A (platform, token) already in the run is collapsed: `bugle.run_tokens` (unlogged, emptied
+    /// when the run is ready) holds the run's tokens while it is materialized, so the ledger itself needs no unique
+    /// index on tokens — such an index would be updated on every claim and outcome of the send path.
     private func insert(runID: Int64, _ batch: PageBatch) async throws -> Int64 {
         let rows = try await client.query(
             """
+            WITH v AS (
+              SELECT * FROM unnest(\(batch.seqs)::bigint[], \(batch.deviceIDs)::bigint[], \(batch.userIDs)::text[], \(batch.tokens)::text[],
+                                   \(batch.platforms)::text[], \(batch.providers)::text[], \(batch.locales)::text[], \(batch.timezones)::text[],
+                                   \(batch.variables)::text[], \(batch.states)::text[], \(batch.codes)::text[],
+                                   \(batch.variants)::text[], \(batch.copyIndexes)::int[], \(batch.dues)::float8[])
+                   AS v(seq, device_id, user_id, token, platform, provider, locale, timezone, vars, state, code, variant, copy_index, due)),
+            first AS (
+              -- The first row of each token wins, within the page as across pages.
+              INSERT INTO bugle.run_tokens (run_id, platform, token, seq)
+              SELECT \(runID), v.platform, v.token, v.seq FROM v WHERE v.token <> '' ORDER BY v.seq
+              ON CONFLICT DO NOTHING
+              RETURNING seq)
             INSERT INTO bugle.run_recipients
                    (run_id, seq, device_id, user_id, token, platform, provider, locale, timezone, variables, state, outcome_code, finished_at,
                     variant, copy_index, next_attempt_at)
@@ -118,12 +134,8 @@ public struct Materializer: Sendable {
                    CASE WHEN v.state = 'pending' THEN NULL ELSE now() END,
                    NULLIF(v.variant, ''), NULLIF(v.copy_index, -1),
                    CASE WHEN v.due = 0 THEN '-infinity'::timestamptz ELSE to_timestamp(v.due) END
-              FROM unnest(\(batch.seqs)::bigint[], \(batch.deviceIDs)::bigint[], \(batch.userIDs)::text[], \(batch.tokens)::text[],
-                          \(batch.platforms)::text[], \(batch.providers)::text[], \(batch.locales)::text[], \(batch.timezones)::text[],
-                          \(batch.variables)::text[], \(batch.states)::text[], \(batch.codes)::text[],
-                          \(batch.variants)::text[], \(batch.copyIndexes)::int[], \(batch.dues)::float8[])
-                   AS v(seq, device_id, user_id, token, platform, provider, locale, timezone, vars, state, code, variant, copy_index, due)
-            ON CONFLICT (run_id, platform, token) DO NOTHING
+              FROM v
+             WHERE v.token = '' OR v.seq IN (SELECT seq FROM first)
             RETURNING seq
             """,
             logger: logger
@@ -146,7 +158,13 @@ public struct Materializer: Sendable {
         return last
     }
 
+    /// Empties the run's rows of `bugle.run_tokens` (only materialization uses them).
+    private func dropTokens(runID: Int64) async throws {
+        _ = try await client.query("DELETE FROM bugle.run_tokens WHERE run_id = \(runID)", logger: logger).collect()
+    }
+
     private func markFailed(runID: Int64, reason: String) async throws {
+        try? await dropTokens(runID: runID)
         _ = try await client.query(
             "UPDATE bugle.runs SET status = 'failed', failure_reason = \(reason), finished_at = now() WHERE id = \(runID)",
             logger: logger

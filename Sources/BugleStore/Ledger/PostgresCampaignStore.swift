@@ -309,10 +309,11 @@ public struct PostgresCampaignStore: CampaignStore {
         }
     }
 
-    /// `max_per_user`: users of the claimed rows who already got `count` notifications (from any campaign) in the last
-    /// `seconds` are skipped; the others take a slot (a `reserved` row in `user_sends`, one per user and run, turned
-    /// `sent` by the group commit). Each user's slot check runs under a transaction-scoped advisory lock taken in one
-    /// global order, so two capped campaigns claiming the same user at once cannot both take the last slot.
+    /// `max_per_user`: users of the claimed rows whom `count` runs already reached in the last `seconds` (sent
+    /// notifications of any campaign, from the ledger's sent-by-user index, plus the slots other capped runs hold) are
+    /// skipped; the others take a slot (a row in `user_sends`, one per user and run). Each user's check runs under a
+    /// transaction-scoped advisory lock taken in one global order, so two capped campaigns claiming the same user at
+    /// once cannot both take the last slot.
     /// - Returns: the skipped rows' seqs.
     private static func applyFrequencyCap(_ lease: Lease, seqs: [Int64], count: Int, seconds: Int, _ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
         _ = try await connection.query(
@@ -329,8 +330,16 @@ public struct PostgresCampaignStore: CampaignStore {
                SET state = 'skipped_frequency', outcome_code = 'frequency_cap', finished_at = now(), attempts = r.attempts - 1
              WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight'
                AND NOT EXISTS (SELECT 1 FROM bugle.user_sends s WHERE s.user_id = r.user_id AND s.run_id = \(lease.runID))
-               AND (SELECT count(*) FROM bugle.user_sends s
-                     WHERE s.user_id = r.user_id AND s.at > now() - make_interval(secs => \(Double(seconds)))) >= \(count)
+               AND (SELECT count(*) FROM (
+                      -- Runs (test sends excepted) that notified the user in the window ...
+                      SELECT x.run_id FROM bugle.run_recipients x
+                       WHERE x.user_id = r.user_id AND x.state = 'sent'
+                         AND x.finished_at > now() - make_interval(secs => \(Double(seconds)))
+                         AND NOT EXISTS (SELECT 1 FROM bugle.runs t WHERE t.id = x.run_id AND t.kind = 'test')
+                      UNION
+                      -- ... and capped runs holding a slot for the user that may not have sent yet.
+                      SELECT s.run_id FROM bugle.user_sends s
+                       WHERE s.user_id = r.user_id AND s.at > now() - make_interval(secs => \(Double(seconds)))) reached) >= \(count)
             RETURNING r.seq
             """,
             logger: logger
@@ -390,16 +399,16 @@ public struct PostgresCampaignStore: CampaignStore {
             // and once this worker is reaped nothing it writes lands.
             let fence = try await connection.query(
                 """
-                SELECT r.notification_type, r.period_key, r.kind = 'test', r.rotates_copy FROM bugle.runs r
+                SELECT r.notification_type, r.period_key, r.rotates_copy FROM bugle.runs r
                   JOIN bugle.run_workers w ON w.run_id = r.id AND w.epoch = \(lease.epoch)
                  WHERE r.id = \(lease.runID)
                 FOR KEY SHARE OF w
                 """,
                 logger: logger
             )
-            var run: (String, String?, Bool, Bool)?
-            for try await row in fence.decode((String, String?, Bool, Bool).self) { run = row }
-            guard let (notificationType, periodKey, isTest, rotates) = run else { return false }
+            var run: (String, String?, Bool)?
+            for try await row in fence.decode((String, String?, Bool).self) { run = row }
+            guard let (notificationType, periodKey, rotates) = run else { return false }
             let updated = try await connection.query(
                 """
                 UPDATE bugle.run_recipients r
@@ -439,18 +448,6 @@ public struct PostgresCampaignStore: CampaignStore {
                                                   WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs))))
                        AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)
                        AND l.run_id = \(lease.runID) AND l.status = 'reserved'
-                    """,
-                    logger: logger
-                ).collect()
-            }
-            if !isTest, !sentSeqs.isEmpty {
-                // The rolling window every campaign's `max_per_user` counts: one row per user and run.
-                _ = try await connection.query(
-                    """
-                    INSERT INTO bugle.user_sends (user_id, run_id, status)
-                    SELECT DISTINCT r.user_id, \(lease.runID), 'sent' FROM bugle.run_recipients r
-                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs)) AND r.state = 'sent'
-                    ON CONFLICT (user_id, run_id) DO UPDATE SET status = 'sent', at = now() WHERE user_sends.status = 'reserved'
                     """,
                     logger: logger
                 ).collect()
