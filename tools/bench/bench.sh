@@ -157,7 +157,10 @@ measure() {
     specs=(); for f in $records; do specs+=("$f:$(stat -c %s "$f" 2>/dev/null || echo 0)"); done
     # shellcheck disable=SC2086
     p0=$(postgres_cpu); s0=$(pids_cpu $sims); t0=$(date +%s.%N)
-    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "$BIN" run "$campaign" --providers "$providers" \
+    # BENCH_PERF=PATH: sample Bugle's own stacks with perf (cpu-clock, 499 Hz) into PATH (figures then include perf).
+    local wrap=()
+    [ -n "${BENCH_PERF:-}" ] && wrap=(perf record -q -F 499 -e cpu-clock -g -o "$BENCH_PERF" --)
+    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "${wrap[@]}" "$BIN" run "$campaign" --providers "$providers" \
       --csv "$WORK/report.csv" --quiet --json > "$WORK/run.json" 2> "$WORK/run.err" || { cat "$WORK/run.err" >&2; exit 1; }
     # shellcheck disable=SC2086
     p1=$(postgres_cpu); s1=$(pids_cpu $sims)
