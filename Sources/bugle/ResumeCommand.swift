@@ -46,7 +46,9 @@ struct ResumeCommand: AsyncParsableCommand {
                 try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
-                throw UsageError("run \(runID) was interrupted while reading its segment; start a new run with `bugle run`")
+                throw UsageError(
+                    "run \(runID) was interrupted while reading its segment (or is still reading it); start a new run with `bugle run`, "
+                        + "and `bugle cancel \(runID)` to close this one")
             case .ready, .running, .paused:
                 break
             }

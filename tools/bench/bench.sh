@@ -5,6 +5,7 @@
 #   tools/bench/bench.sh apns [--devices N] [--runs R]
 #   tools/bench/bench.sh legacy [--devices N] [--runs R] [--window W] [--quiet S]
 #   tools/bench/bench.sh fcm|mixed [--devices N] [--runs R]
+#   tools/bench/bench.sh resume [--devices N] [--runs R]
 #
 # pipeline: the whole-pipeline benchmark. Seeds N devices (default 1,000,000; --ten-million for 10,000,000) of the
 # demo mix (half iOS, half Android with every 20th a web browser, six locales, 2% dead tokens) into a throwaway
@@ -56,6 +57,7 @@ while [ $# -gt 0 ]; do
     legacy) mode=legacy ;;
     fcm) mode=fcm ;;
     mixed) mode=mixed ;;
+    resume) mode=resume ;;
     pipeline) mode=pipeline ;;
     --ten-million) devices=10000000 ;;
     --window) window="$2"; shift ;;
@@ -307,6 +309,40 @@ if [ "$mode" = legacy ]; then
   printf '%-22s %10s %14s %14s %14s %10s\n' "HTTP/2 (apns)" $h2
   # shellcheck disable=SC2086
   printf '%-22s %10s %14s %14s %14s %10s\n' "legacy binary" $lg
+  exit 0
+fi
+
+if [ "$mode" = resume ]; then
+  # A mixed run of N devices killed with SIGKILL once half of them were delivered, then `bugle resume`: seconds from
+  # starting the resume to the simulators' first accepted notification after it, R times (medians).
+  n=${devices%%,*}
+  "$BIN" demo --seed-only --devices "$n" >/dev/null
+  start_simulator --fcm
+  mixed_campaign resume "AND d.id <= $n" 2000
+  firsts=(); totals=()
+  for r in $(seq "$runs"); do
+    before_a=$(stat -c %s "$WORK/apns.jsonl" 2>/dev/null || echo 0); before_f=$(stat -c %s "$WORK/fcm.jsonl" 2>/dev/null || echo 0)
+    "$BIN" run "$WORK/resume.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out" 2>&1 &
+    pid=$!
+    live=$(( n * 98 / 100 ))
+    while kill -0 "$pid" 2>/dev/null; do
+      done_n=$(( $(tail -c +$((before_a + 1)) "$WORK/apns.jsonl" 2>/dev/null | wc -l) + $(tail -c +$((before_f + 1)) "$WORK/fcm.jsonl" 2>/dev/null | wc -l) ))
+      [ "$done_n" -ge $(( live / 2 )) ] && break
+      sleep 0.2
+    done
+    kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    run_id=$("${PSQL[@]}" -t -A -c "SELECT max(id) FROM bugle.runs")
+    spec_a="$WORK/apns.jsonl:$(stat -c %s "$WORK/apns.jsonl")"; spec_f="$WORK/fcm.jsonl:$(stat -c %s "$WORK/fcm.jsonl")"
+    t0=$(date +%s.%N)
+    "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
+    t1=$(date +%s.%N)
+    firsts+=("$(first_record_after "$t0" "$spec_a" "$spec_f")")
+    totals+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')")
+  done
+  kill "$SIMPID" 2>/dev/null || true
+  printf '%-36s %s\n' "mode" "resume, $n devices killed at half ($runs runs, medians)"
+  printf '%-36s %s\n' "resume: seconds to the first send" "$(med "${firsts[@]}")"
+  printf '%-36s %s\n' "resume: seconds to finish the rest" "$(med "${totals[@]}")"
   exit 0
 fi
 

@@ -30,6 +30,14 @@ public struct Materializer: Sendable {
     /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason).
     public func materialize(runID: Int64, campaign: Campaign, reader: SegmentReader, now: Instant = Instant(secondsSince1970: Date().timeIntervalSince1970)) async throws -> Report {
         let planner = RecipientPlanner(campaign: campaign, now: now)
+        // Token rows left by materializations that were killed and later cancelled (or failed) are cleared here.
+        _ = try await client.query(
+            """
+            DELETE FROM bugle.run_tokens t
+             WHERE NOT EXISTS (SELECT 1 FROM bugle.runs r WHERE r.id = t.run_id AND r.status = 'materializing')
+            """,
+            logger: logger
+        ).collect()
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
         var skipped: [SkipReason: Int64] = [:]
