@@ -14,45 +14,6 @@ import Testing
 struct CLIFeatureTests {
     typealias Support = LedgerTestSupport
 
-    /// Runs the built executable to completion in `directory` (commands that write `./bugle-run-<id>.csv`, such
-    /// as `tick`, must not write into the package folder that other tests share). As ``CLITests/bugle(_:environment:)``:
-    /// the blocking wait happens on a dispatch thread, and `BUGLE_DATABASE_URL` comes only from `environment`.
-    static func bugle(_ arguments: [String], in directory: String, environment: [String: String]) async throws -> CLITests.Output {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(arguments, in: directory, environment: environment) })
-            }
-        }
-    }
-
-    private static func runBlocking(_ arguments: [String], in directory: String, environment: [String: String]) throws -> CLITests.Output {
-        let process = Process()
-        process.executableURL = CLITests.executable
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        var env = ProcessInfo.processInfo.environment
-        env["BUGLE_DATABASE_URL"] = nil
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stderrBox = NIOLockedValueBox(Data())
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async {
-            let data = err.fileHandleForReading.readDataToEndOfFile()
-            stderrBox.withLockedValue { $0 = data }
-            group.leave()
-        }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        let stderr = stderrBox.withLockedValue { $0 }
-        process.waitUntilExit()
-        return CLITests.Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
-    }
 
     /// A fresh report path in the temporary directory.
     static func csvPath(_ name: String) -> String {
@@ -238,7 +199,7 @@ struct CLIFeatureTests {
                 #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state = 'pending'") == 40)
             }
 
-            let early = try await Self.bugle(["tick", "--providers", providers, "--quiet"], in: workDirectory, environment: env)
+            let early = try await CLITests.bugle(["tick", "--providers", providers, "--quiet"], in: URL(fileURLWithPath: workDirectory), environment: env)
             #expect(early.status == 0, "\(early.stdout) \(early.stderr)")
             #expect(early.stdout.contains("no scheduled run has recipients due"), "\(early.stdout)")
             #expect(environment.apns.accepted().count == 0)
@@ -252,7 +213,7 @@ struct CLIFeatureTests {
                 // The hour passes.
                 _ = try await client.query("UPDATE bugle.run_recipients SET next_attempt_at = next_attempt_at - interval '3601 seconds'", logger: Support.logger).collect()
             }
-            let due = try await Self.bugle(["tick", "--providers", providers, "--quiet"], in: workDirectory, environment: env)
+            let due = try await CLITests.bugle(["tick", "--providers", providers, "--quiet"], in: URL(fileURLWithPath: workDirectory), environment: env)
             #expect(due.status == 0, "\(due.stdout) \(due.stderr)")
             let (iosTokens, androidTokens, status) = try await Database.withClient(configuration, logger: Support.logger) { client in
                 (
@@ -266,7 +227,7 @@ struct CLIFeatureTests {
             #expect(status == "completed")
             #expect(FileManager.default.fileExists(atPath: workDirectory + "/bugle-run-1.csv"), "tick writes the run's report")
 
-            let again = try await Self.bugle(["tick", "--providers", providers, "--quiet"], in: workDirectory, environment: env)
+            let again = try await CLITests.bugle(["tick", "--providers", providers, "--quiet"], in: URL(fileURLWithPath: workDirectory), environment: env)
             #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
             #expect(again.stdout.contains("no scheduled run has recipients due"), "\(again.stdout)")
             #expect(environment.apns.accepted().count == 20)

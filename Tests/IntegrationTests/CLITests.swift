@@ -29,19 +29,20 @@ struct CLITests {
 
     /// Runs the built executable to completion. The blocking wait happens on a dispatch thread, never on one
     /// of the few threads of Swift's cooperative pool that the other tests' tasks need.
-    static func bugle(_ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+    /// Runs the built `bugle` with `arguments` in `directory` (default: the package root).
+    static func bugle(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(arguments, environment: environment) })
+                continuation.resume(with: Result { try runBlocking(arguments, in: directory ?? packageRoot, environment: environment) })
             }
         }
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Output {
+    private static func runBlocking(_ arguments: [String], in directory: URL, environment: [String: String]) throws -> Output {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        process.currentDirectoryURL = packageRoot
+        process.currentDirectoryURL = directory
         var env = ProcessInfo.processInfo.environment
         env["BUGLE_DATABASE_URL"] = nil
         for (key, value) in environment { env[key] = value }

@@ -296,10 +296,11 @@ struct RunLedgerTests {
             let logger = Support.logger
             let campaign = Support.campaign(name: "two-workers", window: 10, policy: .resend)
             let (runID, store) = try await Support.materializedRun(client, campaign)
+            // Leases of 600 s: A is expired by hand below, and a stalled machine must not expire it earlier.
             // A worker cannot join a run nobody started.
-            #expect(try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 30, mode: .join) == nil)
-            guard let a = try await store.acquireLease(runID: runID, owner: "a", ttlSeconds: 30, mode: .exclusive),
-                let b = try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 30, mode: .join)
+            #expect(try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 600, mode: .join) == nil)
+            guard let a = try await store.acquireLease(runID: runID, owner: "a", ttlSeconds: 600, mode: .exclusive),
+                let b = try await store.acquireLease(runID: runID, owner: "b", ttlSeconds: 600, mode: .join)
             else {
                 Issue.record("no lease")
                 return
@@ -315,20 +316,20 @@ struct RunLedgerTests {
             // W = 10 holds for the run: what A holds leaves B the rest.
             #expect(first.count + second.count == 10)
             #expect(Set(first.map(\.seq)).isDisjoint(with: second.map(\.seq)))
-            let renewal = try await store.renewLease(b, ttlSeconds: 30)
+            let renewal = try await store.renewLease(b, ttlSeconds: 600)
             #expect(renewal.held && renewal.liveWorkers == 2)
             // A stops renewing; B's next renewal reaps it and recovers A's in-flight rows.
             _ = try await client.query(
                 "UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID) AND epoch = \(a.epoch)",
                 logger: logger
             ).collect()
-            let takeover = try await store.renewLease(b, ttlSeconds: 30)
+            let takeover = try await store.renewLease(b, ttlSeconds: 600)
             #expect(takeover.held && takeover.liveWorkers == 1)
             #expect(takeover.recoveredInFlight == Int64(first.count))
             // A, the zombie: its outcome writes and claims change nothing, and its renewal reports the loss.
             #expect(try await store.record(a, outcomes: first.map { RecipientOutcome(seq: $0.seq, state: .sent, code: "delivered") }) == false)
             #expect(try await store.claim(a, limits: [.apns: 5], claimID: 2) == .fenced(.running))
-            #expect(try await store.renewLease(a, ttlSeconds: 30).held == false)
+            #expect(try await store.renewLease(a, ttlSeconds: 600).held == false)
             let sentByA = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
             #expect(sentByA == 0)
             // B's own writes still land; B leaving as the last worker with `lastWorkerOnly` pauses the run.
