@@ -62,9 +62,15 @@ enum RunExecution {
         return code
     }
 
+    /// The campaign's `delivery.not_after`, when it has passed.
+    static func deadlinePassed(_ campaign: Campaign, now: Date = Date()) -> Instant? {
+        guard let notAfter = campaign.delivery.notAfter, now.timeIntervalSince1970 >= notAfter.secondsSince1970 else { return nil }
+        return notAfter
+    }
+
     /// A run never starts or resumes after its campaign's `delivery.not_after`.
     static func refuseAfterDeadline(_ campaign: Campaign, now: Date = Date()) throws {
-        guard let notAfter = campaign.delivery.notAfter, now.timeIntervalSince1970 >= notAfter.secondsSince1970 else { return }
+        guard let notAfter = deadlinePassed(campaign, now: now) else { return }
         let formatter = ISO8601DateFormatter()
         let deadline = formatter.string(from: Date(timeIntervalSince1970: notAfter.secondsSince1970))
         throw UsageError("\(campaign.sourcePath ?? campaign.name): delivery.not_after (\(deadline)) has passed; the run does not start")

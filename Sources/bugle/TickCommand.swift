@@ -49,7 +49,7 @@ struct TickCommand: AsyncParsableCommand {
                 for runID in due {
                     guard let record = try await repository.run(id: runID) else { continue }
                     let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
-                    if let notAfter = campaign.delivery.notAfter, Date().timeIntervalSince1970 >= notAfter.secondsSince1970 {
+                    if let notAfter = RunExecution.deadlinePassed(campaign) {
                         // Paused with another reason, so later ticks leave it alone; `bugle cancel` ends it.
                         await lanes.shutdown()
                         _ = try await repository.setStatus(runID: runID, to: .paused, reason: "delivery.not_after passed")

@@ -15,6 +15,15 @@ struct CLIFeatureTests {
     typealias Support = LedgerTestSupport
 
 
+    /// A fresh migrated database with `devices` live demo devices, and its URL for the CLI.
+    static func seededDatabase(devices: Int) async throws -> (DatabaseConfiguration, String) {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: Support.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: devices, deadEvery: 1_000_000)
+        }
+        return (configuration, try CLITests.url(configuration))
+    }
+
     /// A fresh report path in the temporary directory.
     static func csvPath(_ name: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
@@ -158,11 +167,7 @@ struct CLIFeatureTests {
     @Test("run --no-wait with send_at ahead schedules and exits 0; tick sends nothing before send_at, everything once after")
     func noWaitThenTick() async throws {
         try await MixedTestEnvironment.with { environment in
-            let configuration = try await TestDatabase.fresh()
-            let url = try CLITests.url(configuration)
-            try await Database.withClient(configuration, logger: Support.logger) { client in
-                try await MixedTestEnvironment.seed(client, count: 40, deadEvery: 1_000_000)
-            }
+            let (configuration, url) = try await Self.seededDatabase(devices: 40)
             // An hour ahead, so no load can make the set-up reach it; the hour then passes by moving the ledger's
             // due times back (below), which is all `tick` reads.
             let sendAt = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 3600).rounded(.up))
@@ -240,11 +245,7 @@ struct CLIFeatureTests {
     @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run refuses it before writing")
     func validateTemplateVariables() async throws {
         try await MixedTestEnvironment.with { environment in
-            let configuration = try await TestDatabase.fresh()
-            let url = try CLITests.url(configuration)
-            try await Database.withClient(configuration, logger: Support.logger) { client in
-                try await MixedTestEnvironment.seed(client, count: 10, deadEvery: 1_000_000)
-            }
+            let (configuration, url) = try await Self.seededDatabase(devices: 10)
             func campaign(_ name: String, variable: String) throws -> String {
                 try CLITests.temporaryFile(
                     "\(name).yaml",

@@ -29,7 +29,8 @@ public struct RecipientPlanner: Sendable {
 
     private let book: CopyBook
     private let variants: VariantAssigner
-    private let nullPolicy: NullVariablePolicy
+    /// `on_null: skip` and some copy uses a variable: NULLs must be looked for.
+    private let skipsNulls: Bool
     private let local: LocalDeliveryPlanner?
     private let start: Instant
     private let sendAt: Instant?
@@ -41,7 +42,7 @@ public struct RecipientPlanner: Sendable {
     public init(campaign: Campaign, now: Instant) {
         self.book = CopyBook(campaign: campaign)
         self.variants = VariantAssigner(campaignName: campaign.name, variants: campaign.variants)
-        self.nullPolicy = campaign.message.nullPolicy
+        self.skipsNulls = campaign.message.nullPolicy == .skip && !campaign.templateVariables.isEmpty
         let delivery = campaign.delivery
         self.local = delivery.localTime.isActive ? LocalDeliveryPlanner(rules: delivery.localTime) : nil
         self.sendAt = delivery.sendAt.flatMap { $0 > now ? $0 : nil }
@@ -55,8 +56,12 @@ public struct RecipientPlanner: Sendable {
         let variant = variants.variant(for: recipient.userID)
         let tag = book.localeTag(for: recipient.locale)
         let index = CopyRotation.next(after: lastCopyIndex, count: book.copyCount(variant: variant, locale: tag))
-        let selection = MessageSelection(locale: tag, variant: variant, copyIndex: index, variables: recipient.variables)
-        if nullPolicy == .skip, !book.nullVariables(for: selection).isEmpty { return .skip(.nullVariable) }
+        if skipsNulls,
+            let chosen = book.entry(for: MessageSelection(locale: tag, variant: variant, copyIndex: index)),
+            !book.nullVariables(of: chosen.entry, recipient.variables).isEmpty
+        {
+            return .skip(.nullVariable)
+        }
         var notBefore = sendAt
         if let local {
             switch local.plan(timeZone: recipient.timezone, now: start) {

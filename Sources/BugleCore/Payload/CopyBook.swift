@@ -66,16 +66,24 @@ public struct CopyBook: Sendable {
 
     /// Segment columns the selected copy refers to whose value is NULL (or missing) and that have no default.
     public func nullVariables(for selection: MessageSelection) -> [String] {
-        guard let entry = entry(for: selection)?.entry, !entry.isPlain else { return [] }
-        return entry.variables.filter { name in
-            defaults[name] == nil && (selection.variables[name] ?? nil) == nil
-        }.sorted()
+        guard let entry = entry(for: selection)?.entry else { return [] }
+        return nullVariables(of: entry, selection.variables)
+    }
+
+    func nullVariables(of entry: Entry, _ variables: [String: String?]) -> [String] {
+        guard !entry.isPlain else { return [] }
+        return entry.variables.filter { name in defaults[name] == nil && (variables[name] ?? nil) == nil }.sorted()
     }
 
     /// The rendered copy: NULL values take their `message.variables` default, or render as empty text.
     public func render(_ selection: MessageSelection) -> RenderedCopy {
         guard let (tag, _, entry) = entry(for: selection) else { return RenderedCopy(locale: resolver.resolve(selection.locale), title: "", body: "") }
-        let values = entry.isPlain ? [:] : values(for: entry, selection.variables)
+        return render(entry, tag: tag, variables: selection.variables)
+    }
+
+    /// An entry found by ``entry(for:)``, rendered with a recipient's variables.
+    func render(_ entry: Entry, tag: String, variables: [String: String?]) -> RenderedCopy {
+        let values = entry.isPlain ? [:] : values(for: entry, variables)
         var data: [String: String] = [:]
         for (key, value) in entry.data { data[key] = value.render(values) }
         return RenderedCopy(locale: tag, title: entry.title.render(values), body: entry.body.render(values), data: data)

@@ -70,7 +70,7 @@ public struct NotificationComposer: Sendable {
     public func compose(seq: Int64, deviceID: Int64, token: String, platform: Platform, selection: MessageSelection, attempt: Int, now: Int) -> Result<PushRequest, PayloadTooLarge> {
         guard let (tag, index, entry) = copyBook.entry(for: selection) else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
         let cached = entry.isPlain ? rendered[CopyKey(variant: selection.variant, locale: tag, index: index)] : nil
-        let copy = cached == nil ? copyBook.render(selection) : nil
+        let copy = cached == nil ? copyBook.render(entry, tag: tag, variables: selection.variables) : nil
         func fcmBody(_ platform: Platform, _ cached: Result<FCMBodyTemplate, PayloadTooLarge>?) -> Result<PushRequest, PayloadTooLarge> {
             let template = cached ?? copy.map { copy in Self.render { try fcm.template(platform: platform, copy: copy, validateOnly: validateOnly) } }
             guard let template else { return .failure(PayloadTooLarge(size: 0, limit: 0)) }
