@@ -136,6 +136,23 @@ public struct RunProgress: Sendable, Equatable {
     public var isDone: Bool { pending == 0 && inFlight == 0 && retryWait == 0 }
 }
 
+/// Whether a run still has work, without counting it: what a worker asks each time its pipeline drains.
+public struct RunBacklog: Sendable, Equatable {
+    /// Some recipient is claimed and unanswered (by this worker or another).
+    public var hasInFlight: Bool
+    /// Seconds until the earliest `pending` or `retry_wait` recipient is due (0 when one is due now), nil when
+    /// none is left.
+    public var secondsUntilNextDue: Double?
+
+    public init(hasInFlight: Bool, secondsUntilNextDue: Double?) {
+        self.hasInFlight = hasInFlight
+        self.secondsUntilNextDue = secondsUntilNextDue
+    }
+
+    /// No recipient is left to send.
+    public var isDone: Bool { !hasInFlight && secondsUntilNextDue == nil }
+}
+
 /// A held lease: the fencing epoch every claim and write carries.
 public struct Lease: Sendable, Equatable {
     public var runID: Int64
@@ -200,8 +217,10 @@ public protocol CampaignStore: Sendable {
     /// late). They were never sent. Safe whenever it runs: rows of attempts that answered are never touched.
     /// - Returns: how many were handed back.
     func releaseUnheld(_ lease: Lease, claimIDs: [Int64]) async throws -> Int64
-    /// Counts of unfinished recipients.
+    /// Counts of unfinished recipients (reads every unfinished row: for the start of a run, not its loop).
     func progress(runID: Int64) async throws -> RunProgress
+    /// Whether unfinished recipients remain, and when the next is due: a few index probes, whatever the run's size.
+    func backlog(runID: Int64) async throws -> RunBacklog
     /// Ends the lease. `completed`, `cancelled` and `failed` end the run, as does `paused` with `lastWorkerOnly`
     /// false (a halt); with `lastWorkerOnly` true, the run is paused only when no other worker is live on it,
     /// otherwise this worker just leaves. Rebuilds the summary; releases unused dedupe reservations at the end.

@@ -3,18 +3,17 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 
-/// One established HTTP/2 connection: the TCP channel and its stream multiplexer.
+/// One established HTTP/2 connection: the TCP channel and the dispatcher that runs its requests as streams.
 public final class HTTP2Connection: Sendable {
     /// Pool-wide connection id.
     let id: Int
     let channel: any Channel
-    private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    private let goAwayLastStreamID = NIOLockedValueBox<Int?>(nil)
+    private let dispatcher: NIOLoopBound<HTTP2RequestDispatcher>
 
-    init(id: Int, channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
+    init(id: Int, channel: any Channel, dispatcher: HTTP2RequestDispatcher) {
         self.id = id
         self.channel = channel
-        self.multiplexer = multiplexer
+        self.dispatcher = NIOLoopBound(dispatcher, eventLoop: channel.eventLoop)
     }
 
     /// Sends one request on a new stream.
@@ -24,40 +23,17 @@ public final class HTTP2Connection: Sendable {
     ///   - deadline: Per-request deadline.
     /// - Returns: The answer, or a failed future with an ``HTTP2TransportError``.
     public func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) -> EventLoopFuture<HTTP2Response> {
-        let promise = channel.eventLoop.makePromise(of: HTTP2Response.self)
-        let streamPromise = channel.eventLoop.makePromise(of: (any Channel).self)
-        multiplexer.createStreamChannel(promise: streamPromise) { stream in
-            stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(
-                    HTTP2StreamHandler(
-                        headers: headers,
-                        body: body,
-                        deadline: deadline,
-                        connection: self,
-                        promise: promise
-                    )
-                )
+        let loop = channel.eventLoop
+        let promise = loop.makePromise(of: HTTP2Response.self)
+        if loop.inEventLoop {
+            dispatcher.value.send(headers: headers, body: body, deadline: deadline, promise: promise)
+        } else {
+            let dispatcher = self.dispatcher
+            loop.execute {
+                dispatcher.value.send(headers: headers, body: body, deadline: deadline, promise: promise)
             }
         }
-        streamPromise.futureResult.whenFailure { error in
-            promise.fail(HTTP2TransportError.notWritten("cannot open a stream: \(error)"))
-        }
         return promise.futureResult
-    }
-
-    /// Records a received GOAWAY (the lowest last-stream-id wins).
-    /// - Parameter lastStreamID: The GOAWAY's last-stream-id.
-    func recordGoAway(lastStreamID: Int) {
-        goAwayLastStreamID.withLockedValue { current in
-            current = min(current ?? lastStreamID, lastStreamID)
-        }
-    }
-
-    /// True when a GOAWAY said the server did not and will not process `streamID`.
-    /// - Parameter streamID: A stream of this connection.
-    func isAboveGoAway(streamID: Int) -> Bool {
-        guard let last = goAwayLastStreamID.withLockedValue({ $0 }) else { return false }
-        return streamID > last
     }
 
     /// Closes the connection.

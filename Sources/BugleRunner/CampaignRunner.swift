@@ -259,14 +259,14 @@ public struct CampaignRunner: Sendable {
                     }
                     if let stop { return try await end(lease, stop, attempted: attempted) }
                     if lastClaimShort {
-                        let left = try await withDatabaseRetry("reading progress") { try await store.progress(runID: lease.runID) }
+                        let left = try await withDatabaseRetry("reading the backlog") { try await store.backlog(runID: lease.runID) }
                         if left.isDone {
                             try await withDatabaseRetry("finishing the run", slow: true) {
                                 try await store.finish(lease, status: .completed, reason: nil, lastWorkerOnly: false)
                             }
                             return RunResult(runID: lease.runID, ending: .completed, attempted: attempted)
                         }
-                        if let leave = configuration.leaveWhenIdle, left.inFlight == 0, let due = left.secondsUntilNextDue,
+                        if let leave = configuration.leaveWhenIdle, !left.hasInFlight, let due = left.secondsUntilNextDue,
                             due > Double(leave.components.seconds)
                         {
                             let reason = "scheduled: next recipients due in \(Int(due.rounded(.up))) s"

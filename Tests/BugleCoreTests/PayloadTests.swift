@@ -53,6 +53,8 @@ struct PayloadTests {
         #expect(headers.collapseID == "c")
         #expect(headers.priority == 10)
         #expect(id == NotificationID.apnsID(runID: 7, seq: 42))
+        // Pinned: support tools derive the same id (SHA-1 of "bugle-apns-id" ‖ run ‖ seq, big-endian, v5 layout).
+        #expect(id == "88a2027c-0792-5137-9781-63af0ca86aed")
         #expect(id != NotificationID.apnsID(runID: 7, seq: 43))
         #expect(id.range(of: "^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", options: .regularExpression) != nil)
     }

@@ -86,7 +86,7 @@ WORK=$(mktemp -d /tmp/bugle-bench-XXXXXX)
 chmod 755 "$WORK"
 RUNAS=()
 if [ "$(id -u)" = 0 ]; then RUNAS=(runuser -u postgres --); chown postgres "$WORK"; fi
-PORT=5499
+PORT=${BENCH_PORT:-5499}
 SIM_PIDS=""
 # BENCH_PG_STATEMENTS=N: print the N statements PostgreSQL spent most time in (pg_stat_statements), at the end.
 statements_report() {
@@ -312,6 +312,15 @@ if [ "$mode" = legacy ]; then
   exit 0
 fi
 
+# records_since FILE OFFSET: about how many JSONL records FILE holds past OFFSET (exact below 4,000 records).
+records_since() {
+  local size sample
+  size=$(stat -c %s "$1" 2>/dev/null || echo 0)
+  [ "$size" -gt "$2" ] || { echo 0; return; }
+  sample=$(tail -c +$(($2 + 1)) "$1" | head -n 4000 | wc -lc)
+  awk -v s="$sample" -v bytes=$((size - $2)) 'BEGIN {split(s, a, " "); if (a[1] < 4000) print a[1]; else printf "%d", bytes * a[1] / a[2]}'
+}
+
 if [ "$mode" = resume ]; then
   # A mixed run of N devices killed with SIGKILL once half of them were delivered, then `bugle resume`: seconds from
   # starting the resume to the simulators' first accepted notification after it, R times (medians).
@@ -319,30 +328,37 @@ if [ "$mode" = resume ]; then
   "$BIN" demo --seed-only --devices "$n" >/dev/null
   start_simulator --fcm
   mixed_campaign resume "AND d.id <= $n" 2000
-  firsts=(); totals=()
+  firsts=(); totals=(); rss_run=(); rss_resume=()
   for r in $(seq "$runs"); do
     before_a=$(stat -c %s "$WORK/apns.jsonl" 2>/dev/null || echo 0); before_f=$(stat -c %s "$WORK/fcm.jsonl" 2>/dev/null || echo 0)
-    "$BIN" run "$WORK/resume.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out" 2>&1 &
+    /usr/bin/time -f '%M' -o "$WORK/run.rss" "$BIN" run "$WORK/resume.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out" 2>&1 &
     pid=$!
     live=$(( n * 98 / 100 ))
+    # Deliveries so far, from the record files' growth over their mean line length (counting lines of a
+    # gigabyte-sized record every poll would cost the machine a core at 10M).
     while kill -0 "$pid" 2>/dev/null; do
-      done_n=$(( $(tail -c +$((before_a + 1)) "$WORK/apns.jsonl" 2>/dev/null | wc -l) + $(tail -c +$((before_f + 1)) "$WORK/fcm.jsonl" 2>/dev/null | wc -l) ))
+      done_n=$(( $(records_since "$WORK/apns.jsonl" "$before_a") + $(records_since "$WORK/fcm.jsonl" "$before_f") ))
       [ "$done_n" -ge $(( live / 2 )) ] && break
-      sleep 0.2
+      sleep 0.5
     done
-    kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    # $pid is /usr/bin/time: kill its child, so time still writes the killed run's peak RSS.
+    pkill -9 -P "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
     run_id=$("${PSQL[@]}" -t -A -c "SELECT max(id) FROM bugle.runs")
     spec_a="$WORK/apns.jsonl:$(stat -c %s "$WORK/apns.jsonl")"; spec_f="$WORK/fcm.jsonl:$(stat -c %s "$WORK/fcm.jsonl")"
     t0=$(date +%s.%N)
-    "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
+    /usr/bin/time -f '%M' -o "$WORK/resume.rss" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
     t1=$(date +%s.%N)
     firsts+=("$(first_record_after "$t0" "$spec_a" "$spec_f")")
     totals+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')")
+    rss_run+=("$(awk '/^[0-9]+$/ {printf "%.1f", $1 / 1024}' "$WORK/run.rss")")
+    rss_resume+=("$(awk '/^[0-9]+$/ {printf "%.1f", $1 / 1024}' "$WORK/resume.rss")")
+    "${PSQL[@]}" -t -A -c "SELECT 'resume: run ' || id || ' ended ' || status FROM bugle.runs WHERE id = $run_id" >&2
   done
   kill "$SIMPID" 2>/dev/null || true
   printf '%-36s %s\n' "mode" "resume, $n devices killed at half ($runs runs, medians)"
   printf '%-36s %s\n' "resume: seconds to the first send" "$(med "${firsts[@]}")"
   printf '%-36s %s\n' "resume: seconds to finish the rest" "$(med "${totals[@]}")"
+  printf '%-36s %s\n' "peak RSS MB, killed run / resume" "$(med "${rss_run[@]}") / $(med "${rss_resume[@]}")"
   exit 0
 fi
 
@@ -402,8 +418,10 @@ message:
 YAML
   rates=(); rss=(); copies=()
   for r in $(seq "$runs"); do
-    /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" run "$WORK/bench-campaign.yaml" --dry-run --samples 0 >/dev/null
-    read -r secs kb < "$WORK/time"
+    wrap=(); [ -n "${BENCH_PERF:-}" ] && wrap=(perf record -q -F 499 -e cpu-clock -g -o "$BENCH_PERF" --)
+    /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "${wrap[@]}" "$BIN" run "$WORK/bench-campaign.yaml" --dry-run --samples 0 >/dev/null
+    read -r secs kb user sys < "$WORK/time"
+    echo "dry run of $n: ${secs} s wall, ${user} s user + ${sys} s system (Bugle)" >&2
     rates+=("$(awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
     rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
     start=$(date +%s.%N)

@@ -5,27 +5,33 @@ import Crypto
 public enum NotificationID {
     /// Lowercase canonical UUID for a recipient of a run.
     public static func apnsID(runID: Int64, seq: Int64) -> String {
-        var input = [UInt8]("bugle-apns-id".utf8)
-        withUnsafeBytes(of: runID.bigEndian) { input.append(contentsOf: $0) }
-        withUnsafeBytes(of: seq.bigEndian) { input.append(contentsOf: $0) }
-        var bytes = Array(Insecure.SHA1.hash(data: input).prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return format(bytes)
-    }
-
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
-
-    static func format(_ bytes: [UInt8]) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(hex[Int(byte >> 4)])
-            out.append(hex[Int(byte & 0x0F)])
+        // One per recipient (and per dry-run row): no intermediate arrays, only the result string is allocated.
+        var hasher = Insecure.SHA1()
+        hasher.update(data: prefix)
+        withUnsafeBytes(of: runID.bigEndian) { hasher.update(bufferPointer: $0) }
+        withUnsafeBytes(of: seq.bigEndian) { hasher.update(bufferPointer: $0) }
+        return hasher.finalize().withUnsafeBytes { digest in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var at = 0
+                for index in 0..<16 {
+                    var byte = digest[index]
+                    if index == 6 { byte = (byte & 0x0F) | 0x50 }
+                    if index == 8 { byte = (byte & 0x3F) | 0x80 }
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        out[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    out[at] = hex[Int(byte >> 4)]
+                    out[at + 1] = hex[Int(byte & 0x0F)]
+                    at += 2
+                }
+                return at
+            }
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    private static let prefix: [UInt8] = Array("bugle-apns-id".utf8)
+    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 }
 
 /// A short, non-reversible fingerprint of a device token for logs and error messages (never the token).

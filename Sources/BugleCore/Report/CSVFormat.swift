@@ -3,9 +3,35 @@ public enum CSVFormat {
     /// Appends one record (CRLF-terminated) to `out`.
     public static func appendRecord(_ fields: [String], to out: inout [UInt8]) {
         for (index, field) in fields.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            appendField(field, to: &out)
+            appendField(utf8: field.utf8, leadingComma: index > 0, to: &out)
         }
+        endRecord(&out)
+    }
+
+    /// Appends one field given as UTF-8 bytes, neutralised and quoted as needed, preceded by a comma unless it
+    /// starts its record. With ``endRecord(_:)``, writes records without building a string per cell.
+    public static func appendField<Bytes: Collection<UInt8>>(utf8 field: Bytes, leadingComma: Bool, to out: inout [UInt8]) {
+        if leadingComma { out.append(UInt8(ascii: ",")) }
+        var needsQuotes = false
+        for byte in field where byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\"") || byte == 0x0A || byte == 0x0D {
+            needsQuotes = true
+            break
+        }
+        if needsQuotes { out.append(UInt8(ascii: "\"")) }
+        if let first = field.first, isFormulaStart(first) { out.append(UInt8(ascii: "'")) }
+        if needsQuotes {
+            for byte in field {
+                if byte == UInt8(ascii: "\"") { out.append(byte) }
+                out.append(byte)
+            }
+            out.append(UInt8(ascii: "\""))
+        } else {
+            out.append(contentsOf: field)
+        }
+    }
+
+    /// Ends a record (CRLF).
+    public static func endRecord(_ out: inout [UInt8]) {
         out.append(0x0D)
         out.append(0x0A)
     }
@@ -19,32 +45,15 @@ public enum CSVFormat {
 
     /// A cell that a spreadsheet would evaluate (`= + - @`, or a leading tab/CR) gets a leading `'`.
     public static func neutralize(_ field: String) -> String {
-        guard let first = field.utf8.first else { return field }
-        switch first {
-        case UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "@"), 0x09, 0x0D:
-            return "'" + field
-        default:
-            return field
-        }
+        guard let first = field.utf8.first, isFormulaStart(first) else { return field }
+        return "'" + field
     }
 
-    private static func appendField(_ raw: String, to out: inout [UInt8]) {
-        let field = neutralize(raw)
-        var needsQuotes = false
-        for byte in field.utf8 where byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\"") || byte == 0x0A || byte == 0x0D {
-            needsQuotes = true
-            break
+    private static func isFormulaStart(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "@"), 0x09, 0x0D: true
+        default: false
         }
-        guard needsQuotes else {
-            out.append(contentsOf: field.utf8)
-            return
-        }
-        out.append(UInt8(ascii: "\""))
-        for byte in field.utf8 {
-            if byte == UInt8(ascii: "\"") { out.append(byte) }
-            out.append(byte)
-        }
-        out.append(UInt8(ascii: "\""))
     }
 }
 

@@ -242,15 +242,22 @@ public struct PostgresCampaignStore: CampaignStore {
             )
             var claimed: [ClaimedRecipient] = []
             claimed.reserveCapacity(total)
-            for try await (seq, deviceID, userID, token, platform, locale, timezone, variables, attempts, variant, copyIndex) in rows.decode(
-                (Int64, Int64?, String?, String?, String, String?, String?, String?, Int, String?, Int?).self
-            ) {
-                guard let deviceID, let userID, let token, let platform = Platform(rawValue: platform) else { continue }
+            for try await row in rows {
+                var cells = row.makeIterator()
+                guard let seq = cells.next()?.integer, let deviceID = cells.next()?.integer, let userID = cells.next()?.text,
+                    let token = cells.next()?.text, let platform = cells.next()?.text.flatMap(Platform.init(rawValue:))
+                else { continue }
+                let locale = cells.next()?.text
+                let timezone = cells.next()?.text
+                let variables = cells.next()?.text
+                let attempts = cells.next()?.integer ?? 0
+                let variant = cells.next()?.text
+                let copyIndex = cells.next()?.integer ?? 0
                 claimed.append(
                     ClaimedRecipient(
                         seq: seq, deviceID: deviceID, userID: userID, token: token, platform: platform,
                         locale: locale, timezone: timezone, variables: Self.decodeVariables(variables),
-                        variant: variant, copyIndex: copyIndex ?? 0, attempts: attempts
+                        variant: variant, copyIndex: Int(copyIndex), attempts: Int(attempts)
                     )
                 )
             }
@@ -498,6 +505,36 @@ public struct PostgresCampaignStore: CampaignStore {
             progress = RunProgress(pending: pending, inFlight: inFlight, retryWait: retryWait, secondsUntilNextDue: due.map { max(0, $0) })
         }
         return progress
+    }
+
+    /// One `LIMIT 1` probe per lane of `run_recipients_lane_ready_idx` for the earliest due row, and one of
+    /// `run_recipients_inflight_idx`. `progress(runID:)` counts every unfinished row instead: measured at
+    /// 141 ms a call through a 400,000-recipient mixed run, read 34 times by the send loop.
+    public func backlog(runID: Int64) async throws -> RunBacklog {
+        let clock = scheduleClock?()
+        let lanes = ProviderKind.allCases.map(\.rawValue)
+        let rows = try await client.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'in_flight'),
+                   -- greatest() skips NULLs: no due row must stay NULL, not become "due now".
+                   CASE WHEN due.at IS NOT NULL THEN
+                       extract(epoch FROM greatest(due.at, coalesce(to_timestamp(\(clock)::float8), now()))
+                                          - coalesce(to_timestamp(\(clock)::float8), now()))::float8
+                   END
+              FROM (SELECT min(first.at) AS at
+                      FROM unnest(\(lanes)::text[]) AS lane(provider),
+                           LATERAL (SELECT next_attempt_at AS at FROM bugle.run_recipients
+                                     WHERE run_id = \(runID) AND provider = lane.provider
+                                       AND state IN ('pending', 'retry_wait')
+                                     ORDER BY next_attempt_at LIMIT 1) AS first) AS due
+            """,
+            logger: logger
+        )
+        var backlog = RunBacklog(hasInFlight: false, secondsUntilNextDue: nil)
+        for try await (inFlight, due) in rows.decode((Bool, Double?).self) {
+            backlog = RunBacklog(hasInFlight: inFlight, secondsUntilNextDue: due.map { max(0, $0) })
+        }
+        return backlog
     }
 
     @discardableResult

@@ -32,23 +32,22 @@ public struct ReportExporter: Sendable {
             CSVFormat.appendRecord(Self.header, to: &buffer)
             let rows = try await client.query(
                 """
-                SELECT run_id, device_id, user_id, platform, provider, state, outcome_code, provider_message_id, attempts,
-                       locale, variant, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                SELECT run_id::text, device_id::text, user_id, platform, provider, state, outcome_code, provider_message_id,
+                       attempts::text, locale, variant, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                   FROM bugle.run_recipients WHERE run_id = \(runID) ORDER BY seq
                 """,
                 logger: logger
             )
             var count: Int64 = 0
-            for try await (run, device, user, platform, provider, state, code, message, attempts, locale, variant, finished) in rows.decode(
-                (Int64, Int64?, String?, String, String, String, String?, String?, Int, String?, String?, String?).self
-            ) {
-                CSVFormat.appendRecord(
-                    [
-                        String(run), device.map(String.init) ?? "", user ?? "", platform, provider, state, code ?? "", message ?? "",
-                        String(attempts), locale ?? "", variant ?? "", finished ?? "",
-                    ],
-                    to: &buffer
-                )
+            // Every column is text, NULL an empty field: each cell's bytes go straight into the CSV.
+            let empty = ByteBuffer()
+            for try await row in rows {
+                var leadingComma = false
+                for cell in row {
+                    CSVFormat.appendField(utf8: (cell.bytes ?? empty).readableBytesView, leadingComma: leadingComma, to: &buffer)
+                    leadingComma = true
+                }
+                CSVFormat.endRecord(&buffer)
                 count += 1
                 if buffer.count >= 1 << 16 {
                     try output.write(buffer)

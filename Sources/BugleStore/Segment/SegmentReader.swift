@@ -105,39 +105,66 @@ public struct SegmentReader: Sendable {
             extra.isEmpty ? "NULL::text" : "to_jsonb(s)::text",
         ].joined(separator: ", ")
         let pageSQL = "SELECT \(select) FROM \(body) WHERE s.device_id > $1 AND s.device_id <= $2 ORDER BY s.device_id LIMIT $3"
+        let pager = Pager(sql: pageSQL, upper: upper, size: segment.pageSize, extra: extra, logger: logger)
 
-        var last = Int64.min
-        var page: [SegmentRow] = []
-        page.reserveCapacity(segment.pageSize)
-        while true {
+        // The next page is fetched while `onPage` handles this one: PostgreSQL produces rows while Bugle renders or
+        // writes, instead of each waiting for the other (one query at a time on the connection still).
+        var page = try await pager.page(after: Int64.min, connection)
+        // Every paged row has a device_id (the keyset condition excludes NULLs).
+        while let last = page.last?.deviceID {
+            let full = page.count == segment.pageSize
+            async let next = full ? pager.page(after: last, connection) : []
+            scan.pages += 1
+            scan.rowsRead += Int64(page.count)
+            do {
+                try await onPage(page)
+            } catch {
+                _ = try? await next
+                throw error
+            }
+            page = try await next
+        }
+        return scan
+    }
+
+    /// One keyset page query of the segment.
+    private struct Pager: Sendable {
+        var sql: String
+        var upper: Int64
+        var size: Int
+        /// Template-variable columns (read from the row's JSON).
+        var extra: [String]
+        var logger: Logger
+
+        func page(after last: Int64, _ connection: PostgresConnection) async throws -> [SegmentRow] {
             var binds = PostgresBindings(capacity: 3)
             binds.append(last)
             binds.append(upper)
-            binds.append(Int64(segment.pageSize))
-            let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: pageSQL, binds: binds))
-            page.removeAll(keepingCapacity: true)
+            binds.append(Int64(size))
+            let rows: PostgresRowSequence
+            do {
+                rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+            } catch {
+                throw SegmentError(SegmentReader.serverMessage(error))
+            }
+            var page: [SegmentRow] = []
+            page.reserveCapacity(size)
             // Cells are read directly (int8 binary, text as UTF-8 bytes): the generic tuple decoder costs more than
             // the rest of a dry run's per-row work together.
             for try await row in rows {
                 var cells = row.makeIterator()
-                guard let deviceID = Self.int64(cells.next()) else { continue }
-                let userID = Self.text(cells.next())
-                let token = Self.text(cells.next())
-                let platform = Self.text(cells.next())
-                let locale = Self.text(cells.next())
-                let timezone = Self.text(cells.next())
-                let json = Self.text(cells.next())
-                let variables = try json.map { try Self.variables(ofJSONRow: $0, names: extra) } ?? [:]
+                guard let deviceID = cells.next()?.integer else { continue }
+                let userID = cells.next()?.text
+                let token = cells.next()?.text
+                let platform = cells.next()?.text
+                let locale = cells.next()?.text
+                let timezone = cells.next()?.text
+                let json = cells.next()?.text
+                let variables = try json.map { try SegmentReader.variables(ofJSONRow: $0, names: extra) } ?? [:]
                 page.append(SegmentRow(deviceID: deviceID, userID: userID, token: token, platform: platform, locale: locale, timezone: timezone, variables: variables))
-                last = deviceID
             }
-            if page.isEmpty { break }
-            scan.pages += 1
-            scan.rowsRead += Int64(page.count)
-            try await onPage(page)
-            if page.count < segment.pageSize { break }
+            return page
         }
-        return scan
     }
 
     /// Per-statement timeout and, when available, the read-only role, for the current transaction.
@@ -147,21 +174,6 @@ public struct SegmentReader: Sendable {
         if useReaderRole {
             try await exec(connection, "SET LOCAL ROLE bugle_segment_reader")
         }
-    }
-
-    /// A `text` cell's value (binary and text formats are both the UTF-8 bytes).
-    static func text(_ cell: PostgresCell?) -> String? {
-        guard let bytes = cell?.bytes else { return nil }
-        return String(buffer: bytes)
-    }
-
-    /// An `int8` cell's value.
-    static func int64(_ cell: PostgresCell?) -> Int64? {
-        guard let cell, let bytes = cell.bytes else { return nil }
-        if cell.format == .binary, bytes.readableBytes == 8 {
-            return bytes.getInteger(at: bytes.readerIndex, endianness: .big, as: Int64.self)
-        }
-        return Int64(String(buffer: bytes))
     }
 
     /// `(<user sql>\n) AS s` — the newline ends a trailing `--` comment inside the user's SQL.
