@@ -3,14 +3,16 @@ public enum CSVFormat {
     /// Appends one record (CRLF-terminated) to `out`.
     public static func appendRecord(_ fields: [String], to out: inout [UInt8]) {
         for (index, field) in fields.enumerated() {
-            appendField(utf8: field.utf8, leadingComma: index > 0, to: &out)
+            var field = field
+            field.withUTF8 { appendField(utf8: UnsafeRawBufferPointer($0), leadingComma: index > 0, to: &out) }
         }
         endRecord(&out)
     }
 
     /// Appends one field given as UTF-8 bytes, neutralised and quoted as needed, preceded by a comma unless it
-    /// starts its record. With ``endRecord(_:)``, writes records without building a string per cell.
-    public static func appendField<Bytes: Collection<UInt8>>(utf8 field: Bytes, leadingComma: Bool, to out: inout [UInt8]) {
+    /// starts its record. With ``endRecord(_:)``, writes records without building a string per cell (a raw buffer,
+    /// not a generic collection: the report writes 12 fields per recipient).
+    public static func appendField(utf8 field: UnsafeRawBufferPointer, leadingComma: Bool, to out: inout [UInt8]) {
         if leadingComma { out.append(UInt8(ascii: ",")) }
         var needsQuotes = false
         for byte in field where byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\"") || byte == 0x0A || byte == 0x0D {

@@ -40,11 +40,14 @@ public struct ReportExporter: Sendable {
             )
             var count: Int64 = 0
             // Every column is text, NULL an empty field: each cell's bytes go straight into the CSV.
-            let empty = ByteBuffer()
             for try await row in rows {
                 var leadingComma = false
                 for cell in row {
-                    CSVFormat.appendField(utf8: (cell.bytes ?? empty).readableBytesView, leadingComma: leadingComma, to: &buffer)
+                    if let bytes = cell.bytes {
+                        bytes.withUnsafeReadableBytes { CSVFormat.appendField(utf8: $0, leadingComma: leadingComma, to: &buffer) }
+                    } else if leadingComma {
+                        buffer.append(UInt8(ascii: ","))
+                    }
                     leadingComma = true
                 }
                 CSVFormat.endRecord(&buffer)
