@@ -39,8 +39,12 @@
 # benchmark. h2load posts N messages to the FCM endpoint with a simulator-minted access token as the ceiling
 # (mixed also prints the APNs ceiling).
 #
+# resume: a mixed run of N devices killed with SIGKILL at half its deliveries, then `bugle resume`: seconds to the
+# first send after resuming, seconds to finish, and the peak RSS of both processes.
+#
 # Needs a release build: swift build -c release --product bugle (the script builds it when missing), or BUGLE_BIN
-# (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure.
+# (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
+# throwaway cluster's port, so two benchmarks can run side by side.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -64,7 +68,7 @@ while [ $# -gt 0 ]; do
     --quiet) quiet="$2"; shift ;;
     --devices) devices="$2"; shift ;;
     --runs) runs="$2"; shift ;;
-    -h|--help) sed -n 2,43p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,47p "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 1 ;;
   esac
   shift
