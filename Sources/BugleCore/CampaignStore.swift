@@ -188,11 +188,14 @@ public struct LeaseRenewal: Sendable, Equatable {
     public var liveWorkers: Int
     /// In-flight rows of expired workers recovered by this renewal.
     public var recoveredInFlight: Int64
+    /// When not held: the run's status (`completed` when another worker finished it), nil when unknown.
+    public var runStatus: RunStatus?
 
-    public init(held: Bool, liveWorkers: Int, recoveredInFlight: Int64) {
+    public init(held: Bool, liveWorkers: Int, recoveredInFlight: Int64, runStatus: RunStatus? = nil) {
         self.held = held
         self.liveWorkers = liveWorkers
         self.recoveredInFlight = recoveredInFlight
+        self.runStatus = runStatus
     }
 }
 

@@ -146,8 +146,12 @@ public struct CampaignRunner: Sendable {
                     try await store.renewLease(lease, ttlSeconds: ttl)
                 }
                 guard renewal.held else {
-                    logger.error("lease lost: the run was taken over, paused or finished elsewhere")
-                    control.requestStop(.leaseLost)
+                    if renewal.runStatus == .completed {
+                        logger.info("the run was completed by another worker")
+                    } else {
+                        logger.error("lease lost: the run was taken over, paused or finished elsewhere")
+                    }
+                    control.requestStop(.leaseLost(renewal.runStatus))
                     return
                 }
                 control.leaseRenewed()
@@ -159,7 +163,7 @@ public struct CampaignRunner: Sendable {
                 logger.warning("lease renewal failed", metadata: ["error": "\(error)"])
                 if control.secondsSinceRenewal > Double(ttl) / 2 {
                     logger.error("lease not renewed for half its TTL: no more requests")
-                    control.requestStop(.leaseLost)
+                    control.requestStop(.leaseLost(nil))
                     return
                 }
             }
@@ -211,7 +215,7 @@ public struct CampaignRunner: Sendable {
                 if stop == nil, let request = control.stopRequest {
                     switch request {
                     case .interrupted(let why): stop = .interrupted(why)
-                    case .leaseLost: stop = .fenced(nil)
+                    case .leaseLost(let status): stop = .fenced(status)
                     }
                 }
                 if stop == nil, let notAfter, Date().timeIntervalSince1970 >= notAfter.secondsSince1970 {

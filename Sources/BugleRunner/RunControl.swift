@@ -1,3 +1,4 @@
+import BugleCore
 import Synchronization
 
 /// Requests from outside the send loop — a graceful stop (Ctrl-C, SIGTERM) or a lost lease — and when the lease
@@ -9,8 +10,9 @@ public final class RunControl: Sendable {
     public enum StopRequest: Sendable, Equatable {
         /// The operator asked to stop: drain in-flight answers, record them, end paused.
         case interrupted(String)
-        /// The lease could not be renewed in time or was taken over: stop opening requests.
-        case leaseLost
+        /// The lease could not be renewed in time or was taken over: stop opening requests. Carries the run's
+        /// status when the run ended elsewhere (`completed` by another worker, `paused` by a halt).
+        case leaseLost(RunStatus?)
     }
 
     private let state = Mutex<StopRequest?>(nil)

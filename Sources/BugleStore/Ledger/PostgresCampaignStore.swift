@@ -90,7 +90,11 @@ public struct PostgresCampaignStore: CampaignStore {
             )
             var held = false
             for try await _ in rows { held = true }
-            guard held else { return LeaseRenewal(held: false, liveWorkers: 0, recoveredInFlight: 0) }
+            guard held else {
+                // Not running any more: say how it ended, so a worker whose peer completed the run ends completed.
+                let status = try await status(of: lease.runID, connection)
+                return LeaseRenewal(held: false, liveWorkers: 0, recoveredInFlight: 0, runStatus: status)
+            }
             // Peers that stopped renewing are reaped here, so their recipients are taken over within a renewal interval of expiry.
             let reaped = try await Self.reapExpired(runID: lease.runID, connection, logger: logger)
             let recovered = reaped.isEmpty ? 0 : try await Self.recoverUnheld(runID: lease.runID, connection, logger: logger)
