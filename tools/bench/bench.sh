@@ -40,7 +40,8 @@
 # (mixed also prints the APNs ceiling).
 #
 # resume: a mixed run of N devices killed with SIGKILL at half its deliveries, then `bugle resume`: seconds to the
-# first send after resuming, seconds to finish, and the peak RSS of both processes.
+# first send after resuming, seconds to finish, and the peak RSS of both processes. BENCH_RESUME_FIRST_ONLY=1 stops
+# the resume a second after its first send (for 10M, where finishing takes another half hour).
 #
 # Needs a release build: swift build -c release --product bugle (the script builds it when missing), or BUGLE_BIN
 # (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
@@ -350,13 +351,25 @@ if [ "$mode" = resume ]; then
     run_id=$("${PSQL[@]}" -t -A -c "SELECT max(id) FROM bugle.runs")
     spec_a="$WORK/apns.jsonl:$(stat -c %s "$WORK/apns.jsonl")"; spec_f="$WORK/fcm.jsonl:$(stat -c %s "$WORK/fcm.jsonl")"
     t0=$(date +%s.%N)
-    /usr/bin/time -f '%M' -o "$WORK/resume.rss" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
+    if [ -n "${BENCH_RESUME_FIRST_ONLY:-}" ]; then
+      # Only the time to the first send: stop the resume once the record files grow (its RSS is then partial).
+      /usr/bin/time -f '%M' -o "$WORK/resume.rss" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 &
+      rpid=$!
+      size_a=${spec_a##*:}; size_f=${spec_f##*:}
+      for _ in $(seq 1200); do
+        [ "$(stat -c %s "$WORK/apns.jsonl")" -gt "$size_a" ] || [ "$(stat -c %s "$WORK/fcm.jsonl")" -gt "$size_f" ] && break
+        sleep 0.1
+      done
+      sleep 1; pkill -9 -P "$rpid" 2>/dev/null || true; wait "$rpid" 2>/dev/null || true
+    else
+      /usr/bin/time -f '%M' -o "$WORK/resume.rss" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
+    fi
     t1=$(date +%s.%N)
     firsts+=("$(first_record_after "$t0" "$spec_a" "$spec_f")")
     totals+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')")
     rss_run+=("$(awk '/^[0-9]+$/ {printf "%.1f", $1 / 1024}' "$WORK/run.rss")")
     rss_resume+=("$(awk '/^[0-9]+$/ {printf "%.1f", $1 / 1024}' "$WORK/resume.rss")")
-    "${PSQL[@]}" -t -A -c "SELECT 'resume: run ' || id || ' ended ' || status FROM bugle.runs WHERE id = $run_id" >&2
+    [ -n "${BENCH_RESUME_FIRST_ONLY:-}" ] || "${PSQL[@]}" -t -A -c "SELECT 'resume: run ' || id || ' ended ' || status FROM bugle.runs WHERE id = $run_id" >&2
   done
   kill "$SIMPID" 2>/dev/null || true
   printf '%-36s %s\n' "mode" "resume, $n devices killed at half ($runs runs, medians)"
