@@ -13,16 +13,28 @@ cd "$(dirname "$0")/.."
 timing=(PacingIntegrationTests LegacyAPNsCampaignTests LegacyAPNsLaneTests FCMCampaignTests CrashRecoveryTests DeadlineTests DatabaseFaultTests)
 optimized=(-c release --scratch-path .build-release -Xswiftc -enable-testing -Xswiftc -DBUGLE_FAILPOINTS)
 failed=()
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+
+# Runs one phase with its output also kept in a log, so the end of the script can name the failing tests
+# (a CI log often shows only its last lines).
+phase() {
+  local name=$1; shift
+  "$@" 2>&1 | tee "$log_dir/$name.log"
+  return "${PIPESTATUS[0]}"
+}
 
 swift build --build-tests
-swift test --skip-build "$@" || failed+=("parallel phase")
+phase parallel swift test --skip-build "$@" || failed+=("parallel phase")
 
 swift build "${optimized[@]}" --build-tests
 for suite in "${timing[@]}"; do
-  BUGLE_TIMING_TESTS=1 swift test "${optimized[@]}" --skip-build --filter "$suite" "$@" || failed+=("$suite")
+  BUGLE_TIMING_TESTS=1 phase "$suite" swift test "${optimized[@]}" --skip-build --filter "$suite" "$@" || failed+=("$suite")
 done
 
 if ((${#failed[@]})); then
+  echo "tools/test.sh: failing tests and their recorded issues:" >&2
+  grep -h -E '✘|: error: |recorded an issue' "$log_dir"/*.log | head -n 60 >&2 || true
   echo "tools/test.sh: failed: ${failed[*]}" >&2
   exit 1
 fi

@@ -220,8 +220,10 @@ public protocol CampaignStore: Sendable {
     /// late). They were never sent. Safe whenever it runs: rows of attempts that answered are never touched.
     /// - Returns: how many were handed back.
     func releaseUnheld(_ lease: Lease, claimIDs: [Int64]) async throws -> Int64
-    /// Counts of unfinished recipients (reads every unfinished row: for the start of a run, not its loop).
-    func progress(runID: Int64) async throws -> RunProgress
+    /// Counts of unfinished recipients (reads every unfinished row: for the start of a run, not its loop). The
+    /// count is of one snapshot, fixed before `snapshotTaken` is called and before the slow count begins: writes
+    /// made after `snapshotTaken` returns are not in it.
+    func progress(runID: Int64, snapshotTaken: @escaping @Sendable () async -> Void) async throws -> RunProgress
     /// Whether unfinished recipients remain, and when the next is due: a few index probes, whatever the run's size.
     func backlog(runID: Int64) async throws -> RunBacklog
     /// Ends the lease. `completed`, `cancelled` and `failed` end the run, as does `paused` with `lastWorkerOnly`

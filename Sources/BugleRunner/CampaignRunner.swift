@@ -108,13 +108,18 @@ public struct CampaignRunner: Sendable {
             }
             if let progress {
                 // Counting what is left reads every unfinished row (seconds for a resumed 10,000,000-recipient run):
-                // the display learns it beside the first sends instead of before them, and never fails the run.
+                // the display learns it beside the first sends instead of before them, and never fails the run. The
+                // sends wait only for the count's snapshot (one round trip), so none of them is missing from it.
+                let (snapshot, taken) = AsyncStream<Never>.makeStream()
                 group.addTask { [self] in
-                    if let left = try? await withDatabaseRetry("reading progress", { try await store.progress(runID: runID) }) {
-                        progress.start(remaining: left.pending + left.inFlight + left.retryWait)
+                    defer { taken.finish() }
+                    let left = try? await withDatabaseRetry("reading progress") {
+                        try await store.progress(runID: runID, snapshotTaken: { taken.finish() })
                     }
+                    if let left { progress.start(remaining: left.pending + left.inFlight + left.retryWait) }
                     return nil
                 }
+                for await _ in snapshot {}
             }
             group.addTask { [self] in
                 try await sendLoop(lease)

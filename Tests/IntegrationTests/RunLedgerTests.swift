@@ -367,4 +367,34 @@ struct RunLedgerTests {
             #expect(seen == ["in_flight:1:8", "retry_wait:0:6"])
         }
     }
+
+    @Test("the progress count reads the snapshot fixed before snapshotTaken: outcomes recorded after it still count as left")
+    func progressCountIsOfTheSnapshotBeforeTheSends() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 20)
+            let campaign = Support.campaign(name: "progress-snapshot", window: 20, policy: .resend)
+            let (runID, store) = try await Support.materializedRun(client, campaign)
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            let before = try #require(
+                try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'pending'", as: Int64.self
+                )
+            )
+            #expect(before > 5)
+            // The send loop starts when snapshotTaken is called: claim and record 5 sends from another session then.
+            let progress = try await store.progress(runID: runID) {
+                guard case .claimed(let claimed) = try? await store.claim(lease, limits: [.apns: 5, .fcm: 0], claimID: 1) else {
+                    Issue.record("no claim")
+                    return
+                }
+                let recorded = try? await store.record(lease, outcomes: claimed.map { RecipientOutcome(seq: $0.seq, state: .sent, code: "delivered") })
+                #expect(claimed.count == 5 && recorded == true)
+            }
+            #expect(progress.pending == before && progress.inFlight == 0 && progress.retryWait == 0)
+            let after = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'pending'", as: Int64.self
+            )
+            #expect(after == before - 5)
+        }
+    }
 }

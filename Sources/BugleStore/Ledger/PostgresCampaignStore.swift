@@ -489,9 +489,28 @@ public struct PostgresCampaignStore: CampaignStore {
 
     // MARK: Progress and finish
 
-    public func progress(runID: Int64) async throws -> RunProgress {
+    public func progress(runID: Int64, snapshotTaken: @escaping @Sendable () async -> Void) async throws -> RunProgress {
+        try await client.withConnection { connection in
+            // The count may take seconds at 10,000,000 recipients; the snapshot it reads is fixed first, so the sends
+            // that start once `snapshotTaken` is called are not already missing from it.
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+            do {
+                try await connection.query("SELECT pg_current_snapshot()", logger: logger)
+                await snapshotTaken()
+                let progress = try await progress(runID: runID, on: connection)
+                try await connection.query("COMMIT", logger: logger)
+                return progress
+            } catch {
+                // A connection left inside this transaction must not go back to the pool.
+                do { try await connection.query("ROLLBACK", logger: logger) } catch { try? await connection.close() }
+                throw error
+            }
+        }
+    }
+
+    private func progress(runID: Int64, on connection: PostgresConnection) async throws -> RunProgress {
         let clock = scheduleClock?()
-        let rows = try await client.query(
+        let rows = try await connection.query(
             """
             SELECT count(*) FILTER (WHERE state = 'pending')::bigint,
                    count(*) FILTER (WHERE state = 'in_flight')::bigint,
