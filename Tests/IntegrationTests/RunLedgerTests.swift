@@ -35,6 +35,8 @@ struct RunLedgerTests {
             #expect(firstSeen == 1_000, "the earlier listing of a token is the one kept")
             let collapsed = try await Support.scalar(client, "SELECT duplicates_collapsed FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
             #expect(collapsed == 333)
+            // The dry run's count (one aggregate in PostgreSQL) agrees with what the real run collapsed.
+            #expect(try await reader.duplicateTokenCount() == 333)
         }
     }
 

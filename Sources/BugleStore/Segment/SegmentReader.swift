@@ -253,7 +253,13 @@ extension SegmentReader {
     public func duplicateTokenCount() async throws -> Int64 {
         try await client.withConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
-                let sql = "SELECT (count(*) - count(DISTINCT (lower(s.platform::text), s.token::text)))::bigint FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
+                // One text key per row under the "C" collation: a byte comparison per sort step. The pair of columns
+                // under the database's collation sorted 3.4 times slower at 1,000,000 rows (6.6 s against 1.9 s, with
+                // C.UTF-8; more with a linguistic collation). No valid platform holds a newline.
+                let sql = """
+                    SELECT (count(*) - count(DISTINCT (lower(s.platform::text) || E'\\n' || s.token::text) COLLATE "C"))::bigint \
+                    FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.platform IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1
+                    """
                 var count: Int64 = 0
                 for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds(1))).decode((Int64,).self) {
                     count = value
