@@ -50,9 +50,11 @@ struct LegacyAPNsLaneTests {
             #expect(simulator.accepted().count == 298)
             let statistics = lane.statistics()
             #expect(statistics.connections == 3)
-            // First connection: at most the 289 frames after token 10. Second: a burst of at most 32 frames from
-            // token 11, so at most the 22 after token 20 are discarded (without the ramp: up to 279).
-            #expect(statistics.resent <= 289 + 22)
+            // The 300 concurrent sends reach the lane in roughly, not exactly, token order. First connection: at
+            // most the 299 frames written after token 10. Second: one burst of at most 32 frames, so at most the 31
+            // after token 20 are discarded. Without the ramp the second connection writes every resend at once and
+            // discards up to 288 after token 20 (measured in order: 289 + 22; a send overtaking token 10 adds one).
+            #expect(statistics.resent <= 299 + 31)
         }
     }
 
