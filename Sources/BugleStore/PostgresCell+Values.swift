@@ -21,3 +21,73 @@ extension PostgresCell {
         }
     }
 }
+
+/// A one-dimensional array cell in PostgreSQL's binary format (`array_send`): a header (dimensions, a has-NULLs flag,
+/// the element type), then each element as a 4-byte length (-1 for NULL) and its bytes. Segment pages arrive as one
+/// row of such arrays, so a page of 5,000 rows is one message to decode rather than 5,000.
+struct PostgresBinaryArray {
+    private var buffer: ByteBuffer
+    private var column: String
+    /// Elements in the array.
+    let count: Int
+
+    /// - Returns: nil for a NULL cell; throws for anything but a binary one-dimensional array.
+    init?(_ cell: PostgresCell) throws {
+        guard var buffer = cell.bytes else { return nil }
+        guard cell.format == .binary,
+              let dimensions = buffer.readInteger(endianness: .big, as: Int32.self),
+              buffer.readInteger(endianness: .big, as: Int32.self) != nil,
+              buffer.readInteger(endianness: .big, as: UInt32.self) != nil
+        else { throw MalformedArray(column: cell.columnName) }
+        switch dimensions {
+        case 0:
+            count = 0
+        case 1:
+            guard let size = buffer.readInteger(endianness: .big, as: Int32.self), size >= 0,
+                  buffer.readInteger(endianness: .big, as: Int32.self) != nil
+            else { throw MalformedArray(column: cell.columnName) }
+            count = Int(size)
+        default:
+            throw MalformedArray(column: cell.columnName)
+        }
+        self.buffer = buffer
+        self.column = cell.columnName
+    }
+
+    /// The elements as text (UTF-8 bytes); NULL → nil.
+    func texts() throws -> [String?] {
+        var values: [String?] = []
+        values.reserveCapacity(count)
+        try forEachElement { values.append($0.map { String(buffer: $0) }) }
+        return values
+    }
+
+    /// The elements as `int8`; NULL (or another width) → nil.
+    func integers() throws -> [Int64?] {
+        var values: [Int64?] = []
+        values.reserveCapacity(count)
+        try forEachElement { element in
+            values.append(element.flatMap { $0.readableBytes == 8 ? $0.getInteger(at: $0.readerIndex, endianness: .big, as: Int64.self) : nil })
+        }
+        return values
+    }
+
+    /// Calls `element` with each element's bytes, nil for NULL.
+    private func forEachElement(_ element: (ByteBuffer?) -> Void) throws {
+        var bytes = buffer
+        for _ in 0..<count {
+            guard let length = bytes.readInteger(endianness: .big, as: Int32.self) else { throw MalformedArray(column: column) }
+            guard length >= 0 else {
+                element(nil)
+                continue
+            }
+            guard let slice = bytes.readSlice(length: Int(length)) else { throw MalformedArray(column: column) }
+            element(slice)
+        }
+    }
+
+    struct MalformedArray: Error, CustomStringConvertible {
+        var column: String
+        var description: String { "the server sent a malformed array in column \(column)" }
+    }
+}

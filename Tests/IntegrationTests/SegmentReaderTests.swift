@@ -107,4 +107,32 @@ struct SegmentReaderTests {
             #expect(rows.first?.variables["points"] == .some("42"))
         }
     }
+
+    @Test("NULLs, empty strings and awkward text in every column survive a page's arrays, rows in device order")
+    func pageArraysKeepEveryValue() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            // Rows listed out of order, pages of 2: the reader must return them by device_id whatever the input order.
+            let sql = """
+                SELECT * FROM (VALUES
+                  (5::bigint, NULL::text, 'tok,5'::text, 'ios'::text, NULL::text, 'Europe/Berlin'::text, 'x'::text),
+                  (1, 'u"1', NULL, 'android', 'pt-BR', NULL, NULL),
+                  (3, '', '', NULL, 'ünï{}', '', '{"a": [1, 2]}'),
+                  (2, 'user\\2', 'tok 2', 'web', 'en', 'UTC', 'ça, "va"')
+                ) AS v(device_id, user_id, token, platform, locale, timezone, note)
+                """
+            let campaign = LedgerTestSupport.campaign(sql: sql, pageSize: 2)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            var pages: [[SegmentRow]] = []
+            let scan = try await reader.read { pages.append($0) }
+            #expect(scan.rowsRead == 4)
+            #expect(pages.map { $0.map(\.deviceID) } == [[1, 2], [3, 5]])
+            let rows = pages.flatMap { $0 }
+            #expect(rows.map(\.userID) == ["u\"1", "user\\2", "", nil])
+            #expect(rows.map(\.token) == [nil, "tok 2", "", "tok,5"])
+            #expect(rows.map(\.platform) == ["android", "web", nil, "ios"])
+            #expect(rows.map(\.locale) == ["pt-BR", "en", "ünï{}", nil])
+            #expect(rows.map(\.timezone) == [nil, "UTC", "", "Europe/Berlin"])
+            #expect(rows.map { $0.variables["note"] } == [.some(nil), .some("ça, \"va\""), .some("{\"a\": [1, 2]}"), .some("x")])
+        }
+    }
 }
