@@ -22,7 +22,10 @@ public struct DryRunReport: Sendable {
     /// One rendered request per platform (body JSON, and APNs headers), for the operator to eyeball.
     public private(set) var samples: [Platform: PushRequest] = [:]
 
+    /// Renders every row; its `apns-id`s are placeholders of the real length (a dry run's ids are not the real run's).
     private let composer: NotificationComposer
+    /// Renders the samples, with derived `apns-id`s as a run would send them.
+    private let sampleComposer: NotificationComposer
     private let planner: RecipientPlanner
     private let now: Int
     private let iosTransport: IOSTransport
@@ -32,7 +35,8 @@ public struct DryRunReport: Sendable {
 
     /// - Parameter now: UNIX seconds used for `apns-expiration` in samples.
     public init(campaign: Campaign, now: Int) {
-        self.composer = NotificationComposer(campaign: campaign, runID: 0)
+        self.composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
+        self.sampleComposer = NotificationComposer(campaign: campaign, runID: 0)
         self.planner = RecipientPlanner(campaign: campaign, now: Instant(secondsSince1970: Double(now)))
         self.iosTransport = campaign.iosTransport
         self.now = now
@@ -92,7 +96,12 @@ public struct DryRunReport: Sendable {
                     }
                 case .success(let request):
                     let slot = Self.slot(of: recipient.platform)
-                    if sends[slot] == 0, samples[recipient.platform] == nil { samples[recipient.platform] = request }
+                    if sends[slot] == 0, samples[recipient.platform] == nil {
+                        samples[recipient.platform] = (try? sampleComposer.compose(
+                            seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
+                            selection: selection, attempt: 1, now: now
+                        ).get()) ?? request
+                    }
                     sends[slot] += 1
                     largest[slot] = max(largest[slot], request.body.count)
                     perLocale[planned.locale, default: 0] += 1

@@ -1,4 +1,5 @@
 import BugleCore
+import BugleRunner
 import Foundation
 import Testing
 
@@ -173,6 +174,25 @@ struct PayloadTests {
             .compose(seq: 1, deviceID: 1, token: "aabb", platform: .ios, locale: "en", attempt: 1, now: 0).get()
         #expect(direct.apns != nil)
         #expect(try Self.object(direct.body)["aps"] != nil)
+    }
+
+    @Test("without derived ids every apns-id is the placeholder, the same length; the dry run's samples carry derived ids")
+    func placeholderAPNsIDs() throws {
+        let campaign = Campaign(
+            name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"), message: Self.template(), delivery: DeliveryOptions())
+        let token = String(repeating: "ab", count: 32)
+        let derived = try NotificationComposer(campaign: campaign, runID: 0)
+            .compose(seq: 2, deviceID: 7, token: token, platform: .ios, locale: "en", attempt: 1, now: 0).get()
+        let placeholder = try NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
+            .compose(seq: 2, deviceID: 7, token: token, platform: .ios, locale: "en", attempt: 1, now: 0).get()
+        #expect(placeholder.apns?.apnsID == NotificationComposer.placeholderAPNsID)
+        #expect(derived.apns?.apnsID == NotificationID.apnsID(runID: 0, seq: 2))
+        #expect(placeholder.apns?.apnsID.utf8.count == derived.apns?.apnsID.utf8.count)
+        #expect(placeholder.body == derived.body)
+
+        var report = DryRunReport(campaign: campaign, now: 0)
+        _ = report.add([SegmentRow(deviceID: 1, userID: "u", token: "zz", platform: "ios"), SegmentRow(deviceID: 2, userID: "u", token: token, platform: "ios")], csv: false)
+        #expect(report.samples[.ios]?.apns?.apnsID == NotificationID.apnsID(runID: 0, seq: 2))
     }
 
     @Test("FCM size excludes the token: a 4096-byte message passes whatever the token length")

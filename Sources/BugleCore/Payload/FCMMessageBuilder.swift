@@ -148,7 +148,8 @@ public struct FCMBodyTemplate: Sendable, Equatable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(prefix.count + token.utf8.count + suffix.count)
         bytes.append(contentsOf: prefix)
-        if token.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+        let plain: (UInt8) -> Bool = { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        if token.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(plain) }) ?? token.utf8.allSatisfy(plain) {
             bytes.append(contentsOf: token.utf8)
         } else {
             var json = JSONWriter(capacity: token.utf8.count + 8)

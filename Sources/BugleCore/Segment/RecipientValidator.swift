@@ -36,8 +36,10 @@ public enum RecipientValidator {
         case .ios:
             let utf8 = token.utf8
             guard iosTokenLength.contains(utf8.count), utf8.count % 2 == 0 else { return nil }
-            // Fast path: already canonical (lowercase hex) — no copy.
-            if utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) { return token }
+            // Fast path: already canonical (lowercase hex) — no copy. Read as contiguous bytes where the string has
+            // them (a loop over a buffer, not the UTF-8 view's iterator).
+            let isLowerHex: (UInt8) -> Bool = { $0 &- 0x30 < 10 || $0 &- 0x61 < 6 }
+            if utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(isLowerHex) }) ?? utf8.allSatisfy(isLowerHex) { return token }
             var lowered = [UInt8]()
             lowered.reserveCapacity(utf8.count)
             for byte in utf8 {
@@ -57,17 +59,20 @@ public enum RecipientValidator {
     public static func fcmToken(_ token: String) -> String? {
         let utf8 = token.utf8
         guard !utf8.isEmpty, utf8.count <= fcmTokenMaxLength else { return nil }
-        for byte in utf8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"),
-                UInt8(ascii: "."):
-                continue
-            default:
-                return nil
-            }
+        let valid = utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isFCMTokenByte) } ?? utf8.allSatisfy(isFCMTokenByte)
+        return valid ? token : nil
+    }
+
+    /// A byte an FCM registration token may hold: `0-9 a-z A-Z _ - : .`.
+    private static func isFCMTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"),
+            UInt8(ascii: "."):
+            true
+        default:
+            false
         }
-        return token
     }
 
     /// True for an iOS token that is an FCM registration token (`<instance id>:<token>`) rather than an APNs device
