@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -220,6 +220,30 @@ extension Migration {
               run_id bigint NOT NULL REFERENCES bugle.runs(id) ON DELETE CASCADE, variant text NOT NULL,
               status text NOT NULL, count bigint NOT NULL, PRIMARY KEY (run_id, variant, status))
             """,
+        ]
+    )
+
+    /// Version 10: cheaper materialization, measured per page of 5,000 rows (README, "Where PostgreSQL's time goes").
+    /// - The ledger's foreign key to `runs` is dropped: its per-row check (a trigger and a `FOR KEY SHARE` probe of the
+    ///   run for every inserted row) was half of a ledger insert, about 40 of 80 ms a page. The insert now checks the
+    ///   run once per statement, and deleting a run still deletes its ledger (a trigger on `runs`, as the cascade did).
+    /// - `run_tokens` is dropped: inserting every token into its unique index of long keys cost about 85 ms a page.
+    ///   Duplicate tokens are found once the whole segment is in the ledger, before the run becomes `ready`.
+    public static let cheaperMaterialization = Migration(
+        version: 10,
+        name: "cheaper_materialization",
+        statements: [
+            "ALTER TABLE bugle.run_recipients DROP CONSTRAINT IF EXISTS run_recipients_run_id_fkey",
+            """
+            CREATE FUNCTION bugle.delete_run_ledger() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              DELETE FROM bugle.run_recipients WHERE run_id = OLD.id;
+              RETURN OLD;
+            END
+            $$
+            """,
+            "CREATE TRIGGER runs_delete_ledger AFTER DELETE ON bugle.runs FOR EACH ROW EXECUTE FUNCTION bugle.delete_run_ledger()",
+            "DROP TABLE bugle.run_tokens",
         ]
     )
 }

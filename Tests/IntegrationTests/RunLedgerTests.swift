@@ -40,6 +40,33 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("the ledger without a foreign key: rows are only written into a materializing run, and deleting a run deletes its ledger")
+    func ledgerFollowsItsRun() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 300)
+            let campaign = Support.campaign(pageSize: 100)
+            let repository = RunRepository(client: client, logger: Support.logger)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            let materializer = Materializer(client: client, logger: Support.logger)
+
+            let cancelled = try await repository.createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            _ = try await client.query("UPDATE bugle.runs SET status = 'cancelled' WHERE id = \(cancelled)", logger: Support.logger).collect()
+            let none = try await materializer.materialize(runID: cancelled, campaign: campaign, reader: reader)
+            #expect(none.recipients == 0)
+            #expect(try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(cancelled)", as: Int64.self) == 0)
+            #expect(try await Support.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(cancelled)", as: String.self) == "cancelled")
+
+            let kept = try await repository.createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            let deleted = try await repository.createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            for run in [kept, deleted] {
+                #expect(try await materializer.materialize(runID: run, campaign: campaign, reader: reader).recipients == 300)
+            }
+            _ = try await client.query("DELETE FROM bugle.runs WHERE id = \(deleted)", logger: Support.logger).collect()
+            #expect(try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(deleted)", as: Int64.self) == 0)
+            #expect(try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(kept)", as: Int64.self) == 300)
+        }
+    }
+
     @Test("every live recipient delivered once, dead tokens deactivated, invalid rows skipped; CSV and summary agree")
     func endToEnd() async throws {
         try await Support.withFreshDatabase { client in
