@@ -21,7 +21,10 @@ struct HTTP2KeepaliveTests {
         tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: fixture.keyFile, format: .pem))
         var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: fixture.port, connections: 1, tls: tls, serviceName: "APNs")
         configuration.pingInterval = pingInterval
-        configuration.pingTimeout = .milliseconds(300)
+        // Long enough that a starved test machine (the whole suite runs in parallel) answers every PING in time: a
+        // 300 ms timeout once closed the live connection under a request (`notWritten`); the silent peer is still
+        // found within 2.2 s, well inside `waitUntilClosed`'s 10 s.
+        configuration.pingTimeout = .seconds(2)
         return try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
     }
 
@@ -52,7 +55,7 @@ struct HTTP2KeepaliveTests {
             #expect(try await Self.send(pool, fixture: fixture, index: 1, within: 10).status == 200)
             #expect(fixture.simulator.counters().connections == 1)
             await fixture.simulator.silenceOpenConnections()
-            // PING at most 200 ms later, unanswered for 300 ms: the pool closes that connection...
+            // PING at most 200 ms later, unanswered for 2 s: the pool closes that connection...
             #expect(try await Self.waitUntilClosed(pool), "the silent connection was never closed")
             // ...and the next request goes out on a new one.
             #expect(try await Self.send(pool, fixture: fixture, index: 2, within: 10).status == 200)
