@@ -40,6 +40,29 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("a segment listing every device twice: each token is one recipient, the first listing kept")
+    func everyTokenTwice() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 2_000)
+            let sql = """
+                SELECT d.id * 2 AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d
+                UNION ALL
+                SELECT d.id * 2 + 1, d.user_id, d.token, d.platform FROM bugle.devices d
+                """
+            let campaign = Support.campaign(sql: sql, pageSize: 500)
+            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            let report = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            #expect(report.recipients == 2_000)
+            #expect(report.skipped[.duplicateToken] == 2_000)
+            let kept = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id % 2 = 0", as: Int64.self)
+            #expect(kept == 2_000)
+            let all = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
+            #expect(all == 2_000)
+            #expect(try await reader.duplicateTokenCount() == 2_000)
+        }
+    }
+
     @Test("the ledger without a foreign key: rows are only written into a materializing run, and deleting a run deletes its ledger")
     func ledgerFollowsItsRun() async throws {
         try await Support.withFreshDatabase { client in
