@@ -11,55 +11,47 @@ import Testing
 struct RunLedgerTests {
     typealias Support = LedgerTestSupport
 
-    @Test("a token listed twice, on the same page or pages apart, becomes one recipient; the rest are counted as collapsed")
-    func duplicateTokensCollapseAcrossPages() async throws {
-        try await Support.withFreshDatabase { client in
-            try await Support.seed(client, count: 1_000)
-            // Every third device appears a second time under another device id: right after itself (the same page)
-            // or about two pages later (a page read while the first one's insert may still be running).
-            let sql = """
-                SELECT d.id * 2 AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d
-                UNION ALL
-                SELECT d.id * 2 + CASE WHEN d.id % 6 = 0 THEN 1 ELSE 101 END, d.user_id, d.token, d.platform
-                  FROM bugle.devices d WHERE d.id % 3 = 0
-                """
-            let campaign = Support.campaign(sql: sql, pageSize: 50)
-            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
-            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
-            let report = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
-            #expect(report.recipients == 1_000)
-            #expect(report.skipped[.duplicateToken] == 333)
-            let rows = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
-            #expect(rows == 1_000)
-            let firstSeen = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id % 2 = 0", as: Int64.self)
-            #expect(firstSeen == 1_000, "the earlier listing of a token is the one kept")
-            let collapsed = try await Support.scalar(client, "SELECT duplicates_collapsed FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
-            #expect(collapsed == 333)
-            // The dry run's count (one aggregate in PostgreSQL) agrees with what the real run collapsed.
-            #expect(try await reader.duplicateTokenCount() == 333)
-        }
+    /// A segment that lists some devices a second time under another device id (an even id first, an odd one again).
+    struct Relisting: Sendable, CustomTestStringConvertible {
+        var devices: Int
+        /// The segment's second branch: the devices listed again, under their second device id.
+        var again: String
+        var pageSize: Int
+        var duplicates: Int64
+        var testDescription: String { "\(devices) devices, \(duplicates) listed again, pages of \(pageSize)" }
+
+        static let cases = [
+            // Every third device, right after itself (the same page) or about two pages later (a page read while the
+            // first one's insert may still be running).
+            Relisting(
+                devices: 1_000,
+                again: "SELECT d.id * 2 + CASE WHEN d.id % 6 = 0 THEN 1 ELSE 101 END, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.id % 3 = 0",
+                pageSize: 50, duplicates: 333),
+            // Every device: every hash repeats.
+            Relisting(devices: 2_000, again: "SELECT d.id * 2 + 1, d.user_id, d.token, d.platform FROM bugle.devices d", pageSize: 500, duplicates: 2_000),
+        ]
     }
 
-    @Test("a segment listing every device twice: each token is one recipient, the first listing kept")
-    func everyTokenTwice() async throws {
+    @Test("a token listed twice, on the same page or pages apart, becomes one recipient; the rest are counted as collapsed", arguments: Relisting.cases)
+    func duplicateTokensCollapseAcrossPages(_ relisting: Relisting) async throws {
         try await Support.withFreshDatabase { client in
-            try await Support.seed(client, count: 2_000)
-            let sql = """
-                SELECT d.id * 2 AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d
-                UNION ALL
-                SELECT d.id * 2 + 1, d.user_id, d.token, d.platform FROM bugle.devices d
-                """
-            let campaign = Support.campaign(sql: sql, pageSize: 500)
+            try await Support.seed(client, count: relisting.devices)
+            let sql = "SELECT d.id * 2 AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d UNION ALL " + relisting.again
+            let campaign = Support.campaign(sql: sql, pageSize: relisting.pageSize)
             let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
             let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
             let report = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
-            #expect(report.recipients == 2_000)
-            #expect(report.skipped[.duplicateToken] == 2_000)
-            let kept = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id % 2 = 0", as: Int64.self)
-            #expect(kept == 2_000)
-            let all = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
-            #expect(all == 2_000)
-            #expect(try await reader.duplicateTokenCount() == 2_000)
+            let devices = Int64(relisting.devices)
+            #expect(report.recipients == devices)
+            #expect(report.skipped[.duplicateToken] == relisting.duplicates)
+            let rows = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
+            #expect(rows == devices)
+            let firstSeen = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id % 2 = 0", as: Int64.self)
+            #expect(firstSeen == devices, "the earlier listing of a token is the one kept")
+            let collapsed = try await Support.scalar(client, "SELECT duplicates_collapsed FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
+            #expect(collapsed == relisting.duplicates)
+            // The dry run's count (one aggregate in PostgreSQL) agrees with what the real run collapsed.
+            #expect(try await reader.duplicateTokenCount() == relisting.duplicates)
         }
     }
 
