@@ -26,8 +26,8 @@ extension PostgresCell {
 /// the element type), then each element as a 4-byte length (-1 for NULL) and its bytes. Segment pages arrive as one
 /// row of such arrays, so a page of 5,000 rows is one message to decode rather than 5,000.
 struct PostgresBinaryArray {
-    private var buffer: ByteBuffer
-    private var column: String
+    private let buffer: ByteBuffer
+    private let column: String
     /// Elements in the array.
     let count: Int
 

@@ -157,35 +157,26 @@ public struct Materializer: Sendable {
         return try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SET LOCAL enable_nestloop = off", logger: logger)
             let rows = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        WITH repeated AS (
-                          SELECT \(key) AS h FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token IS NOT NULL
-                           GROUP BY 1 HAVING count(*) > 1),
-                        later AS (
-                          SELECT seq FROM (
-                            SELECT r.seq, row_number() OVER (PARTITION BY r.platform, r.token ORDER BY r.seq) AS n
-                              FROM bugle.run_recipients r
-                             WHERE r.run_id = $1 AND r.token IS NOT NULL AND \(key) IN (SELECT h FROM repeated)) ranked
-                           WHERE n > 1),
-                        deleted AS (
-                          DELETE FROM bugle.run_recipients r USING later WHERE r.run_id = $1 AND r.seq = later.seq RETURNING 1)
-                        SELECT count(*)::bigint FROM deleted
-                        """,
-                    binds: Self.binds(runID)
-                ),
+                """
+                WITH repeated AS (
+                  SELECT \(unescaped: key) AS h FROM bugle.run_recipients r WHERE r.run_id = \(runID) AND r.token IS NOT NULL
+                   GROUP BY 1 HAVING count(*) > 1),
+                later AS (
+                  SELECT seq FROM (
+                    SELECT r.seq, row_number() OVER (PARTITION BY r.platform, r.token ORDER BY r.seq) AS n
+                      FROM bugle.run_recipients r
+                     WHERE r.run_id = \(runID) AND r.token IS NOT NULL AND \(unescaped: key) IN (SELECT h FROM repeated)) ranked
+                   WHERE n > 1),
+                deleted AS (
+                  DELETE FROM bugle.run_recipients r USING later WHERE r.run_id = \(runID) AND r.seq = later.seq RETURNING 1)
+                SELECT count(*)::bigint FROM deleted
+                """,
                 logger: logger
             )
             var count: Int64 = 0
             for try await (deleted,) in rows.decode((Int64,).self) { count = deleted }
             return count
         }
-    }
-
-    private static func binds(_ runID: Int64) -> PostgresBindings {
-        var binds = PostgresBindings(capacity: 1)
-        binds.append(runID)
-        return binds
     }
 
     /// The copy index each of the page's users got last for this notification type (copy rotation).
