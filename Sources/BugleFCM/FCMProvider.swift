@@ -192,7 +192,7 @@ public final class FCMProvider: PushProvider {
 
             if response.status == 200 {
                 invalidPayloadsInARow.withLock { $0 = 0 }
-                return .delivered(providerMessageID: Self.messageName(response.body))
+                return .delivered(providerMessageID: FCMMessageName.read(response.body))
             }
             let error = FCMError.parse(httpStatus: response.status, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView)
             if response.status == 401 && error.reason == nil {
@@ -247,12 +247,5 @@ public final class FCMProvider: PushProvider {
         guard count >= options.invalidPayloadHaltThreshold else { return .rejected(code: "INVALID_ARGUMENT") }
         let detail = error.message.map { ": \($0)" } ?? ""
         return .halt(code: "INVALID_ARGUMENT", message: "FCM rejected the message \(count) times in a row\(detail)")
-    }
-
-    private static func messageName(_ body: ByteBuffer?) -> String? {
-        guard let body, let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
-            return nil
-        }
-        return object["name"] as? String
     }
 }

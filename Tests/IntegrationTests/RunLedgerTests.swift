@@ -162,6 +162,56 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("devices deactivated after materialization are skipped at claim, unspent; a re-registered one is sent")
+    func deactivatedAfterMaterializationAreSkipped() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 300)
+            let campaign = Support.campaign(window: 50)
+            let (runID, store) = try await Support.materializedRun(client, campaign)
+            // 30 devices sign out after the segment was read; device 13 signs in again before the send.
+            _ = try await client.query(
+                "UPDATE bugle.devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'unregistered' WHERE id % 10 = 3",
+                logger: Support.logger
+            ).collect()
+            _ = try await client.query("UPDATE bugle.devices SET is_active = true WHERE id = 13", logger: Support.logger).collect()
+            let apns = FakeProvider(kind: .apns)
+            let fcm = FakeProvider(kind: .fcm)
+            var tuning = CampaignRunner.Configuration()
+            tuning.leaseTTLSeconds = 120
+            tuning.claimBatch = 40
+            let runner = CampaignRunner(
+                campaign: campaign, runID: runID, store: store, providers: [.apns: apns, .fcm: fcm],
+                control: RunControl(), configuration: tuning, logger: Support.logger
+            )
+            let result = try await runner.run(owner: "test-\(runID)")
+            #expect(result.ending == .completed)
+            let skipped = try await client.query(
+                """
+                SELECT device_id, outcome_code, attempts FROM bugle.run_recipients
+                 WHERE run_id = \(runID) AND state = 'skipped_inactive' ORDER BY device_id
+                """,
+                logger: Support.logger
+            ).collect()
+            var skippedIDs: [Int64] = []
+            for row in skipped {
+                let (id, code, attempts) = try row.decode((Int64, String, Int).self)
+                skippedIDs.append(id)
+                #expect(code == "device_inactive")
+                #expect(attempts == 0, "a skipped row is charged no attempt")
+            }
+            #expect(skippedIDs == [3] + Array(stride(from: Int64(23), through: 293, by: 10)))
+            let sent = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
+            #expect(sent == 271)
+            let sentTokens = Set((apns.delivered + fcm.delivered).map(\.token))
+            #expect(sentTokens.count == 271)
+            let inactiveTokens = try await client.query("SELECT token FROM bugle.devices WHERE NOT is_active", logger: Support.logger).collect()
+            for row in inactiveTokens {
+                let (token,) = try row.decode((String,).self)
+                #expect(!sentTokens.contains(token), "an inactive device was sent to")
+            }
+        }
+    }
+
     @Test("two campaigns with the same type and period notify each user once")
     func dedupeAcrossCampaigns() async throws {
         try await Support.withFreshDatabase { client in

@@ -268,20 +268,29 @@ public struct PostgresCampaignStore: CampaignStore {
             guard !claimed.isEmpty else { return .claimed([]) }
             let seqs = claimed.map(\.seq)
             var skipped = Set<Int64>()
-            // Tokens deactivated since the segment was read are not sent.
-            let inactive = try await connection.query(
-                """
-                UPDATE bugle.run_recipients r
-                   SET state = 'skipped_inactive', outcome_code = 'device_inactive', finished_at = now(), attempts = r.attempts - 1
-                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs))
-                   -- A scalar subquery is one primary-key probe per claimed row whatever the statistics say
-                   -- (a join here went to 2 s per claim once devices were deactivated after the last ANALYZE).
-                   AND (SELECT NOT d.is_active FROM bugle.devices d WHERE d.id = r.device_id AND d.token = r.token)
-                RETURNING r.seq
-                """,
+            // Tokens deactivated since the segment was read are not sent. The small partial index of inactive devices
+            // answers for the whole claim (one probe per device, no ledger or device row read for active ones), and
+            // only the rows it names are written. Probing `devices` and the ledger for every claimed row instead was
+            // about 6 µs per recipient at 1,000,000 devices.
+            let inactiveDevices = try await connection.query(
+                "SELECT d.id, d.token FROM bugle.devices d WHERE NOT d.is_active AND d.id = ANY(\(claimed.map(\.deviceID)))",
                 logger: logger
             )
-            for try await (seq,) in inactive.decode((Int64,).self) { skipped.insert(seq) }
+            var inactiveTokens: [Int64: String] = [:]
+            for try await (id, token) in inactiveDevices.decode((Int64, String).self) { inactiveTokens[id] = token }
+            let inactiveSeqs = claimed.filter { inactiveTokens[$0.deviceID] == $0.token }.map(\.seq)
+            if !inactiveSeqs.isEmpty {
+                let inactive = try await connection.query(
+                    """
+                    UPDATE bugle.run_recipients r
+                       SET state = 'skipped_inactive', outcome_code = 'device_inactive', finished_at = now(), attempts = r.attempts - 1
+                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(inactiveSeqs))
+                    RETURNING r.seq
+                    """,
+                    logger: logger
+                )
+                for try await (seq,) in inactive.decode((Int64,).self) { skipped.insert(seq) }
+            }
             if let periodKey {
                 // Reserve the notification log for these users in this transaction; the primary key arbitrates
                 // between concurrent campaigns. Users reserved by another run are skipped.
