@@ -1,7 +1,7 @@
 import BugleCore
 import Foundation
 
-/// The dry run: renders every segment row's request exactly as a real run would, checks sizes, and counts
+/// The dry run: sizes every segment row's request exactly as a real run would build it, checks sizes, and counts
 /// what would be sent per platform / locale and what would be skipped per reason. Writes nothing anywhere
 /// but the optional preview CSV chunks it returns.
 public struct DryRunReport: Sendable {
@@ -22,7 +22,8 @@ public struct DryRunReport: Sendable {
     /// One rendered request per platform (body JSON, and APNs headers), for the operator to eyeball.
     public private(set) var samples: [Platform: PushRequest] = [:]
 
-    /// Renders every row; its `apns-id`s are placeholders of the real length (a dry run's ids are not the real run's).
+    /// Sizes every row's body (``NotificationComposer/bodySize(token:platform:selection:now:)``: templated copies are
+    /// rendered); its `apns-id`s are placeholders of the real length (a dry run's ids are not the real run's).
     private let composer: NotificationComposer
     /// Renders the samples, with derived `apns-id`s as a run would send them.
     private let sampleComposer: NotificationComposer
@@ -49,11 +50,14 @@ public struct DryRunReport: Sendable {
         // platform key four times a row was about 7% of a dry run's CPU.
         var sends = [Int64](repeating: 0, count: Platform.allCases.count)
         var largest = [Int](repeating: 0, count: Platform.allCases.count)
+        // Per-locale tallies likewise, found by comparing the tag with the page's few (configured tags only).
+        var locales: [(tag: String, count: Int64)] = []
         defer {
             for (slot, platform) in Platform.allCases.enumerated() where sends[slot] > 0 {
                 wouldSend[platform, default: 0] += sends[slot]
                 largestBody[platform] = max(largestBody[platform] ?? 0, largest[slot])
             }
+            for (tag, count) in locales { perLocale[tag, default: 0] += count }
         }
         for row in rows {
             rowsRead += 1
@@ -85,7 +89,7 @@ public struct DryRunReport: Sendable {
                 let selection = MessageSelection(locale: planned.locale, variant: planned.variant, copyIndex: planned.copyIndex, variables: recipient.variables)
                 let variant = planned.variant ?? ""
                 let notBefore = planned.notBefore.map { CSVFormat.timestamp($0) } ?? ""
-                switch composer.compose(seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform, selection: selection, attempt: 1, now: now) {
+                switch composer.bodySize(token: recipient.token, platform: recipient.platform, selection: selection, now: now) {
                 case .failure:
                     skipped[.payloadTooLarge, default: 0] += 1
                     if csv {
@@ -94,22 +98,26 @@ public struct DryRunReport: Sendable {
                             to: &out
                         )
                     }
-                case .success(let request):
+                case .success(let bodySize):
                     let slot = Self.slot(of: recipient.platform)
                     if sends[slot] == 0, samples[recipient.platform] == nil {
-                        samples[recipient.platform] = (try? sampleComposer.compose(
+                        samples[recipient.platform] = try? sampleComposer.compose(
                             seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
                             selection: selection, attempt: 1, now: now
-                        ).get()) ?? request
+                        ).get()
                     }
                     sends[slot] += 1
-                    largest[slot] = max(largest[slot], request.body.count)
-                    perLocale[planned.locale, default: 0] += 1
+                    largest[slot] = max(largest[slot], bodySize)
+                    if let slot = locales.firstIndex(where: { $0.tag == planned.locale }) {
+                        locales[slot].count += 1
+                    } else {
+                        locales.append((planned.locale, 1))
+                    }
                     if let name = planned.variant { perVariant[name, default: 0] += 1 }
                     if let later = planned.notBefore, later.secondsSince1970 > Double(now) { scheduled += 1 }
                     if csv {
                         CSVFormat.appendRecord(
-                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "would_send", "", planned.locale, String(request.body.count), variant, notBefore],
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "would_send", "", planned.locale, String(bodySize), variant, notBefore],
                             to: &out
                         )
                     }

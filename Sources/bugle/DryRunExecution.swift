@@ -19,26 +19,23 @@ enum DryRunExecution {
         let writer = try csvPath.map { try AtomicFileWriter(path: $0) }
         var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
         var validation = validator
-        // The duplicate count is one aggregate in PostgreSQL: run it beside the page scan, on its own connection.
-        async let duplicates = reader.duplicateTokenCount()
         do {
             if let writer {
                 var header: [UInt8] = []
                 CSVFormat.appendRecord(DryRunReport.previewHeader, to: &header)
                 try writer.write(header)
             }
-            let scan = try await reader.read { rows in
+            let scan = try await reader.read(duplicateSieve: RepeatedTokenSieve()) { rows in
                 let chunk = report.add(rows, csv: writer != nil)
                 if let writer { try writer.write(chunk) }
                 await validation?.validate(rows)
             }
 
             report.addUnpaged(.missingDeviceID, count: scan.nullDeviceIDs)
-            report.addUnpaged(.duplicateToken, count: try await duplicates)
+            report.addUnpaged(.duplicateToken, count: scan.duplicateTokens ?? 0)
             try writer?.commit()
         } catch {
             writer?.abandon()
-            _ = try? await duplicates
             throw error
         }
         return (report, validation)

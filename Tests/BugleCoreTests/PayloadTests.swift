@@ -195,6 +195,42 @@ struct PayloadTests {
         #expect(report.samples[.ios]?.apns?.apnsID == NotificationID.apnsID(runID: 0, seq: 2))
     }
 
+    @Test(
+        "the dry run's body size is the size of the body a send builds: every platform, plain and templated copy, both iOS transports",
+        arguments: [IOSTransport.http2, .fcm]
+    )
+    func bodySizeMatchesComposition(transport: IOSTransport) throws {
+        let templated = MessageTemplate(
+            defaultLocale: "en",
+            locales: ["en": LocalizedCopy(title: "Hi {{first_name}}", body: "There"), "pt": LocalizedCopy(title: "Olá", body: String(repeating: "é", count: 2100))],
+            data: ["deeplink": "app://x"]
+        )
+        for message in [Self.template(), templated] {
+            let campaign = Campaign(
+                name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"), message: message, delivery: DeliveryOptions(), iosTransport: transport)
+            let composer = NotificationComposer(campaign: campaign, runID: 3, apnsIDs: false)
+            for platform in Platform.allCases {
+                for token in ["aabbcc", "fcm:APA91b-x_y.z", String(repeating: "Q", count: 300), "needs \"escaping\" \\ here"] {
+                    for selection in [
+                        MessageSelection(locale: "en", variables: ["first_name": "Ana"]), MessageSelection(locale: "en", variables: ["first_name": "Ünïcødé"]),
+                        MessageSelection(locale: "pt"), MessageSelection(locale: "xx"),
+                    ] {
+                        let built = composer.compose(seq: 5, deviceID: 9, token: token, platform: platform, selection: selection, attempt: 1, now: 100)
+                        let sized = composer.bodySize(token: token, platform: platform, selection: selection, now: 100)
+                        switch (built, sized) {
+                        case (.success(let request), .success(let size)):
+                            #expect(request.body.count == size, "\(platform) \(token) \(selection)")
+                        case (.failure, .failure):
+                            break
+                        default:
+                            Issue.record("compose and bodySize disagree for \(platform) \(token) \(selection): \(built) vs \(sized)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test("FCM size excludes the token: a 4096-byte message passes whatever the token length")
     func fcmSize() throws {
         let builder = FCMMessageBuilder(template: Self.template())

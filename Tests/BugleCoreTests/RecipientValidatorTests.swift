@@ -14,6 +14,8 @@ struct RecipientValidatorTests {
             (SegmentRow(deviceID: 1, userID: "u", token: "", platform: "ios"), .missingToken),
             (SegmentRow(deviceID: 1, userID: "u", token: hex64, platform: "blackberry"), .unknownPlatform),
             (SegmentRow(deviceID: 1, userID: "u", token: hex64, platform: nil), .unknownPlatform),
+            (SegmentRow(deviceID: 1, userID: "u", token: hex64, platform: "ios "), .unknownPlatform),
+            (SegmentRow(deviceID: 1, userID: "u", token: hex64, platform: ""), .unknownPlatform),
             (SegmentRow(deviceID: 1, userID: "u", token: "xyz", platform: "ios"), .malformedToken),
             (SegmentRow(deviceID: 1, userID: "u", token: "abc", platform: "ios"), .malformedToken),
             (SegmentRow(deviceID: 1, userID: "u", token: "ab cd", platform: "android"), .malformedToken),
@@ -33,5 +35,19 @@ struct RecipientValidatorTests {
         #expect(recipient.platform == .ios)
         let fcm = try RecipientValidator.validate(SegmentRow(deviceID: 2, userID: "u", token: "fcm:APA91b-x_y.z", platform: "android")).get()
         #expect(fcm.token == "fcm:APA91b-x_y.z")
+    }
+
+    @Test("platform names in any letter case", arguments: [("ios", Platform.ios), ("iOS", .ios), ("ANDROID", .android), ("android", .android), ("Web", .web), ("web", .web)])
+    func platformCase(name: String, platform: Platform) throws {
+        #expect(try RecipientValidator.validate(SegmentRow(deviceID: 1, userID: "u", token: Self.hex64, platform: name)).get().platform == platform)
+    }
+
+    @Test("an FCM token admits exactly 0-9 a-z A-Z _ - : . (every byte value checked)")
+    func fcmTokenBytes() {
+        let allowed = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-:.".utf8)
+        for byte in UInt8(0)...UInt8(255) {
+            let token = String(decoding: [UInt8(ascii: "a"), byte, UInt8(ascii: "z")], as: UTF8.self)
+            #expect((RecipientValidator.fcmToken(token) != nil) == allowed.contains(byte), "byte \(byte)")
+        }
     }
 }

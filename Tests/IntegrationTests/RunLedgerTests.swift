@@ -50,7 +50,8 @@ struct RunLedgerTests {
             #expect(firstSeen == devices, "the earlier listing of a token is the one kept")
             let collapsed = try await Support.scalar(client, "SELECT duplicates_collapsed FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
             #expect(collapsed == relisting.duplicates)
-            // The dry run's count (one aggregate in PostgreSQL) agrees with what the real run collapsed.
+            // The dry run's counts (the scan's sieve, and the database's full count) agree with what the real run collapsed.
+            #expect(try await reader.read(duplicateSieve: RepeatedTokenSieve()) { _ in }.duplicateTokens == relisting.duplicates)
             #expect(try await reader.duplicateTokenCount() == relisting.duplicates)
         }
     }

@@ -127,6 +127,7 @@ struct SegmentReaderTests {
             var pages: [[SegmentRow]] = []
             let scan = try await reader.read { pages.append($0) }
             #expect(scan.rowsRead == 4)
+            #expect(scan.arrayPages == 0, "NULLs and empty text need no second fetch")
             #expect(pages.map { $0.map(\.deviceID) } == [[1, 2], [3, 5]])
             let rows = pages.flatMap { $0 }
             #expect(rows.map(\.userID) == ["u\"1", "user\\2", "", nil])
@@ -135,6 +136,116 @@ struct SegmentReaderTests {
             #expect(rows.map(\.locale) == ["pt-BR", "en", "ünï{}", nil])
             #expect(rows.map(\.timezone) == [nil, "UTC", "", "Europe/Berlin"])
             #expect(rows.map { $0.variables["note"] } == [.some(nil), .some("ça, \"va\""), .some("{\"a\": [1, 2]}"), .some("x")])
+        }
+    }
+
+    /// Sieves that find no candidate, some, many false ones, and too many.
+    static let sieves: [(String, RepeatedTokenSieve)] = [
+        ("default", RepeatedTokenSieve()),
+        ("4,096 bits: mostly false candidates", RepeatedTokenSieve(log2Bits: 12)),
+        ("overflowing: the full count", RepeatedTokenSieve(candidateLimit: 3)),
+    ]
+
+    @Test("the scan's duplicate count agrees with the database's full count", arguments: 0..<3)
+    func duplicateCountInTheScan(_ sieve: Int) async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            // 1 + 2 repeats by hand (platform compared lowercased; NULL platform, token or device_id never counted), then
+            // 300 fillers listed again about six pages later.
+            let sql = """
+                SELECT * FROM (VALUES
+                  (1::bigint, 'u1'::text, 'tokA'::text, 'ios'::text), (2, 'u2', 'tokA', 'IOS'), (3, 'u3', 'tokA', 'android'),
+                  (4, 'u4', 'tokB', 'android'), (5, 'u5', 'tokB', 'android'), (6, 'u6', 'tokB', 'android'),
+                  (7, 'u7', 'tokC', NULL), (8, 'u8', 'tokC', NULL), (9, 'u9', NULL, 'web'), (10, 'u10', NULL, 'web'),
+                  (NULL, 'u11', 'tokD', 'web'), (12, 'u12', 'tokD', 'web')
+                ) AS v(device_id, user_id, token, platform)
+                UNION ALL SELECT 100 + g, 'f', 'fill' || g, 'android' FROM generate_series(1, 3000) g
+                UNION ALL SELECT 10000 + g, 'f', 'fill' || g, 'ANDROID' FROM generate_series(1, 3000, 10) g
+                """
+            let campaign = LedgerTestSupport.campaign(sql: sql, pageSize: 500)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: LedgerTestSupport.logger)
+            var rows = 0
+            let scan = try await reader.read(duplicateSieve: Self.sieves[sieve].1) { rows += $0.count }
+            #expect(rows == 3311)
+            #expect(scan.duplicateTokens == 303, "\(Self.sieves[sieve].0)")
+            #expect(try await reader.duplicateTokenCount() == 303)
+            // Without a sieve nothing is counted.
+            #expect(try await reader.read { _ in }.duplicateTokens == nil)
+        }
+    }
+
+    @Test("a page with a value holding U+001F, or with a device id twice, is read again as arrays, values intact")
+    func separatorInAValue() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            // Page 1: the separator only inside a template variable (its JSON escapes it): packed. Page 2: inside a token
+            // and a locale: arrays. Page 3: clean again. Page 4: device id 9 twice: arrays. Page 5: device 10, packed.
+            let sql = """
+                SELECT * FROM (VALUES
+                  (1::bigint, 'u1'::text, 't1'::text, 'ios'::text, 'en'::text, 'a' || chr(31) || 'b'),
+                  (2, 'u2', 't2', 'web', NULL, NULL),
+                  (3, 'u3', 't' || chr(31) || '3', 'android', 'pt' || chr(31), 'c'),
+                  (4, NULL, 't4', 'ios', 'de', 'd'),
+                  (5, 'u5', 't5', 'ios', '', 'e'), (6, 'u6', NULL, 'web', 'fr', 'f'),
+                  (9, 'u9a', 't9', 'ios', 'en', 'g'), (9, 'u9b', 't9', 'ios', 'en', 'g'), (10, 'u10', 't10', 'ios', 'en', 'h')
+                ) AS v(device_id, user_id, token, platform, locale, note)
+                """
+            let campaign = LedgerTestSupport.campaign(sql: sql, pageSize: 2)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            var rows: [SegmentRow] = []
+            let scan = try await reader.read { rows.append(contentsOf: $0) }
+            #expect(scan.arrayPages == 2)
+            #expect(scan.pages == 5)
+            #expect(rows.map(\.deviceID) == [1, 2, 3, 4, 5, 6, 9, 9, 10])
+            #expect(rows.prefix(6).map(\.token) == ["t1", "t2", "t\u{1F}3", "t4", "t5", nil])
+            #expect(rows.prefix(6).map(\.locale) == ["en", nil, "pt\u{1F}", "de", "", "fr"])
+            #expect(rows.prefix(6).map(\.userID) == ["u1", "u2", "u3", nil, "u5", "u6"])
+            #expect(rows.first?.variables["note"] == .some("a\u{1F}b"))
+
+            let repeated = LedgerTestSupport.campaign(sql: sql + " WHERE v.device_id >= 9", pageSize: 3)
+            let again = SegmentReader(client: client, segment: repeated.segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            var repeatedRows: [SegmentRow] = []
+            let repeatedScan = try await again.read { repeatedRows.append(contentsOf: $0) }
+            #expect(repeatedScan.arrayPages == 1)
+            #expect(repeatedRows.compactMap(\.userID).sorted() == ["u10", "u9a", "u9b"])
+            #expect(repeatedRows.map(\.deviceID) == [9, 9, 10])
+        }
+    }
+
+    @Test("a page handler that fails stops the scan with its error, and the connection serves the next read")
+    func handlerErrorStopsTheScan() async throws {
+        struct Stop: Error {}
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 20_000)
+            let reader = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(pageSize: 500).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            var pages = 0
+            await #expect(throws: Stop.self) {
+                _ = try await reader.read { _ in
+                    pages += 1
+                    if pages == 3 { throw Stop() }
+                }
+            }
+            #expect(pages == 3)
+            var rows = 0
+            let scan = try await reader.read { rows += $0.count }
+            #expect(rows == 20_000 && scan.pages == 40)
+        }
+    }
+
+    @Test("a statement that fails part-way through the segment is a segment error, not a hang")
+    func failingPageIsAnError() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 5_000)
+            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, 10 / (d.id - 3210) AS boom FROM bugle.devices d"
+            let reader = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(sql: sql, pageSize: 1000).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            var rows = 0
+            do {
+                _ = try await reader.read { rows += $0.count }
+                Issue.record("expected an error")
+            } catch let error as SegmentError {
+                #expect(error.description.contains("division by zero"))
+            }
+            #expect(rows <= 3000)
         }
     }
 }

@@ -443,14 +443,17 @@ YAML
   rates=(); rss=(); copies=()
   for r in $(seq "$runs"); do
     wrap=(); [ -n "${BENCH_PERF:-}" ] && wrap=(perf record -q -F 499 -e cpu-clock -g -o "$BENCH_PERF" --)
+    p0=$(postgres_cpu)
     /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "${wrap[@]}" "$BIN" run "$WORK/bench-campaign.yaml" --dry-run --samples 0 >/dev/null
+    p1=$(postgres_cpu)
     read -r secs kb user sys < "$WORK/time"
-    echo "dry run of $n: ${secs} s wall, ${user} s user + ${sys} s system (Bugle)" >&2
+    echo "dry run of $n: ${secs} s wall, ${user} s user + ${sys} s system (Bugle), $(awk -v a="$p0" -v b="$p1" 'BEGIN {printf "%.2f", b - a}') s PostgreSQL CPU" >&2
     rates+=("$(awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
     rss+=("$(awk -v k="$kb" 'BEGIN {printf "%.1f", k / 1024}')")
-    start=$(date +%s.%N)
+    p0=$(postgres_cpu); start=$(date +%s.%N)
     "${PSQL[@]}" -c "COPY ($SQL AND d.id <= $n ORDER BY d.id) TO STDOUT" > /dev/null
-    end=$(date +%s.%N)
+    end=$(date +%s.%N); p1=$(postgres_cpu)
+    echo "COPY of $n: $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s wall, $(awk -v a="$p0" -v b="$p1" 'BEGIN {printf "%.2f", b - a}') s PostgreSQL CPU" >&2
     copies+=("$(awk -v n="$n" -v a="$start" -v b="$end" 'BEGIN {printf "%.0f", n / (b - a)}')")
   done
   rate=$(printf '%s\n' "${rates[@]}" | median)

@@ -10,10 +10,17 @@ public struct CopyBook: Sendable {
         var isPlain: Bool
         /// Segment columns it refers to.
         var variables: Set<String>
+        /// Its position among all the book's entries (0..<``CopyBook/entryCount``), for per-entry tables.
+        var id = 0
     }
 
     /// Copies per variant (nil key: no variant) and configured locale tag.
     private let entries: [String?: [String: [Entry]]]
+    /// The copies without a variant, per tag, searched in order when there are few tags: comparing a short tag is
+    /// cheaper than hashing it, and every row of a campaign without variants looks one up (twice).
+    private let unvaried: [(tag: String, list: [Entry])]
+    /// Number of entries (copies of every variant and tag).
+    let entryCount: Int
     private let resolver: LocaleResolver
     private let defaults: [String: String]
 
@@ -26,7 +33,33 @@ public struct CopyBook: Sendable {
             let copies = message.localeCopies.merging(variant.localeCopies) { _, override in override }
             entries[variant.name] = Self.entries(copies: copies, data: message.data.merging(variant.data) { _, override in override })
         }
+        var count = 0
+        entries = entries.mapValues { locales in
+            locales.mapValues { list in
+                list.map { entry in
+                    var numbered = entry
+                    numbered.id = count
+                    count += 1
+                    return numbered
+                }
+            }
+        }
         self.entries = entries
+        self.entryCount = count
+        let plain = (entries[nil] ?? [:]).sorted { $0.key < $1.key }.map { (tag: $0.key, list: $0.value) }
+        self.unvaried = plain.count <= Self.searchedTags ? plain : []
+    }
+
+    /// Most tags searched in order (more are hashed).
+    private static let searchedTags = 16
+
+    /// The copies of a variant (nil: none) and tag, falling back to the copies without a variant.
+    private func list(variant: String?, tag: String) -> [Entry]? {
+        if variant == nil, !unvaried.isEmpty {
+            for candidate in unvaried where candidate.tag == tag { return candidate.list }
+            return nil
+        }
+        return entries[variant]?[tag] ?? entries[nil]?[tag]
     }
 
     private static func entries(copies: [String: [LocalizedCopy]], data: [String: String]) -> [String: [Entry]] {
@@ -53,15 +86,24 @@ public struct CopyBook: Sendable {
 
     /// Number of copies for a variant and locale tag (≥ 1).
     public func copyCount(variant: String?, locale: String) -> Int {
-        max(1, entries[variant]?[locale]?.count ?? entries[nil]?[locale]?.count ?? 1)
+        max(1, list(variant: variant, tag: locale)?.count ?? 1)
     }
 
     /// The entry a selection picks, with its locale tag and index.
     func entry(for selection: MessageSelection) -> (tag: String, index: Int, entry: Entry)? {
         let tag = resolver.resolve(selection.locale)
-        guard let list = entries[selection.variant]?[tag] ?? entries[nil]?[tag], !list.isEmpty else { return nil }
+        guard let list = list(variant: selection.variant, tag: tag), !list.isEmpty else { return nil }
         let index = ((selection.copyIndex % list.count) + list.count) % list.count
         return (tag, index, list[index])
+    }
+
+    /// The ``Entry/id`` of the entry a selection picks when that copy is the same for every recipient; nil when it is
+    /// templated or there is none. Reads two fields of the entry rather than copying it (its templates and data).
+    func plainEntryID(for selection: MessageSelection) -> Int? {
+        let tag = resolver.resolve(selection.locale)
+        guard let list = list(variant: selection.variant, tag: tag), !list.isEmpty else { return nil }
+        let index = ((selection.copyIndex % list.count) + list.count) % list.count
+        return list[index].isPlain ? list[index].id : nil
     }
 
     /// Segment columns the selected copy refers to whose value is NULL (or missing) and that have no default.
@@ -101,23 +143,10 @@ public struct CopyBook: Sendable {
         return values
     }
 
-    /// Every (variant, tag, index) whose copy is the same for every recipient, rendered once.
-    func plainCopies() -> [CopyKey: RenderedCopy] {
-        var result: [CopyKey: RenderedCopy] = [:]
-        for (variant, locales) in entries {
-            for (tag, list) in locales {
-                for (index, entry) in list.enumerated() where entry.isPlain {
-                    result[CopyKey(variant: variant, locale: tag, index: index)] = render(MessageSelection(locale: tag, variant: variant, copyIndex: index))
-                }
-            }
+    /// Every entry whose copy is the same for every recipient, by ``Entry/id``, rendered once.
+    func plainCopies() -> [(id: Int, copy: RenderedCopy)] {
+        entries.values.flatMap { locales in
+            locales.flatMap { tag, list in list.filter(\.isPlain).map { (id: $0.id, copy: render($0, tag: tag, variables: [:])) } }
         }
-        return result
     }
-}
-
-/// Identifies one copy of a campaign.
-struct CopyKey: Hashable, Sendable {
-    var variant: String?
-    var locale: String
-    var index: Int
 }

@@ -148,15 +148,35 @@ public struct FCMBodyTemplate: Sendable, Equatable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(prefix.count + token.utf8.count + suffix.count)
         bytes.append(contentsOf: prefix)
-        let plain: (UInt8) -> Bool = { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
-        if token.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(plain) }) ?? token.utf8.allSatisfy(plain) {
+        if Self.needsNoEscaping(token) {
             bytes.append(contentsOf: token.utf8)
         } else {
-            var json = JSONWriter(capacity: token.utf8.count + 8)
-            json.string(token)
-            bytes.append(contentsOf: json.bytes.dropFirst().dropLast())
+            bytes.append(contentsOf: Self.escaped(token))
         }
         bytes.append(contentsOf: suffix)
         return bytes
+    }
+
+    /// `body(token:).count`, without building the body.
+    public func size(token: String) -> Int { fixedSize + Self.tokenSize(token) }
+
+    /// The body's bytes other than the token's.
+    public var fixedSize: Int { prefix.count + suffix.count }
+
+    /// The token's bytes in a body.
+    public static func tokenSize(_ token: String) -> Int {
+        needsNoEscaping(token) ? token.utf8.count : escaped(token).count
+    }
+
+    private static func needsNoEscaping(_ token: String) -> Bool {
+        let plain: (UInt8) -> Bool = { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        return token.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(plain) }) ?? token.utf8.allSatisfy(plain)
+    }
+
+    /// The token as JSON string content (without its quotes).
+    private static func escaped(_ token: String) -> ArraySlice<UInt8> {
+        var json = JSONWriter(capacity: token.utf8.count + 8)
+        json.string(token)
+        return json.bytes.dropFirst().dropLast()
     }
 }

@@ -9,6 +9,9 @@ public struct LocaleResolver: Sendable {
     public static let cacheLimit = 4096
     private let cache = Cache()
     private let available: Set<String>
+    /// The configured tags, compared in order when there are few: a short string compare is cheaper than a hash, and
+    /// every row resolves its locale.
+    private let searched: [String]
     private let lowercased: [String: String]
     private let defaultLocale: String
 
@@ -16,6 +19,7 @@ public struct LocaleResolver: Sendable {
         var lowered: [String: String] = [:]
         for tag in locales { lowered[Self.normalize(tag)] = tag }
         self.available = Set(lowered.values)
+        self.searched = available.count <= 16 ? available.sorted() : []
         self.lowercased = lowered
         self.defaultLocale = defaultLocale
     }
@@ -38,7 +42,11 @@ public struct LocaleResolver: Sendable {
     /// The configured locale tag to use for a device locale (always one of the configured tags).
     public func resolve(_ locale: String?) -> String {
         guard let locale else { return defaultLocale }
-        if available.contains(locale) { return locale }
+        if searched.isEmpty {
+            if available.contains(locale) { return locale }
+        } else {
+            for tag in searched where tag == locale { return tag }
+        }
         if let known = cache.storage.withLock({ $0[locale] }) { return known }
         var resolved = defaultLocale
         for candidate in Self.chain(for: locale, defaultLocale: defaultLocale) {

@@ -2,6 +2,7 @@ import BugleCore
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// Streams a campaign segment out of PostgreSQL in keyset pages on `device_id`, never holding more than a page.
 ///
@@ -29,19 +30,36 @@ public struct SegmentReader: Sendable {
     }
 
     /// Reads every page and hands it to `onPage` (which may write elsewhere; it runs between FETCHes).
+    /// - Parameter duplicateSieve: given, also count the rows that share a (platform, token) with an earlier row
+    ///   (``SegmentScan/duplicateTokens``), in the scan's own snapshot: the sieve watches the pages as they arrive,
+    ///   and PostgreSQL counts exactly among the rows of its candidate tokens at the end.
     /// - Throws: ``SegmentError`` for bad SQL, missing columns, timeouts and over-cap segments.
     public func read(
+        duplicateSieve: RepeatedTokenSieve? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ onPage: ([SegmentRow]) async throws -> Void
     ) async throws -> SegmentScan {
         try await client.withConnection(isolation: isolation) { connection in
-            try await run(on: connection, isolation: isolation, onPage)
+            try await inReadOnlyTransaction(connection, isolation: isolation) { connection in
+                let sieve = duplicateSieve.map(SieveBox.init)
+                var scan = try await scanInTransaction(connection, sieve: sieve, isolation: isolation, onPage)
+                if let sieve {
+                    scan.duplicateTokens = try await duplicateTokens(sieve.sieve.withLock { $0 }, connection)
+                }
+                return scan
+            }
         }
     }
 
-    private func run(on connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
-        try await inReadOnlyTransaction(connection, isolation: isolation) { connection in
-            try await scanInTransaction(connection, isolation: isolation, onPage)
+    /// The sieve of one scan, fed by its page fetches one after another (the lock only makes that checkable).
+    private final class SieveBox: Sendable {
+        let sieve: Mutex<RepeatedTokenSieve>
+
+        init(_ sieve: RepeatedTokenSieve) { self.sieve = Mutex(sieve) }
+
+        func add(_ page: [SegmentRow]) {
+            let tokens = page.compactMap { $0.platform == nil ? nil : $0.token }
+            sieve.withLock { $0.add(tokens) }
         }
     }
 
@@ -65,7 +83,9 @@ public struct SegmentReader: Sendable {
         }
     }
 
-    private func scanInTransaction(_ connection: PostgresConnection, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void) async throws -> SegmentScan {
+    private func scanInTransaction(
+        _ connection: PostgresConnection, sieve: SieveBox?, isolation: isolated (any Actor)?, _ onPage: ([SegmentRow]) async throws -> Void
+    ) async throws -> SegmentScan {
         let body = Self.wrap(segment.sql)
         var scan = SegmentScan()
 
@@ -98,57 +118,134 @@ public struct SegmentReader: Sendable {
         let hasLocale = columns.contains("locale")
         let hasTimezone = columns.contains("timezone")
         let extra = columns.filter { !Self.known.contains($0) }
-        // A page is one row of arrays, aggregated over the keyset page in `device_id` order: decoding 5,000 rows
-        // from as many DataRow messages was a third of a dry run's CPU (postgres-nio's per-row message handling and
-        // cell iteration); one message of arrays is read in a tight loop.
+        // A page is one row, aggregated over the keyset page in `device_id` order: decoding 5,000 rows from as many
+        // DataRow messages was a third of a dry run's CPU (postgres-nio's per-row message handling and cell iteration);
+        // one message is read in a tight loop. See ``SegmentPageColumns`` for its two forms.
         let select = [
             "s.device_id::bigint AS device_id", "s.user_id::text AS user_id", "s.token::text AS token", "s.platform::text AS platform",
             hasLocale ? "s.locale::text AS locale" : nil,
             hasTimezone ? "s.timezone::text AS timezone" : nil,
             extra.isEmpty ? nil : "to_jsonb(s)::text AS variables",
         ].compactMap { $0 }.joined(separator: ", ")
-        let aggregates = [
-            "array_agg(p.device_id)", "array_agg(p.user_id)", "array_agg(p.token)", "array_agg(p.platform)",
-            hasLocale ? "array_agg(p.locale)" : "NULL::text[]",
-            hasTimezone ? "array_agg(p.timezone)" : "NULL::text[]",
-            extra.isEmpty ? "NULL::text[]" : "array_agg(p.variables)",
-        ].joined(separator: ", ")
-        let pageSQL = """
-            SELECT \(aggregates) FROM (SELECT \(select) FROM \(body) \
-            WHERE s.device_id > $1 AND s.device_id <= $2 ORDER BY s.device_id LIMIT $3) AS p
-            """
-        let pager = Pager(sql: pageSQL, upper: upper, size: segment.pageSize, extra: extra, logger: logger)
+        let textColumns: [String?] = [
+            "user_id", "token", "platform", hasLocale ? "locale" : nil, hasTimezone ? "timezone" : nil, extra.isEmpty ? nil : "variables",
+        ]
+        let packed = ["array_agg(p.device_id)"] + textColumns.map { column in
+            guard let column else { return "NULL::text, NULL::bigint[]" }
+            return "string_agg(coalesce(p.\(column), ''), E'\\x1f'), array_agg(p.device_id) FILTER (WHERE p.\(column) IS NULL)"
+        }
+        let arrays = ["array_agg(p.device_id)"] + textColumns.map { $0.map { "array_agg(p.\($0))" } ?? "NULL::text[]" }
+        let source = "FROM (SELECT \(select) FROM \(body) WHERE s.device_id > $1 AND s.device_id <= $2 ORDER BY s.device_id LIMIT $3) AS p"
+        let pager = Pager(
+            packedSQL: "SELECT \(packed.joined(separator: ", ")) \(source)", arraysSQL: "SELECT \(arrays.joined(separator: ", ")) \(source)",
+            upper: upper, size: segment.pageSize, extra: extra, logger: logger
+        )
 
-        // The next page is fetched while `onPage` handles this one: PostgreSQL produces rows while Bugle renders or
-        // writes, instead of each waiting for the other (one query at a time on the connection still).
-        var page = try await pager.page(after: Int64.min, connection)
-        // Every paged row has a device_id (the keyset condition excludes NULLs).
-        while let last = page.last?.deviceID {
-            let full = page.count == segment.pageSize
-            async let next = full ? pager.page(after: last, connection) : []
-            scan.pages += 1
-            scan.rowsRead += Int64(page.count)
+        // Three stages overlap: PostgreSQL builds the next pages (a producer task that asks for page i + 1 as soon as
+        // page i arrives: its keyset needs only page i's last id, read first), Bugle decodes page i, and `onPage`
+        // handles page i - 1 (which may write elsewhere). Asking for the next page only once all three stages were
+        // done left PostgreSQL idle for the slowest of the others on every page. At most two fetched pages wait, so
+        // memory stays bounded. One query at a time runs on the connection still: postgres-nio queues the rare second
+        // fetch of a page in the arrays form behind the producer's.
+        let fetched = PageHandoff<Pager.RawPage>(capacity: 2)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask(executorPreference: Self.producerExecutor) {
+                do {
+                    var after = Int64.min
+                    while let raw = try await pager.fetch(after: after, connection) {
+                        try await fetched.send(raw)
+                        guard raw.full else { break }
+                        after = raw.last
+                    }
+                    fetched.finish()
+                } catch {
+                    fetched.finish(throwing: error)
+                }
+            }
             do {
-                try await onPage(page)
+                var raw = try await fetched.next()
+                var handled: [SegmentRow]?
+                while raw != nil || handled != nil {
+                    let current = raw
+                    async let decoded = pager.decode(current, connection, sieve: sieve)
+                    if let page = handled {
+                        do {
+                            try await onPage(page)
+                        } catch {
+                            _ = try? await decoded
+                            throw error
+                        }
+                    }
+                    handled = nil
+                    if let (rows, again) = try await decoded {
+                        scan.pages += 1
+                        scan.rowsRead += Int64(rows.count)
+                        if again { scan.arrayPages += 1 }
+                        handled = rows
+                    }
+                    raw = current == nil ? nil : try await fetched.next()
+                }
             } catch {
-                _ = try? await next
+                // Let the producer's query in flight finish before the transaction ends.
+                fetched.cancel()
+                try? await group.waitForAll()
                 throw error
             }
-            page = try await next
+            try await group.waitForAll()
+            return scan
         }
-        return scan
     }
+
+    /// Where page producers run (see ``DedicatedTaskExecutor``).
+    private static let producerExecutor = DedicatedTaskExecutor(label: "bugle.segment-pages")
 
     /// One keyset page query of the segment.
     private struct Pager: Sendable {
-        var sql: String
+        /// The page in ``SegmentPageColumns``' packed form, and in its arrays form.
+        var packedSQL: String
+        var arraysSQL: String
         var upper: Int64
         var size: Int
         /// Template-variable columns (read from the row's JSON).
         var extra: [String]
         var logger: Logger
 
-        func page(after last: Int64, _ connection: PostgresConnection) async throws -> [SegmentRow] {
+        /// A page as it arrived (packed form), with what the next page's keyset needs.
+        struct RawPage: Sendable {
+            /// The keyset lower bound it was fetched with.
+            var after: Int64
+            var row: PostgresRow
+            var ids: [Int64?]
+            /// The largest device id (every paged row has one).
+            var last: Int64
+            /// A full page: more may follow.
+            var full: Bool
+        }
+
+        /// The page after device id `last`, undecoded but for its ids; nil when it has no rows.
+        func fetch(after last: Int64, _ connection: PostgresConnection) async throws -> RawPage? {
+            guard let row = try await query(packedSQL, after: last, connection), let ids = try SegmentPageColumns.ids(row) else { return nil }
+            let largest = ids.reduce(Int64.min) { max($0, $1 ?? .min) }
+            return RawPage(after: last, row: row, ids: ids, last: largest, full: ids.count >= size)
+        }
+
+        /// The page's rows in `device_id` order, and whether it was fetched again in the arrays form.
+        /// - Parameter sieve: sees the page's tokens.
+        func decode(_ raw: RawPage?, _ connection: PostgresConnection, sieve: SieveBox?) async throws -> (rows: [SegmentRow], again: Bool)? {
+            guard let raw else { return nil }
+            if let columns = try SegmentPageColumns(packed: raw.row, ids: raw.ids) {
+                let page = try rows(of: columns)
+                sieve?.add(page)
+                return (page, false)
+            }
+            let row = try await query(arraysSQL, after: raw.after, connection)
+            let page = try row.map { try rows(of: SegmentPageColumns(arrays: $0)) } ?? []
+            sieve?.add(page)
+            return (page, true)
+        }
+
+        /// The page query's one row.
+        private func query(_ sql: String, after last: Int64, _ connection: PostgresConnection) async throws -> PostgresRow? {
             var binds = PostgresBindings(capacity: 3)
             binds.append(last)
             binds.append(upper)
@@ -159,32 +256,16 @@ public struct SegmentReader: Sendable {
             } catch {
                 throw SegmentError(SegmentReader.serverMessage(error))
             }
-            var page: [SegmentRow] = []
-            for try await row in rows {
-                page = try rowsOfArrays(row)
-            }
-            return page
+            var result: PostgresRow?
+            for try await row in rows { result = row }
+            return result
         }
 
-        /// The page's rows from its one row of column arrays, in `device_id` order.
-        private func rowsOfArrays(_ row: PostgresRow) throws -> [SegmentRow] {
-            var cells = row.makeIterator()
-            func next() throws -> PostgresBinaryArray? {
-                guard let cell = cells.next() else { return nil }
-                return try PostgresBinaryArray(cell)
-            }
-            guard let ids = try next()?.integers() else { return [] }
-            let userIDs = try next()?.texts()
-            let tokens = try next()?.texts()
-            let platforms = try next()?.texts()
-            let locales = try next()?.texts()
-            let timezones = try next()?.texts()
-            let json = try next()?.texts()
-            for column in [userIDs, tokens, platforms, locales, timezones, json] {
-                guard column.map({ $0.count == ids.count }) ?? true else {
-                    throw SegmentError("the server sent a segment page whose columns differ in length")
-                }
-            }
+        /// The page's rows, in `device_id` order.
+        private func rows(of columns: SegmentPageColumns) throws -> [SegmentRow] {
+            let ids = columns.ids
+            func column(_ index: Int) -> [String?]? { columns.texts[index] }
+            let (userIDs, tokens, platforms, locales, timezones, json) = (column(0), column(1), column(2), column(3), column(4), column(5))
             var page: [SegmentRow] = []
             page.reserveCapacity(ids.count)
             for index in ids.indices {
@@ -287,27 +368,49 @@ extension SegmentReader {
     }
 
     /// Rows sharing a (platform, token) with an earlier row — what a real run collapses — counted by the
-    /// database in its own read-only transaction (used by the dry run, which keeps no token set in memory).
+    /// database alone, in its own read-only transaction. ``read(duplicateSieve:isolation:_:)`` counts the
+    /// same inside the scan, mostly without this pass.
     public func duplicateTokenCount() async throws -> Int64 {
         try await client.withConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
-                // One key per row: platform, a newline (no valid platform holds one), token. First the distinct 64-bit
-                // hashes of the keys, an integer sort (0.7 s at 1,000,000 rows against 1.3 s for the keys themselves).
-                // Equal keys have equal hashes, so no repeated hash means no duplicate: the usual answer, exact. Only
-                // when a hash repeats are the keys themselves counted, sorted under "C", a byte comparison (the
-                // database's collation sorted the pair of columns 3.4 times slower still).
-                let key = "lower(s.platform::text) || E'\\n' || s.token::text"
-                let rows = "FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.platform IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
-                let hashed = try await count(connection, "SELECT (count(*) - count(DISTINCT hashtextextended(\(key), 0)))::bigint \(rows)")
-                guard hashed > 0 else { return 0 }
-                return try await count(connection, "SELECT (count(*) - count(DISTINCT (\(key)) COLLATE \"C\"))::bigint \(rows)")
+                try await countAllDuplicateTokens(connection)
             }
         }
     }
 
-    private func count(_ connection: PostgresConnection, _ sql: String) async throws -> Int64 {
+    /// One key per row: platform, a newline (no valid platform holds one), token.
+    private static let duplicateKey = "lower(s.platform::text) || E'\\n' || s.token::text"
+
+    /// The scan's duplicate count from its sieve, in the scan's transaction. No candidate: none (every repeat is a
+    /// candidate). Candidates: PostgreSQL counts distinct keys among the rows holding a candidate token only (every row
+    /// of a repeated key holds one), a hashed `= ANY` filter over one pass instead of sorting every row's key. Too many
+    /// candidates: the full count.
+    private func duplicateTokens(_ sieve: RepeatedTokenSieve, _ connection: PostgresConnection) async throws -> Int64 {
+        if sieve.overflowed { return try await countAllDuplicateTokens(connection) }
+        guard !sieve.candidates.isEmpty else { return 0 }
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(Array(sieve.candidates))
+        let sql = """
+            SELECT (count(*) - count(DISTINCT (\(Self.duplicateKey)) COLLATE "C"))::bigint FROM \(Self.wrap(segment.sql)) \
+            WHERE s.token::text COLLATE "C" = ANY($1::text[]) AND s.platform IS NOT NULL AND s.device_id IS NOT NULL
+            """
+        return try await count(connection, PostgresQuery(unsafeSQL: sql, binds: binds))
+    }
+
+    /// Every row's key counted by PostgreSQL. First the distinct 64-bit hashes of the keys, an integer sort (0.7 s at
+    /// 1,000,000 rows against 1.3 s for the keys themselves). Equal keys have equal hashes, so no repeated hash means
+    /// no duplicate, exactly. Only when a hash repeats are the keys themselves counted, sorted under "C", a byte
+    /// comparison (the database's collation sorted the pair of columns 3.4 times slower still).
+    private func countAllDuplicateTokens(_ connection: PostgresConnection) async throws -> Int64 {
+        let rows = "FROM \(Self.wrap(segment.sql)) WHERE s.token IS NOT NULL AND s.platform IS NOT NULL AND s.device_id IS NOT NULL AND $1::int = 1"
+        let hashed = try await count(connection, PostgresQuery(unsafeSQL: "SELECT (count(*) - count(DISTINCT hashtextextended(\(Self.duplicateKey), 0)))::bigint \(rows)", binds: binds(1)))
+        guard hashed > 0 else { return 0 }
+        return try await count(connection, PostgresQuery(unsafeSQL: "SELECT (count(*) - count(DISTINCT (\(Self.duplicateKey)) COLLATE \"C\"))::bigint \(rows)", binds: binds(1)))
+    }
+
+    private func count(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> Int64 {
         var count: Int64 = 0
-        for try await (value,) in try await userQuery(connection, PostgresQuery(unsafeSQL: sql, binds: binds(1))).decode((Int64,).self) {
+        for try await (value,) in try await userQuery(connection, query).decode((Int64,).self) {
             count = value
         }
         return count

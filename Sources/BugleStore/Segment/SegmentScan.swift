@@ -10,6 +10,10 @@ public struct SegmentScan: Sendable, Equatable {
     public var columns: [String] = []
     /// Pages fetched.
     public var pages: Int = 0
+    /// Pages fetched a second time in the arrays form (a value holding U+001F, or device ids that repeat).
+    public var arrayPages: Int = 0
+    /// Rows sharing a (platform, token) with an earlier row, when the scan was asked to count them.
+    public var duplicateTokens: Int64?
 
     public init() {}
 }
