@@ -157,10 +157,7 @@ public struct FCMBodyTemplate: Sendable, Equatable {
         return bytes
     }
 
-    /// `body(token:).count`, without building the body.
-    public func size(token: String) -> Int { fixedSize + Self.tokenSize(token) }
-
-    /// The body's bytes other than the token's.
+    /// The body's bytes other than the token's (`body(token:).count` is this plus ``tokenSize(_:)``).
     public var fixedSize: Int { prefix.count + suffix.count }
 
     /// The token's bytes in a body.

@@ -29,7 +29,8 @@ public struct SegmentReader: Sendable {
         self.logger = logger
     }
 
-    /// Reads every page and hands it to `onPage` (which may write elsewhere; it runs between FETCHes).
+    /// Reads every page and hands it to `onPage`, in `device_id` order (it may write elsewhere; the next pages are
+    /// fetched and decoded meanwhile).
     /// - Parameter duplicateSieve: given, also count the rows that share a (platform, token) with an earlier row
     ///   (``SegmentScan/duplicateTokens``), in the scan's own snapshot: the sieve watches the pages as they arrive,
     ///   and PostgreSQL counts exactly among the rows of its candidate tokens at the end.
@@ -51,7 +52,7 @@ public struct SegmentReader: Sendable {
         }
     }
 
-    /// The sieve of one scan, fed by its page fetches one after another (the lock only makes that checkable).
+    /// The sieve of one scan, fed by its page decodes one after another (the lock only makes that checkable).
     private final class SieveBox: Sendable {
         let sieve: Mutex<RepeatedTokenSieve>
 
