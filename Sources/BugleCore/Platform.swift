@@ -5,6 +5,19 @@ public enum Platform: String, Sendable, CaseIterable, Codable, Hashable {
     case web
 }
 
+extension Platform {
+    /// The platform named in any letter case (`IOS`, `Android`); exact lowercase, the usual spelling and once per
+    /// segment row, is matched without lowercasing.
+    public init?(name: String) {
+        switch name {
+        case "ios": self = .ios
+        case "android": self = .android
+        case "web": self = .web
+        default: self.init(rawValue: name.lowercased())
+        }
+    }
+}
+
 /// A provider lane a recipient is routed to.
 public enum ProviderKind: String, Sendable, CaseIterable, Codable, Hashable {
     /// Apple's HTTP/2 provider API.

@@ -62,7 +62,7 @@ public struct DeviceRegistration: Sendable, Hashable {
         }
         let platformName = Self.trimmed(platform).lowercased()
         guard !platformName.isEmpty else { return .failure(Problem(column: "platform", reason: "missing")) }
-        guard let parsedPlatform = Platform(rawValue: platformName) else {
+        guard let parsedPlatform = Platform(name: platformName) else {
             let shown = platformName.count <= 20 && Self.plainTextProblem(platformName) == nil
                 ? "'\(platformName)'" : "value"
             return .failure(

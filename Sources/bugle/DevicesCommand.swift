@@ -48,13 +48,13 @@ struct DevicesCommand: AsyncParsableCommand {
         @Option(name: .customLong("app-version"), help: "The app's version.") var appVersion: String?
 
         func validate() throws {
-            guard Platform(rawValue: platform.lowercased()) != nil else { throw ValidationError("--platform must be ios, android or web") }
+            guard Platform(name: platform) != nil else { throw ValidationError("--platform must be ios, android or web") }
         }
 
         func run() async throws {
             let logger = global.makeLogger()
             let (user, token, locale, timezone, appVersion) = (self.user, self.token, self.locale, self.timezone, self.appVersion)
-            let platform = Platform(rawValue: self.platform.lowercased()) ?? .ios
+            let platform = Platform(name: self.platform) ?? .ios
             try await ExitCodes.guarding {
                 let result = try await DatabaseSession.with(global, logger: logger) { client in
                     try await DeviceStore(client: client, logger: logger).register(
@@ -74,13 +74,13 @@ struct DevicesCommand: AsyncParsableCommand {
         @Option(help: "ios, android or web.") var platform: String
 
         func validate() throws {
-            guard Platform(rawValue: platform.lowercased()) != nil else { throw ValidationError("--platform must be ios, android or web") }
+            guard Platform(name: platform) != nil else { throw ValidationError("--platform must be ios, android or web") }
         }
 
         func run() async throws {
             let logger = global.makeLogger()
             let token = self.token
-            let platform = Platform(rawValue: self.platform.lowercased()) ?? .ios
+            let platform = Platform(name: self.platform) ?? .ios
             try await ExitCodes.guarding {
                 let count = try await DatabaseSession.with(global, logger: logger) { client in
                     try await DeviceStore(client: client, logger: logger).unregister(token: token, platform: platform)

@@ -91,19 +91,22 @@ public struct CopyBook: Sendable {
 
     /// The entry a selection picks, with its locale tag and index.
     func entry(for selection: MessageSelection) -> (tag: String, index: Int, entry: Entry)? {
-        let tag = resolver.resolve(selection.locale)
-        guard let list = list(variant: selection.variant, tag: tag), !list.isEmpty else { return nil }
-        let index = ((selection.copyIndex % list.count) + list.count) % list.count
+        guard let (tag, list, index) = pick(selection) else { return nil }
         return (tag, index, list[index])
     }
 
     /// The ``Entry/id`` of the entry a selection picks when that copy is the same for every recipient; nil when it is
     /// templated or there is none. Reads two fields of the entry rather than copying it (its templates and data).
     func plainEntryID(for selection: MessageSelection) -> Int? {
+        guard let (_, list, index) = pick(selection) else { return nil }
+        return list[index].isPlain ? list[index].id : nil
+    }
+
+    /// A selection's locale tag, copies, and the index of its copy among them (rotation wraps).
+    private func pick(_ selection: MessageSelection) -> (tag: String, list: [Entry], index: Int)? {
         let tag = resolver.resolve(selection.locale)
         guard let list = list(variant: selection.variant, tag: tag), !list.isEmpty else { return nil }
-        let index = ((selection.copyIndex % list.count) + list.count) % list.count
-        return list[index].isPlain ? list[index].id : nil
+        return (tag, list, ((selection.copyIndex % list.count) + list.count) % list.count)
     }
 
     /// Segment columns the selected copy refers to whose value is NULL (or missing) and that have no default.

@@ -13,7 +13,7 @@ public enum RecipientValidator {
         guard let deviceID = row.deviceID else { return .failure(SkipReasonError(.missingDeviceID)) }
         guard let userID = row.userID, !userID.isEmpty else { return .failure(SkipReasonError(.missingUserID)) }
         guard let rawToken = row.token, !rawToken.isEmpty else { return .failure(SkipReasonError(.missingToken)) }
-        guard let rawPlatform = row.platform, let platform = Self.platform(rawPlatform) else {
+        guard let rawPlatform = row.platform, let platform = Platform(name: rawPlatform) else {
             return .failure(SkipReasonError(.unknownPlatform))
         }
         guard let token = normalizedToken(rawToken, platform: platform, iosViaFCM: iosTransport == .fcm) else {
@@ -25,16 +25,6 @@ public enum RecipientValidator {
                 locale: row.locale, timezone: row.timezone, variables: row.variables
             )
         )
-    }
-
-    /// The platform named in any letter case (exact lowercase, the usual spelling, is matched without lowercasing).
-    static func platform(_ name: String) -> Platform? {
-        switch name {
-        case "ios": .ios
-        case "android": .android
-        case "web": .web
-        default: Platform(rawValue: name.lowercased())
-        }
     }
 
     /// The token in canonical form, or nil when malformed.

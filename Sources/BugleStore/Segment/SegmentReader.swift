@@ -234,15 +234,16 @@ public struct SegmentReader: Sendable {
         /// - Parameter sieve: sees the page's tokens.
         func decode(_ raw: RawPage?, _ connection: PostgresConnection, sieve: SieveBox?) async throws -> (rows: [SegmentRow], again: Bool)? {
             guard let raw else { return nil }
+            let page: [SegmentRow]
+            let again: Bool
             if let columns = try SegmentPageColumns(packed: raw.row, ids: raw.ids) {
-                let page = try rows(of: columns)
-                sieve?.add(page)
-                return (page, false)
+                (page, again) = (try rows(of: columns), false)
+            } else {
+                let row = try await query(arraysSQL, after: raw.after, connection)
+                (page, again) = (try row.map { try rows(of: SegmentPageColumns(arrays: $0)) } ?? [], true)
             }
-            let row = try await query(arraysSQL, after: raw.after, connection)
-            let page = try row.map { try rows(of: SegmentPageColumns(arrays: $0)) } ?? []
             sieve?.add(page)
-            return (page, true)
+            return (page, again)
         }
 
         /// The page query's one row.
