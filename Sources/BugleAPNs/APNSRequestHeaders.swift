@@ -1,5 +1,5 @@
 import BugleCore
-import NIOHPACK
+import BugleHTTP2
 
 /// Builds the HTTP/2 request headers of one APNs notification. This is the only place APNs headers are
 /// formatted.
@@ -11,33 +11,33 @@ public enum APNSRequestHeaders {
     ///   - topic: Bundle id from the providers file; the push type's suffix is appended.
     ///   - authority: `host[:port]` for `:authority`.
     ///   - bearerToken: The provider JWT (nil on certificate connections).
-    /// - Returns: HPACK headers; `:path`, `authorization` and `apns-id` are sent without indexing, as Apple asks.
+    /// - Returns: The encoded header block. Every field is a literal without indexing (`:method` and `:scheme` are
+    ///   static-table entries), so `:path`, `authorization` and `apns-id` never enter the server's table, as Apple asks.
     public static func make(
         deviceToken: String,
         headers: APNsHeaders,
         topic: String,
         authority: String,
         bearerToken: String?
-    ) -> HPACKHeaders {
-        var result = HPACKHeaders()
-        result.reserveCapacity(11)
-        result.add(name: ":method", value: "POST")
-        result.add(name: ":scheme", value: "https")
-        result.add(name: ":authority", value: authority)
-        result.add(name: ":path", value: "/3/device/" + deviceToken, indexing: .nonIndexable)
+    ) -> HTTP2HeaderBlock {
+        var block = HTTP2HeaderBlock(capacity: 256 + (bearerToken?.utf8.count ?? 0))
+        block.add(.methodPOST)
+        block.add(.schemeHTTPS)
+        block.add(.authority, value: authority)
+        block.add(.path, value: "/3/device/", deviceToken)
         if let bearerToken {
-            result.add(name: "authorization", value: "bearer " + bearerToken, indexing: .nonIndexable)
+            block.add(.authorization, value: "bearer ", bearerToken)
         }
-        result.add(name: "apns-topic", value: topic + headers.pushType.topicSuffix)
-        result.add(name: "apns-push-type", value: headers.pushType.rawValue)
-        result.add(name: "apns-priority", value: String(headers.priority))
+        block.add(name: "apns-topic", value: topic, headers.pushType.topicSuffix)
+        block.add(name: "apns-push-type", value: headers.pushType.rawValue)
+        block.add(name: "apns-priority", value: headers.priority == 10 ? "10" : String(headers.priority))
         if let expiration = headers.expiration {
-            result.add(name: "apns-expiration", value: String(expiration))
+            block.add(name: "apns-expiration", value: String(expiration))
         }
         if let collapseID = headers.collapseID {
-            result.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
+            block.add(name: "apns-collapse-id", value: collapseID)
         }
-        result.add(name: "apns-id", value: headers.apnsID, indexing: .nonIndexable)
-        return result
+        block.add(name: "apns-id", value: headers.apnsID)
+        return block
     }
 }

@@ -169,14 +169,13 @@ public final class FCMProvider: PushProvider {
                     return .retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil)
                 }
             }
-            let headers: HPACKHeaders = [
-                ":method": "POST",
-                ":scheme": "https",
-                ":authority": authority,
-                ":path": path,
-                "authorization": "Bearer " + bearer,
-                "content-type": "application/json",
-            ]
+            var headers = HTTP2HeaderBlock(capacity: 128 + bearer.utf8.count)
+            headers.add(.methodPOST)
+            headers.add(.schemeHTTPS)
+            headers.add(.authority, value: authority)
+            headers.add(.path, value: path)
+            headers.add(.authorization, value: "Bearer ", bearer)
+            headers.add(.contentType, value: "application/json")
             let response: HTTP2Response
             do {
                 response = try await pool.execute(headers: headers, body: body, deadline: deadline)

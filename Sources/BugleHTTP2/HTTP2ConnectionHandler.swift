@@ -1,16 +1,14 @@
 import NIOCore
-import NIOHTTP2
-import NIOSSL
 import NIOTLS
 
-/// Sits after `NIOHTTP2Handler` on a client connection and reports connection-level events to the pool:
+/// Sits after ``HTTP2ClientSession`` on a client connection and reports connection-level events to the pool:
 /// TLS handshake done (ready), the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (including decreases),
 /// GOAWAY, and errors. It also checks the connection's health: once ready it sends a PING every
 /// `keepalive.interval`, and closes the connection (the pool then reconnects) when a PING goes unanswered
 /// for `keepalive.timeout` — a peer that vanished without a FIN is found before requests are lost on it.
 final class HTTP2ConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = HTTP2ConnectionSignal
+    typealias OutboundOut = HTTP2PingRequest
 
     /// PING health checks.
     struct Keepalive: Sendable {
@@ -30,7 +28,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     private let keepalive: Keepalive?
     private var isReady = false
     private var pings: RepeatedTask?
-    private var unanswered: (data: HTTP2PingData, timeout: Scheduled<Void>)?
+    private var unanswered: (data: UInt64, timeout: Scheduled<Void>)?
     private var pingCounter: UInt64 = 0
 
     init(events: Events, keepalive: Keepalive?) {
@@ -58,7 +56,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     private func ping(context: ChannelHandlerContext, timeout: TimeAmount) {
         guard unanswered == nil, context.channel.isActive else { return }
         pingCounter &+= 1
-        let data = HTTP2PingData(withInteger: pingCounter)
+        let data = pingCounter
         let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
         let scheduled = context.eventLoop.scheduleTask(in: timeout) {
             let (handler, context) = loopBound.value
@@ -67,7 +65,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
         }
         unanswered = (data, scheduled)
-        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(HTTP2PingRequest(data: data)), promise: nil)
     }
 
     private func stopPings() {
@@ -92,30 +90,21 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .settings(.settings(let settings)):
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                events.maxConcurrentStreams(setting.value)
-            }
-        case .goAway(let lastStreamID, _, _):
-            events.goAway(Int(lastStreamID))
-        case .ping(let data, ack: true):
+        switch unwrapInboundIn(data) {
+        case .maxConcurrentStreams(let value):
+            events.maxConcurrentStreams(value)
+        case .goAway(let lastStreamID, _):
+            events.goAway(lastStreamID)
+        case .pingAnswered(let data):
             if let pending = unanswered, pending.data == data {
                 pending.timeout.cancel()
                 unanswered = nil
             }
-        default:
-            break
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Stream errors (one stream reset) must not take the connection's other streams down.
-        if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed {
-            return
-        }
-        // Error text comes from NIO/BoringSSL (no tokens or JWTs are part of it).
+        // Error text comes from NIO, BoringSSL or the session (no tokens or JWTs are part of it).
         events.failed(String(describing: error))
         context.close(promise: nil)
     }

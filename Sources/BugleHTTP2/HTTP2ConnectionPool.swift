@@ -2,7 +2,6 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -16,7 +15,7 @@ import NIOSSL
 /// - GOAWAY: the connection takes no new streams, drains, closes; its slot reconnects at once.
 /// - Connect/TLS failures back off exponentially with full jitter (`base · 2^failures`, capped) per slot;
 ///   waiters fail fast with a safe-retry error when no connection is up or coming.
-/// - Writes are flushed once per event-loop tick per connection (``FlushCoalescingHandler``), so many
+/// - Each connection is an ``HTTP2ClientSession`` over TLS; its writes leave once per event-loop tick, so many
 ///   concurrent requests share TLS records and `write` calls.
 /// - State lives in one `NIOLockedValueBox`; the lock is never held across I/O or an `await`.
 public final class HTTP2ConnectionPool: Sendable {
@@ -131,7 +130,7 @@ public final class HTTP2ConnectionPool: Sendable {
 
     // MARK: Leasing
 
-    /// Leases a stream, sends one request on it and returns the stream.
+    /// Leases a stream, sends one request on it and returns the answer.
     /// - Parameters:
     ///   - headers: Request headers including the pseudo-headers.
     ///   - body: Request body.
@@ -139,6 +138,17 @@ public final class HTTP2ConnectionPool: Sendable {
     /// - Returns: The answer.
     /// - Throws: ``HTTP2TransportError``.
     public func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2Response {
+        try await execute(headers: HTTP2HeaderBlock(headers), body: body, deadline: deadline)
+    }
+
+    /// Leases a stream, sends one request on it and returns the answer.
+    /// - Parameters:
+    ///   - headers: Request headers including the pseudo-headers, encoded.
+    ///   - body: Request body.
+    ///   - deadline: Deadline for leasing, writing and the answer together.
+    /// - Returns: The answer.
+    /// - Throws: ``HTTP2TransportError``.
+    public func execute(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2Response {
         let connection = try await lease(deadline: deadline)
         defer { release(connection) }
         return try await connection.execute(headers: headers, body: body, deadline: deadline).get()
@@ -366,21 +376,6 @@ public final class HTTP2ConnectionPool: Sendable {
         )
         let sslContext = self.sslContext
         let serverHostname = self.serverHostname
-        var http2 = NIOHTTP2Handler.ConnectionConfiguration()
-        http2.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 16384),
-            HTTP2Setting(parameter: .enablePush, value: 0),
-        ]
-        http2.maximumConnectionGlitches = 1 << 20
-        // Bugle builds every request header itself; checking them again cost about 4% of its CPU per request.
-        http2.headerBlockValidation = .disabled
-        http2.contentLengthValidation = .disabled
-        let connectionSettings = http2
-        var streamSettings = NIOHTTP2Handler.StreamConfiguration()
-        streamSettings.targetWindowSize = 1 << 20
-        let streamConfiguration = streamSettings
         let keepalive = configuration.pingInterval.map {
             HTTP2ConnectionHandler.Keepalive(interval: $0, timeout: configuration.pingTimeout)
         }
@@ -392,11 +387,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(FlushCoalescingHandler())
-                    try sync.addHandler(
-                        NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionSettings, streamConfiguration: streamConfiguration)
-                    )
-                    try sync.addHandler(HTTP2RequestDispatcher())
+                    try sync.addHandler(HTTP2ClientSession())
                     try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))
                 }
             }
@@ -407,8 +398,8 @@ public final class HTTP2ConnectionPool: Sendable {
                     self.connectionClosed(id: id, slot: slot)
                 }
                 return readyPromise.futureResult.hop(to: channel.eventLoop).flatMapThrowing {
-                    let dispatcher = try channel.pipeline.syncOperations.handler(type: HTTP2RequestDispatcher.self)
-                    return HTTP2Connection(id: id, channel: channel, dispatcher: dispatcher)
+                    let session = try channel.pipeline.syncOperations.handler(type: HTTP2ClientSession.self)
+                    return HTTP2Connection(id: id, channel: channel, session: session)
                 }
             }
             .whenComplete { [self] result in

@@ -26,3 +26,29 @@ public struct HTTP2Response: Sendable {
         headers.first(name: "retry-after").flatMap { Int($0.filter { $0 != " " }) }
     }
 }
+
+extension HTTP2Response {
+    /// Takes in one received header block: the `:status` and every other non-pseudo field. An informational (1xx)
+    /// block is skipped: the final answer follows it.
+    mutating func collect(_ block: HPACKHeaders) {
+        var status: Int?
+        for (name, value, _) in block where name.utf8.first == UInt8(ascii: ":") && name == ":status" {
+            status = Int(value) ?? 0
+        }
+        if let status, (100..<200).contains(status) { return }
+        if let status { self.status = status }
+        for (name, value, indexing) in block where name.utf8.first != UInt8(ascii: ":") {
+            headers.add(name: name, value: value, indexing: indexing)
+        }
+    }
+
+    /// Adds received body bytes.
+    mutating func appendBody(_ bytes: inout ByteBuffer) {
+        guard bytes.readableBytes > 0 else { return }
+        if body == nil {
+            body = bytes
+        } else {
+            body?.writeBuffer(&bytes)
+        }
+    }
+}

@@ -3,6 +3,8 @@ import BugleCore
 import BugleTesting
 import Crypto
 import Foundation
+import BugleHTTP2
+import NIOCore
 import NIOHPACK
 import Testing
 
@@ -83,8 +85,17 @@ struct APNsJWTSignerTests {
 
 @Suite("APNs request headers")
 struct APNsRequestHeadersTests {
-    @Test func allFields() {
-        let headers = APNSRequestHeaders.make(
+    /// Reads a block back with NIOHPACK's decoder (an independent HPACK implementation).
+    static func decode(_ block: HTTP2HeaderBlock) throws -> HPACKHeaders {
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        var bytes = block.bytes
+        let headers = try decoder.decodeHeaders(from: &bytes)
+        #expect(bytes.readableBytes == 0)
+        return headers
+    }
+
+    @Test func allFields() throws {
+        let headers = try Self.decode(APNSRequestHeaders.make(
             deviceToken: "abcd",
             headers: APNsHeaders(
                 pushType: .voip,
@@ -96,7 +107,7 @@ struct APNsRequestHeadersTests {
             topic: "com.example.app",
             authority: "api.push.apple.com",
             bearerToken: "JWT"
-        )
+        ))
         #expect(headers.first(name: ":method") == "POST")
         #expect(headers.first(name: ":scheme") == "https")
         #expect(headers.first(name: ":path") == "/3/device/abcd")
@@ -110,14 +121,14 @@ struct APNsRequestHeadersTests {
         #expect(headers.first(name: "apns-id") == "123e4567-e89b-12d3-a456-426614174000")
     }
 
-    @Test func optionalFieldsAbsent() {
-        let headers = APNSRequestHeaders.make(
+    @Test func optionalFieldsAbsent() throws {
+        let headers = try Self.decode(APNSRequestHeaders.make(
             deviceToken: "abcd",
             headers: APNsHeaders(pushType: .alert, priority: 10, expiration: nil, collapseID: nil, apnsID: "x"),
             topic: "com.example.app",
             authority: "127.0.0.1:2197",
             bearerToken: nil
-        )
+        ))
         #expect(headers.first(name: "apns-topic") == "com.example.app")
         #expect(!headers.contains(name: "apns-expiration"))
         #expect(!headers.contains(name: "apns-collapse-id"))
