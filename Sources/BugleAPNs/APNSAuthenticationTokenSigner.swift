@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 
 /// Mints and caches APNs provider tokens: ES256 JWTs with header `{"alg":"ES256","kid":...}` and claims
 /// `{"iss":<team>,"iat":<integer seconds>}`, signed as raw R‖S and base64url-encoded.
@@ -8,10 +9,19 @@ import Foundation
 /// re-minted once it is `refreshAfter` old (default 50 minutes), and never sooner than
 /// `minimumInterval` (default 20 minutes) after the previous mint — also not after `ExpiredProviderToken`.
 /// Refresh timing uses the injected `clock`; `iat` comes from the injected wall clock.
-public actor APNSAuthenticationTokenSigner<C: Clock>: APNSBearerTokenSource where C.Duration == Duration {
+///
+/// Every request asks for the token, so the cache sits behind a lock, not in an actor: an actor hop per request (two
+/// task switches) cost more than the whole of a request's header encoding. A mint (about once an hour) holds the
+/// lock for one signature.
+public final class APNSAuthenticationTokenSigner<C: Clock>: APNSBearerTokenSource where C.Duration == Duration {
     private struct Cached {
         var token: String
         var mintedAt: C.Instant
+    }
+
+    private struct State {
+        var cached: Cached?
+        var mintCount = 0
     }
 
     private let privateKey: P256.Signing.PrivateKey
@@ -21,9 +31,10 @@ public actor APNSAuthenticationTokenSigner<C: Clock>: APNSBearerTokenSource wher
     private let epochSeconds: @Sendable () -> Int64
     private let refreshAfter: Duration
     private let minimumInterval: Duration
-    private var cached: Cached?
+    private let state = NIOLockedValueBox(State())
+
     /// Number of tokens minted so far (for tests and metrics).
-    public private(set) var mintCount = 0
+    public var mintCount: Int { state.withLockedValue { $0.mintCount } }
 
     /// Creates a signer.
     /// - Parameters:
@@ -54,30 +65,34 @@ public actor APNSAuthenticationTokenSigner<C: Clock>: APNSBearerTokenSource wher
 
     /// The token to send now.
     public func currentToken() -> String {
-        let now = clock.now
-        if let cached, cached.mintedAt.duration(to: now) < refreshAfter {
-            return cached.token
+        state.withLockedValue { state in
+            let now = clock.now
+            if let cached = state.cached, cached.mintedAt.duration(to: now) < refreshAfter {
+                return cached.token
+            }
+            if let cached = state.cached, cached.mintedAt.duration(to: now) < minimumInterval {
+                return cached.token
+            }
+            return mint(now: now, into: &state)
         }
-        if let cached, cached.mintedAt.duration(to: now) < minimumInterval {
-            return cached.token
-        }
-        return mint(now: now)
     }
 
     /// A token to retry with after `ExpiredProviderToken`, honouring the minimum interval.
     /// - Parameter rejected: The refused token.
     public func tokenAfterExpiry(rejected: String) -> String? {
-        let now = clock.now
-        guard let cached else { return mint(now: now) }
-        if cached.token != rejected { return cached.token }
-        guard cached.mintedAt.duration(to: now) >= minimumInterval else { return nil }
-        return mint(now: now)
+        state.withLockedValue { state in
+            let now = clock.now
+            guard let cached = state.cached else { return mint(now: now, into: &state) }
+            if cached.token != rejected { return cached.token }
+            guard cached.mintedAt.duration(to: now) >= minimumInterval else { return nil }
+            return mint(now: now, into: &state)
+        }
     }
 
-    private func mint(now: C.Instant) -> String {
+    private func mint(now: C.Instant, into state: inout State) -> String {
         let token = APNSJWT.make(privateKey: privateKey, keyID: keyID, teamID: teamID, issuedAt: epochSeconds())
-        cached = Cached(token: token, mintedAt: now)
-        mintCount += 1
+        state.cached = Cached(token: token, mintedAt: now)
+        state.mintCount += 1
         return token
     }
 }

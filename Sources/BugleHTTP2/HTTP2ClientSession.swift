@@ -3,8 +3,7 @@ import NIOHPACK
 import NIOTLS
 
 /// The client side of one HTTP/2 connection (RFC 9113), right after TLS: frames each request as HEADERS + DATA on the
-/// next client stream, reads the server's frames, keeps flow control both ways, and completes each request's promise
-/// exactly once — with the answer, or an ``HTTP2TransportError`` that says whether the request can be retried safely.
+/// next client stream, reads the server's frames, keeps flow control both ways, and completes each request exactly once — with the answer, or an ``HTTP2TransportError`` that says whether the request can be retried safely.
 ///
 /// Bugle only ever sends requests and reads their answers, so this is the whole of the client's protocol state: no
 /// server streams, no push, no priorities, and a header encoder that never touches the dynamic table
@@ -30,7 +29,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     }
 
     private struct Exchange {
-        var promise: EventLoopPromise<HTTP2Response>
+        var completion: Completion
         var response = HTTP2Response(status: 0)
         /// Bytes this client may still send on the stream.
         var sendWindow: Int
@@ -48,6 +47,9 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         var endStream: Bool
         var block: ByteBuffer
     }
+
+    /// How a request learns its answer: called once, on the event loop, with the answer or an ``HTTP2TransportError``.
+    typealias Completion = @Sendable (Result<HTTP2Response, any Error>) -> Void
 
     /// Client stream ids are odd and must grow; past this the connection can open no more streams.
     private static let lastStreamID: UInt32 = UInt32(Int32.max) - 1
@@ -106,24 +108,24 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     ///   - headers: The encoded header fields, pseudo-headers first.
     ///   - body: The body (may be empty).
     ///   - deadline: When to give up waiting for the answer.
-    ///   - promise: Completed once, with the answer or an ``HTTP2TransportError``.
-    func send(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<HTTP2Response>) {
+    ///   - completion: Called once, with the answer or an ``HTTP2TransportError``.
+    func send(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline, completion: @escaping Completion) {
         guard let context, prefaceSent, !isClosed, context.channel.isActive else {
-            promise.fail(HTTP2TransportError.notWritten("connection closed"))
+            completion(.failure(HTTP2TransportError.notWritten("connection closed")))
             return
         }
         guard goAwayLastStreamID == nil else {
-            promise.fail(HTTP2TransportError.notWritten("the server is closing the connection (GOAWAY)"))
+            completion(.failure(HTTP2TransportError.notWritten("the server is closing the connection (GOAWAY)")))
             return
         }
         guard nextStreamID <= Self.lastStreamID else {
-            promise.fail(HTTP2TransportError.notWritten("the connection has used every stream id"))
+            completion(.failure(HTTP2TransportError.notWritten("the connection has used every stream id")))
             context.close(promise: nil)
             return
         }
         let streamID = nextStreamID
         nextStreamID += 2
-        exchanges[streamID] = Exchange(promise: promise, sendWindow: peerInitialWindow)
+        exchanges[streamID] = Exchange(completion: completion, sendWindow: peerInitialWindow)
         deadlines.add(streamID, deadline: deadline, openCount: exchanges.count) { exchanges[$0] != nil }
         arm(for: deadline, context: context)
 
@@ -521,7 +523,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     @discardableResult
     private func complete(_ streamID: UInt32, with result: Result<HTTP2Response, any Error>) -> Bool {
         guard let exchange = exchanges.removeValue(forKey: streamID) else { return false }
-        exchange.promise.completeWith(result)
+        exchange.completion(result)
         return true
     }
 

@@ -13,24 +13,26 @@ public final class HTTP2Connection: Sendable {
         self.session = NIOLoopBound(session, eventLoop: channel.eventLoop)
     }
 
-    /// Sends one request on a new stream.
+    /// Sends one request on a new stream and waits for its answer.
     /// - Parameters:
     ///   - headers: Request headers, encoded.
     ///   - body: Request body.
     ///   - deadline: Per-request deadline.
-    /// - Returns: The answer, or a failed future with an ``HTTP2TransportError``.
-    public func execute(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline) -> EventLoopFuture<HTTP2Response> {
+    /// - Returns: The answer.
+    /// - Throws: ``HTTP2TransportError``.
+    public func execute(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2Response {
         let loop = channel.eventLoop
-        let promise = loop.makePromise(of: HTTP2Response.self)
-        if loop.inEventLoop {
-            session.value.send(headers: headers, body: body, deadline: deadline, promise: promise)
-        } else {
-            let session = self.session
-            loop.execute {
-                session.value.send(headers: headers, body: body, deadline: deadline, promise: promise)
+        let session = self.session
+        return try await withCheckedThrowingContinuation { continuation in
+            let completion: HTTP2ClientSession.Completion = { continuation.resume(with: $0) }
+            if loop.inEventLoop {
+                session.value.send(headers: headers, body: body, deadline: deadline, completion: completion)
+            } else {
+                loop.execute {
+                    session.value.send(headers: headers, body: body, deadline: deadline, completion: completion)
+                }
             }
         }
-        return promise.futureResult
     }
 
     /// Closes the connection.

@@ -151,7 +151,7 @@ public final class HTTP2ConnectionPool: Sendable {
     public func execute(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2Response {
         let connection = try await lease(deadline: deadline)
         defer { release(connection) }
-        return try await connection.execute(headers: headers, body: body, deadline: deadline).get()
+        return try await connection.execute(headers: headers, body: body, deadline: deadline)
     }
 
     /// Opens the connections ahead of the first request (waits for the first one, up to `deadline`).
@@ -167,10 +167,15 @@ public final class HTTP2ConnectionPool: Sendable {
     /// - Returns: A connection with one stream reserved for the caller; call ``release(_:)`` afterwards.
     /// - Throws: ``HTTP2TransportError``.
     public func lease(deadline: NIODeadline) async throws -> HTTP2Connection {
-        let waiterID = state.withLockedValue { state -> Int in
+        // Usually a stream is free now: take it with one lock and no suspension (unless others wait before us).
+        let (free, waiterID) = state.withLockedValue { state -> (HTTP2Connection?, Int) in
+            if !state.isShutdown, state.pendingWaiters == 0, let connection = Self.leaseLocked(&state) {
+                return (connection, 0)
+            }
             state.nextID += 1
-            return state.nextID
+            return (nil, state.nextID)
         }
+        if let free { return free }
         return try await withCheckedThrowingContinuation { continuation in
             let effects = state.withLockedValue { state -> [Effect] in
                 if state.isShutdown {

@@ -34,13 +34,13 @@ public struct CampaignRunner: Sendable {
     private let store: any CampaignStore
     private let providers: [ProviderKind: any PushProvider]
     private let composer: NotificationComposer
-    private let mapper: OutcomeMapper
     private let window: Int
     private let notAfter: Instant?
     private let campaign: Campaign
     private let configuration: Configuration
     private let control: RunControl
     private let progress: RunProgressBoard?
+    private let sender: RecipientSender
     private let logger: Logger
 
     /// - Parameters:
@@ -61,14 +61,18 @@ public struct CampaignRunner: Sendable {
     ) {
         self.store = store
         self.providers = providers
-        self.composer = NotificationComposer(campaign: campaign, runID: runID)
-        self.mapper = OutcomeMapper(maxAttempts: campaign.delivery.maxAttempts, ambiguousPolicy: campaign.delivery.ambiguousPolicy)
+        let composer = NotificationComposer(campaign: campaign, runID: runID)
+        let mapper = OutcomeMapper(maxAttempts: campaign.delivery.maxAttempts, ambiguousPolicy: campaign.delivery.ambiguousPolicy)
+        self.composer = composer
         self.window = campaign.delivery.inFlightWindow
         self.notAfter = campaign.delivery.notAfter
         self.campaign = campaign
         self.configuration = configuration
         self.control = control
         self.progress = progress
+        self.sender = RecipientSender(
+            composer: composer, mapper: mapper, providers: providers, iosLane: campaign.provider(for: .ios)
+        )
         var logger = logger
         logger[metadataKey: "run_id"] = "\(runID)"
         self.logger = logger
@@ -333,11 +337,12 @@ public struct CampaignRunner: Sendable {
                         continue
                     }
                     let sendTime = Int(Date().timeIntervalSince1970)
+                    let sender = self.sender
                     for recipient in recipients {
                         sending += 1
                         attempted += 1
-                        group.addTask { [self] in
-                            let (outcome, raw) = await sendOne(recipient, now: sendTime)
+                        group.addTask {
+                            let (outcome, raw) = await sender.send(recipient, now: sendTime)
                             return .answered(outcome, raw, recipient.platform)
                         }
                     }
@@ -463,26 +468,5 @@ public struct CampaignRunner: Sendable {
                 delay = min(delay * 2, .seconds(5))
             }
         }
-    }
-
-    private func sendOne(_ recipient: ClaimedRecipient, now: Int) async -> (RecipientOutcome, SendOutcome) {
-        let composed = composer.compose(
-            seq: recipient.seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
-            selection: recipient.selection, attempt: recipient.attempts, now: now
-        )
-        let raw: SendOutcome
-        switch composed {
-        case .failure:
-            raw = .rejected(code: SkipReason.payloadTooLarge.rawValue)
-        case .success(let request):
-            if let provider = providers[lane(for: recipient.platform)] {
-                raw = await provider.send(request)
-            } else {
-                raw = .halt(code: "provider_not_configured", message: "no \(lane(for: recipient.platform).rawValue) provider is configured for \(recipient.platform.rawValue) devices")
-            }
-        }
-        var random = SystemRandomNumberGenerator()
-        let mapped = mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)
-        return (mapped, raw)
     }
 }

@@ -163,6 +163,13 @@ public final class LanePacer: Sendable {
     }
 
     private func takeSlot() async {
+        // Usually a slot is free: take it without suspending (a continuation per send), unless others wait first.
+        let free = state.withLock { state -> Bool in
+            guard state.waiters.isEmpty, state.inFlight < limits.concurrency else { return false }
+            state.inFlight += 1
+            return true
+        }
+        if free { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let granted = state.withLock { state -> Bool in
                 if state.inFlight < limits.concurrency {

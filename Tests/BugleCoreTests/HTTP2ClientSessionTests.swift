@@ -67,7 +67,7 @@ struct HTTP2ClientSessionTests {
             var headers = HTTP2HeaderBlock()
             headers.add(.methodPOST)
             headers.add(.path, value: "/3/device/", "abcd")
-            try session.send(headers: headers, body: ByteBuffer(string: body), deadline: deadline, promise: promise)
+            try session.send(headers: headers, body: ByteBuffer(string: body), deadline: deadline) { promise.completeWith($0) }
             return promise.futureResult
         }
 

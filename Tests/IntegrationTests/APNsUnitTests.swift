@@ -48,14 +48,14 @@ struct APNsJWTSignerTests {
             clock: clock,
             epochSeconds: { Int64(clock.wallSeconds) }
         )
-        let first = await signer.currentToken()
-        #expect(await signer.mintCount == 1)
+        let first = signer.currentToken()
+        #expect(signer.mintCount == 1)
         clock.advance(by: .seconds(49 * 60))
-        #expect(await signer.currentToken() == first)
+        #expect(signer.currentToken() == first)
         clock.advance(by: .seconds(60))
-        let second = await signer.currentToken()
+        let second = signer.currentToken()
         #expect(second != first)
-        #expect(await signer.mintCount == 2)
+        #expect(signer.mintCount == 2)
         let claims = try decodePart(second.split(separator: ".")[1])
         let issuedAt = try #require(claims["iat"] as? NSNumber).int64Value
         #expect(issuedAt == Int64(1_700_003_000))
@@ -70,16 +70,16 @@ struct APNsJWTSignerTests {
             clock: clock,
             epochSeconds: { Int64(clock.wallSeconds) }
         )
-        let first = await signer.currentToken()
+        let first = signer.currentToken()
         clock.advance(by: .seconds(10 * 60))
         // Too soon: no new token may be minted.
-        #expect(await signer.tokenAfterExpiry(rejected: first) == nil)
+        #expect(signer.tokenAfterExpiry(rejected: first) == nil)
         clock.advance(by: .seconds(10 * 60))
-        let fresh = await signer.tokenAfterExpiry(rejected: first)
+        let fresh = signer.tokenAfterExpiry(rejected: first)
         #expect(fresh != nil && fresh != first)
         // A second task reporting the same stale token gets the fresh one, no second mint.
-        #expect(await signer.tokenAfterExpiry(rejected: first) == fresh)
-        #expect(await signer.mintCount == 2)
+        #expect(signer.tokenAfterExpiry(rejected: first) == fresh)
+        #expect(signer.mintCount == 2)
     }
 }
 
