@@ -429,10 +429,8 @@ public struct PostgresCampaignStore: CampaignStore {
             var run: (String, String?, Bool)?
             for try await row in fence.decode((String, String?, Bool).self) { run = row }
             guard let (notificationType, periodKey, rotates) = run else { return false }
-            // Only the count of written rows comes back (one row, not one per outcome).
             let updated = try await connection.query(
                 """
-                WITH written AS (
                 UPDATE bugle.run_recipients r
                    SET state = v.state, outcome_code = v.code, provider_message_id = NULLIF(v.msg, ''),
                        next_attempt_at = CASE WHEN v.state = 'retry_wait' THEN now() + make_interval(secs => v.delay)
@@ -443,13 +441,12 @@ public struct PostgresCampaignStore: CampaignStore {
                               \(delays)::float8[], \(refunds)::int[]) AS v(seq, state, code, msg, delay, refund)
                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)::bigint[]) AND r.seq = v.seq
                    AND r.state = 'in_flight' AND r.claim_epoch = \(lease.epoch)
-                RETURNING 1)
-                SELECT count(*) FROM written
+                RETURNING r.seq
                 """,
                 logger: logger
             )
             var count = 0
-            for try await written in updated.decode(Int.self) { count = written }
+            for try await _ in updated { count += 1 }
             if !deactivateIDs.isEmpty {
                 // The 410 rule: a token that re-registered after the provider's timestamp stays active.
                 _ = try await connection.query(
