@@ -32,7 +32,7 @@ extension HTTP2Response {
     /// block is skipped: the final answer follows it.
     mutating func collect(_ block: HPACKHeaders) {
         var status: Int?
-        for (name, value, _) in block where name.utf8.first == UInt8(ascii: ":") && name == ":status" {
+        for (name, value, _) in block where name == ":status" {
             status = Int(value) ?? 0
         }
         if let status, (100..<200).contains(status) { return }

@@ -33,10 +33,9 @@ public struct CampaignRunner: Sendable {
 
     private let store: any CampaignStore
     private let providers: [ProviderKind: any PushProvider]
-    private let composer: NotificationComposer
+    private let runID: Int64
     private let window: Int
     private let notAfter: Instant?
-    private let campaign: Campaign
     private let configuration: Configuration
     private let control: RunControl
     private let progress: RunProgressBoard?
@@ -63,16 +62,13 @@ public struct CampaignRunner: Sendable {
         self.providers = providers
         let composer = NotificationComposer(campaign: campaign, runID: runID)
         let mapper = OutcomeMapper(maxAttempts: campaign.delivery.maxAttempts, ambiguousPolicy: campaign.delivery.ambiguousPolicy)
-        self.composer = composer
+        self.runID = runID
         self.window = campaign.delivery.inFlightWindow
         self.notAfter = campaign.delivery.notAfter
-        self.campaign = campaign
         self.configuration = configuration
         self.control = control
         self.progress = progress
-        self.sender = RecipientSender(
-            composer: composer, mapper: mapper, providers: providers, iosLane: campaign.provider(for: .ios)
-        )
+        self.sender = RecipientSender(campaign: campaign, composer: composer, mapper: mapper, providers: providers)
         var logger = logger
         logger[metadataKey: "run_id"] = "\(runID)"
         self.logger = logger
@@ -80,7 +76,7 @@ public struct CampaignRunner: Sendable {
 
     /// The lane for a platform.
     public func lane(for platform: Platform) -> ProviderKind {
-        campaign.provider(for: platform)
+        sender.lane(for: platform)
     }
 
     /// Runs until every recipient is terminal, a stop is requested, a provider halts the run, or the lease is lost.
@@ -88,7 +84,6 @@ public struct CampaignRunner: Sendable {
     ///   - owner: this worker's lease owner id (host:pid:random).
     ///   - mode: `.exclusive` to start or resume the run alone, `.join` to add a worker to a running run.
     public func run(owner: String, mode: LeaseMode = .exclusive) async throws -> RunResult {
-        let runID = composer.runID
         let ttl = configuration.leaseTTLSeconds
         let granted = try await withDatabaseRetry("taking the lease") {
             try await store.acquireLease(runID: runID, owner: owner, ttlSeconds: ttl, mode: mode)

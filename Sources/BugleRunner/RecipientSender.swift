@@ -10,18 +10,23 @@ final class RecipientSender: Sendable {
     private let composer: NotificationComposer
     private let mapper: OutcomeMapper
     private let providers: [ProviderKind: any PushProvider]
-    private let iosLane: ProviderKind
+    /// Each platform's lane (``Campaign/provider(for:)``), looked up once.
+    private let lanes: (ios: ProviderKind, android: ProviderKind, web: ProviderKind)
 
-    init(composer: NotificationComposer, mapper: OutcomeMapper, providers: [ProviderKind: any PushProvider], iosLane: ProviderKind) {
+    init(campaign: Campaign, composer: NotificationComposer, mapper: OutcomeMapper, providers: [ProviderKind: any PushProvider]) {
         self.composer = composer
         self.mapper = mapper
         self.providers = providers
-        self.iosLane = iosLane
+        self.lanes = (campaign.provider(for: .ios), campaign.provider(for: .android), campaign.provider(for: .web))
     }
 
-    /// The lane for a platform: iOS goes to the campaign's iOS transport, Android and web to FCM.
+    /// The lane for a platform.
     func lane(for platform: Platform) -> ProviderKind {
-        platform == .ios ? iosLane : .fcm
+        switch platform {
+        case .ios: lanes.ios
+        case .android: lanes.android
+        case .web: lanes.web
+        }
     }
 
     /// Sends one recipient. Never throws: every failure is an outcome.
