@@ -166,6 +166,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "tools/BugleSimulator",
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
