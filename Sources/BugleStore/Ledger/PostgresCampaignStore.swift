@@ -217,7 +217,10 @@ public struct PostgresCampaignStore: CampaignStore {
             guard let (window, notificationType, periodKey) = run, !mine.isEmpty else {
                 return .fenced(try await status(of: lease.runID, connection))
             }
-            // Statement 2: a fresh snapshot after the lock, so the in-flight count is current.
+            // Statement 2: a fresh snapshot after the lock, so the in-flight count is current. The picks take no row
+            // locks: statement 1 already serialises this run's claimers, and the UPDATE re-checks each row's state, so
+            // a row another writer (a cancel) moved meanwhile is left alone. `FOR UPDATE SKIP LOCKED` here wrote a
+            // lock into every picked row before the UPDATE rewrote it.
             let rows = try await connection.query(
                 """
                 WITH room AS (
@@ -231,14 +234,14 @@ public struct PostgresCampaignStore: CampaignStore {
                      WHERE r.run_id = \(lease.runID) AND r.provider = l.provider AND r.state IN ('pending', 'retry_wait')
                        AND r.next_attempt_at <= coalesce(to_timestamp(\(clock)::float8), now())
                      ORDER BY r.next_attempt_at, r.seq
-                     LIMIT l.n
-                     FOR UPDATE SKIP LOCKED) p),
+                     LIMIT l.n) p),
                 picked AS (
                   SELECT seq FROM lane_picks ORDER BY next_attempt_at, seq
                    LIMIT least(\(total), coalesce((SELECT n FROM room), 0)))
                 UPDATE bugle.run_recipients r
                    SET state = 'in_flight', claim_epoch = \(lease.epoch), claim_id = \(claimID), claimed_at = now(), attempts = r.attempts + 1
                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
+                   AND r.state IN ('pending', 'retry_wait')
                 RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts,
                           r.variant, r.copy_index
                 """,
