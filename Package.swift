@@ -30,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.0"),
     ],
     targets: [
+        // glibc's `mallopt`, which Swift's Glibc module does not export (the `bugle` executable caps malloc arenas).
+        .target(name: "CBugleMalloc"),
         .target(
             name: "BugleCore",
             dependencies: [
@@ -137,6 +139,7 @@ let package = Package(
                 "BugleFCM",
                 "BugleLegacyAPNs",
                 "BugleSimulator",
+                "CBugleMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -182,7 +185,7 @@ let package = Package(
         .testTarget(
             name: "BugleCoreTests",
             dependencies: [
-                "BugleCore", "BugleTesting", "BugleRunner", "BugleFCM", "BugleLegacyAPNs", "BugleHTTP2",
+                "BugleCore", "BugleTesting", "BugleRunner", "BugleFCM", "BugleLegacyAPNs", "BugleHTTP2", "CBugleMalloc",
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
