@@ -463,6 +463,76 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("claims start each lane at its floor yet skip nothing: a rolled-back claim's rows, retries, every row in the end")
+    func claimFloors() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 30)
+            let logger = Support.logger
+            let campaign = Support.campaign(name: "floors", dedupe: .daily, window: 100, policy: .resend)
+            let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: "d:2026-11-25")
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+            _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            let store = PostgresCampaignStore(client: client, logger: logger)
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            // The claim's dedupe reservation fails after its rows were picked and updated: the claim rolls back.
+            _ = try await client.query(
+                """
+                CREATE FUNCTION bugle.refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$
+                """,
+                logger: logger
+            ).collect()
+            _ = try await client.query(
+                "CREATE TRIGGER refuse BEFORE INSERT ON bugle.notification_log FOR EACH ROW EXECUTE FUNCTION bugle.refuse_log()",
+                logger: logger
+            ).collect()
+            await #expect(throws: (any Error).self) { try await store.claim(lease, limits: [.apns: 4, .fcm: 4], claimID: 1) }
+            _ = try await client.query("DROP TRIGGER refuse ON bugle.notification_log", logger: logger).collect()
+            // The next claim takes the same rows: the rolled-back claim moved no floor.
+            guard case .claimed(let first) = try await store.claim(lease, limits: [.apns: 4, .fcm: 4], claimID: 2) else {
+                Issue.record("fenced")
+                return
+            }
+            var lowest: [Int64] = []
+            let rows = try await client.query(
+                """
+                SELECT seq FROM (SELECT seq, row_number() OVER (PARTITION BY provider ORDER BY seq) AS k
+                                   FROM bugle.run_recipients WHERE run_id = \(runID)) x
+                 WHERE k <= 4 ORDER BY seq
+                """,
+                logger: logger
+            )
+            for try await (seq,) in rows.decode((Int64,).self) { lowest.append(seq) }
+            #expect(first.map(\.seq).sorted() == lowest)
+            // Two answers are retries: due again at once, behind every row the floors pass over.
+            let retried = Set(first.prefix(2).map(\.seq))
+            var outcomes = first.map { recipient in
+                retried.contains(recipient.seq)
+                    ? RecipientOutcome(seq: recipient.seq, state: .retryWait, code: "unavailable", retryAfterSeconds: 0, refundAttempt: true)
+                    : RecipientOutcome(seq: recipient.seq, state: .sent, code: "delivered")
+            }
+            var claims: [Int64: Int] = [:]
+            for recipient in first { claims[recipient.seq, default: 0] += 1 }
+            var claimID: Int64 = 3
+            while true {
+                #expect(try await store.record(lease, outcomes: outcomes))
+                guard case .claimed(let next) = try await store.claim(lease, limits: [.apns: 4, .fcm: 4], claimID: claimID) else {
+                    Issue.record("fenced")
+                    return
+                }
+                if next.isEmpty { break }
+                for recipient in next { claims[recipient.seq, default: 0] += 1 }
+                outcomes = next.map { RecipientOutcome(seq: $0.seq, state: .sent, code: "delivered") }
+                claimID += 1
+                if claimID > 40 { Issue.record("the claims never ran dry"); break }
+            }
+            #expect(claims.count == 30)
+            #expect(claims.filter { $0.value == 2 }.keys.sorted() == retried.sorted())
+            #expect(claims.values.allSatisfy { $0 <= 2 })
+            let sent = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
+            #expect(sent == 30)
+        }
+    }
+
     @Test("the progress count reads the snapshot fixed before snapshotTaken: outcomes recorded after it still count as left")
     func progressCountIsOfTheSnapshotBeforeTheSends() async throws {
         try await Support.withFreshDatabase { client in

@@ -10,6 +10,7 @@ public struct PostgresCampaignStore: CampaignStore {
     private let logger: Logger
     private let sessionTag: String?
     private let scheduleClock: (@Sendable () -> Double)?
+    private let claimFloors = ClaimFloors()
 
     /// - Parameters:
     ///   - client: The database.
@@ -186,9 +187,12 @@ public struct PostgresCampaignStore: CampaignStore {
         guard !lanes.isEmpty else { return .claimed([]) }
         let laneNames = lanes.map(\.key.rawValue)
         let laneLimits = lanes.map(\.value)
+        let laneFloors = lanes.map { claimFloors.floor(runID: lease.runID, lane: $0.key) }
         let total = laneLimits.reduce(0, +)
         let clock = scheduleClock?()
-        return try await client.withTransaction(logger: logger) { connection -> ClaimResult in
+        // Per lane: the smallest `seq` among this claim's picks due at once (`-infinity`), or `.max` when it picked
+        // none. The floors rise only once the claim has committed.
+        let (result, firstImmediate) = try await client.withTransaction(logger: logger) { connection -> (ClaimResult, [String: Int64]) in
             // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
             let fence = try await connection.query(
@@ -215,7 +219,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 logger: logger
             ).collect()
             guard let (window, notificationType, periodKey) = run, !mine.isEmpty else {
-                return .fenced(try await status(of: lease.runID, connection))
+                return (.fenced(try await status(of: lease.runID, connection)), [:])
             }
             // Statement 2: a fresh snapshot after the lock, so the in-flight count is current. The picks take no row
             // locks: statement 1 already serialises this run's claimers, and the UPDATE re-checks each row's state, so
@@ -228,11 +232,14 @@ public struct PostgresCampaignStore: CampaignStore {
                    WHERE run_id = \(lease.runID) AND state = 'in_flight'),
                 lane_picks AS (
                   -- Each lane's own oldest due recipients, so one lane's backlog never crowds out another's.
-                  SELECT p.seq, p.next_attempt_at FROM unnest(\(laneNames)::text[], \(laneLimits)::int[]) AS l(provider, n)
+                  -- Each lane starts at its floor (ClaimFloors): the entries of rows it already claimed are not read.
+                  SELECT p.seq, p.next_attempt_at
+                    FROM unnest(\(laneNames)::text[], \(laneLimits)::int[], \(laneFloors)::bigint[]) AS l(provider, n, floor)
                   CROSS JOIN LATERAL (
                     SELECT r.seq, r.next_attempt_at FROM bugle.run_recipients r
                      WHERE r.run_id = \(lease.runID) AND r.provider = l.provider AND r.state IN ('pending', 'retry_wait')
                        AND r.next_attempt_at <= coalesce(to_timestamp(\(clock)::float8), now())
+                       AND (r.next_attempt_at, r.seq) >= ('-infinity'::timestamptz, l.floor)
                      ORDER BY r.next_attempt_at, r.seq
                      LIMIT l.n) p),
                 picked AS (
@@ -243,12 +250,13 @@ public struct PostgresCampaignStore: CampaignStore {
                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
                    AND r.state IN ('pending', 'retry_wait')
                 RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts,
-                          r.variant, r.copy_index
+                          r.variant, r.copy_index, r.provider, CASE WHEN r.next_attempt_at = '-infinity' THEN r.seq END
                 """,
                 logger: logger
             )
             var claimed: [ClaimedRecipient] = []
             claimed.reserveCapacity(total)
+            var firstImmediate: [String: Int64] = [:]
             for try await row in rows {
                 var cells = row.makeIterator()
                 guard let seq = cells.next()?.integer, let deviceID = cells.next()?.integer, let userID = cells.next()?.text,
@@ -260,6 +268,9 @@ public struct PostgresCampaignStore: CampaignStore {
                 let attempts = cells.next()?.integer ?? 0
                 let variant = cells.next()?.text
                 let copyIndex = cells.next()?.integer ?? 0
+                if let provider = cells.next()?.text {
+                    firstImmediate[provider] = min(firstImmediate[provider] ?? .max, cells.next()?.integer ?? .max)
+                }
                 claimed.append(
                     ClaimedRecipient(
                         seq: seq, deviceID: deviceID, userID: userID, token: token, platform: platform,
@@ -268,7 +279,7 @@ public struct PostgresCampaignStore: CampaignStore {
                     )
                 )
             }
-            guard !claimed.isEmpty else { return .claimed([]) }
+            guard !claimed.isEmpty else { return (.claimed([]), firstImmediate) }
             let seqs = claimed.map(\.seq)
             var skipped = Set<Int64>()
             // Tokens deactivated since the segment was read are not sent. The small partial index of inactive devices
@@ -327,9 +338,16 @@ public struct PostgresCampaignStore: CampaignStore {
                     skipped.insert(seq)
                 }
             }
-            if skipped.isEmpty { return .claimed(claimed) }
-            return .claimed(claimed.filter { !skipped.contains($0.seq) })
+            if skipped.isEmpty { return (.claimed(claimed), firstImmediate) }
+            return (.claimed(claimed.filter { !skipped.contains($0.seq) }), firstImmediate)
         }
+        for (provider, first) in firstImmediate {
+            guard let lane = ProviderKind(rawValue: provider) else { continue }
+            // Rows due at once sort first, so a lane whose picks hold none has none left unclaimed, and its floor
+            // passes them all (`.max`).
+            claimFloors.raise(runID: lease.runID, lane: lane, to: first)
+        }
+        return result
     }
 
     /// `max_per_user`: users of the claimed rows whom `count` runs already reached in the last `seconds` (sent
