@@ -70,6 +70,10 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     private var prefaceSent = false
     private var sawSettings = false
     private var partialHeaders: PartialHeaders?
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` (no limit until it says otherwise), and the requests waiting
+    /// for a stream under it.
+    private var peerMaxStreams = HTTP2ClientSession.unlimitedStreams
+    private var waiting = HTTP2WaitingRequests()
 
     /// Frames written this tick and not yet handed to TLS, and the streams whose requests are in them.
     private var outbound = ByteBuffer()
@@ -123,6 +127,16 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
             context.close(promise: nil)
             return
         }
+        guard exchanges.count < peerMaxStreams else {
+            waiting.append(.init(headers: headers, body: body, deadline: deadline, completion: completion))
+            arm(for: deadline, context: context)
+            return
+        }
+        open(headers: headers, body: body, deadline: deadline, completion: completion, context: context)
+    }
+
+    /// Opens the next stream for a request and writes it.
+    private func open(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline, completion: @escaping Completion, context: ChannelHandlerContext) {
         let streamID = nextStreamID
         nextStreamID += 2
         exchanges[streamID] = Exchange(completion: completion, sendWindow: peerInitialWindow)
@@ -390,6 +404,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
             switch identifier {
             case HTTP2Wire.Setting.maxConcurrentStreams:
                 maxStreams = Int(value)
+                peerMaxStreams = Int(value)
             case HTTP2Wire.Setting.initialWindowSize:
                 guard value <= UInt32(HTTP2Wire.maxWindow) else {
                     throw HTTP2ProtocolViolation(code: HTTP2Wire.ErrorCode.flowControlError, message: "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
@@ -412,6 +427,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         if windowGrew { writeBlocked() }
         if maxStreams == nil, !sawSettings { maxStreams = Self.unlimitedStreams }
         sawSettings = true
+        admitWaiting()
         if let maxStreams { context.fireChannelRead(wrapInboundOut(.maxConcurrentStreams(maxStreams))) }
     }
 
@@ -434,6 +450,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         }
         let lastStreamID = last & 0x7FFF_FFFF
         goAwayLastStreamID = min(goAwayLastStreamID ?? lastStreamID, lastStreamID)
+        admitWaiting()  // no stream opens any more: the waiting requests fail, unwritten
         // Streams above the last one were not processed: safe to send again elsewhere.
         for streamID in exchanges.keys where streamID > lastStreamID {
             complete(streamID, with: .failure(HTTP2TransportError.refused))
@@ -503,6 +520,9 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         sweep = nil
         deadlines.removeAll()
         blocked.removeAll()
+        for request in waiting.removeAll() {
+            request.completion(.failure(HTTP2TransportError.notWritten("connection closed")))
+        }
         // Requests still in this tick's buffer never left: safe to send again.
         for streamID in unflushedStreams where exchanges[streamID] != nil {
             complete(streamID, with: .failure(HTTP2TransportError.notWritten("connection closed")))
@@ -524,7 +544,27 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     private func complete(_ streamID: UInt32, with result: Result<HTTP2Response, any Error>) -> Bool {
         guard let exchange = exchanges.removeValue(forKey: streamID) else { return false }
         exchange.completion(result)
+        admitWaiting()
         return true
+    }
+
+    /// Opens streams for waiting requests while the server's limit allows, oldest first. Once no new stream can open
+    /// on this connection (closed, GOAWAY), every waiting request fails, unwritten.
+    private func admitWaiting() {
+        guard !waiting.isEmpty else { return }
+        guard let context, !isClosed, goAwayLastStreamID == nil, nextStreamID <= Self.lastStreamID else {
+            let reason = goAwayLastStreamID == nil ? "connection closed" : "the server is closing the connection (GOAWAY)"
+            for request in waiting.removeAll() { request.completion(.failure(HTTP2TransportError.notWritten(reason))) }
+            return
+        }
+        let now = NIODeadline.now()
+        while exchanges.count < peerMaxStreams, let request = waiting.popFirst() {
+            guard request.deadline > now else {
+                request.completion(.failure(HTTP2TransportError.notWritten("no stream was free before the deadline")))
+                continue
+            }
+            open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion, context: context)
+        }
     }
 
     // MARK: Deadlines
@@ -550,6 +590,9 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
             outbound.writeHTTP2ResetStream(streamID: streamID, code: HTTP2Wire.ErrorCode.cancel)
         }
         if !expired.isEmpty { scheduleFlush(context: context) }
-        if let next { arm(for: next, context: context) }
+        for request in waiting.removeExpired(now: .now()) {
+            request.completion(.failure(HTTP2TransportError.notWritten("no stream was free before the deadline")))
+        }
+        if let next = [next, waiting.earliestDeadline].compactMap({ $0 }).min() { arm(for: next, context: context) }
     }
 }

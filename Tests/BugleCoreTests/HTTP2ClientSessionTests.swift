@@ -222,6 +222,49 @@ struct HTTP2ClientSessionTests {
         #expect(Self.failure(third) == .lostAfterWrite("stream closed before an answer"))
     }
 
+    @Test("a lowered MAX_CONCURRENT_STREAMS holds new requests back until streams close; GOAWAY fails the held ones unwritten")
+    func loweredStreamLimit() throws {
+        var harness = try Harness()
+        let first = try harness.request()
+        let second = try harness.request()
+        _ = try harness.writtenFrames()
+        // The server lowers its limit to 2 while both streams are open: the next two requests must wait.
+        try harness.receive(Self.settings([(HTTP2Wire.Setting.maxConcurrentStreams, 2)]))
+        let third = try harness.request()
+        let fourth = try harness.request()
+        let afterSettings = try harness.writtenFrames()
+        #expect(afterSettings.map(\.type) == [HTTP2Wire.FrameType.settings.rawValue], "only the SETTINGS ACK is written")
+        // Stream 1 answers: exactly one waiting request opens a stream (5), the other still waits.
+        let headers = try harness.responseHeaders([(":status", "200")])
+        try harness.receive(Self.frame(.headers, flags: HTTP2Wire.Flag.endHeaders | HTTP2Wire.Flag.endStream, stream: 1, headers))
+        #expect(try Self.result(first)?.get().status == 200)
+        let opened = try harness.writtenFrames().filter { $0.type == HTTP2Wire.FrameType.headers.rawValue }
+        #expect(opened.map(\.streamID) == [5])
+        #expect(Self.result(third) == nil && Self.result(fourth) == nil)
+        // GOAWAY after stream 5: the request still waiting was never written, so it is safe to send elsewhere.
+        var goAway = ByteBuffer()
+        goAway.writeHTTP2GoAway(lastStreamID: 5, code: HTTP2Wire.ErrorCode.noError)
+        try harness.receive(goAway)
+        #expect(Self.failure(fourth) == .notWritten("the server is closing the connection (GOAWAY)"))
+        #expect(Self.result(second) == nil && Self.result(third) == nil, "streams 3 and 5 may still be answered")
+    }
+
+    @Test("a request waiting for a stream fails unwritten at its deadline, and at close")
+    func waitingRequestDeadline() throws {
+        let harness = try Harness()
+        try harness.receive(Self.settings([(HTTP2Wire.Setting.maxConcurrentStreams, 1)]))
+        _ = try harness.request()
+        // The session compares deadlines with the wall clock: one already past expires at the timer's next run.
+        let late = try harness.request(deadline: .now() - .milliseconds(1))
+        let held = try harness.request()
+        _ = try harness.writtenFrames()
+        harness.channel.embeddedEventLoop.advanceTime(to: .now())  // the embedded clock to the wall clock
+        #expect(Self.failure(late) == .notWritten("no stream was free before the deadline"))
+        #expect(Self.result(held) == nil)
+        harness.channel.pipeline.fireChannelInactive()
+        #expect(Self.failure(held) == .notWritten("connection closed"))
+    }
+
     @Test("a request still in the tick's buffer when the connection closes was never written")
     func closedBeforeFlush() throws {
         let harness = try Harness()
