@@ -56,6 +56,42 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("materialized rows keep awkward text through COPY (tabs, newlines, backslashes, quotes); skipped rows finish at the writing transaction's time")
+    func copiedRowsKeepTheirText() async throws {
+        try await Support.withFreshDatabase { client in
+            let sql = """
+                SELECT * FROM (VALUES
+                  (1::bigint, 'tab' || chr(9) || 'x' || chr(10) || 'y' || chr(13) || 'z\\w', 'abcd' || md5('1') || md5('2'), 'ios', 'de-AT',
+                   'a\\b "c"' || chr(10) || 'd' || chr(9) || '\\N'),
+                  (2, 'ünï\\', 'fcm-' || md5('x'), 'android', NULL, NULL),
+                  (3, 'skip\\me' || chr(9), NULL, 'ios', 'en', 'x')
+                ) AS v(device_id, user_id, token, platform, locale, note)
+                """
+            let campaign = Support.campaign(sql: sql, pageSize: 2)
+            let before = try await Support.scalar(client, "SELECT now()", as: Date.self)
+            let (runID, _) = try await Support.materializedRun(client, campaign)
+            let rows = try await client.query(
+                """
+                SELECT seq, user_id, token IS NOT DISTINCT FROM (CASE seq WHEN 1 THEN 'abcd' || md5('1') || md5('2') WHEN 2 THEN 'fcm-' || md5('x') END), state, coalesce(variables->>'note', '<null>'), coalesce(outcome_code, ''),
+                       finished_at IS NOT NULL AND finished_at >= \(before ?? Date.distantPast) AND finished_at <= now(),
+                       next_attempt_at = '-infinity'
+                  FROM bugle.run_recipients WHERE run_id = \(runID) ORDER BY seq
+                """,
+                logger: Support.logger
+            )
+            var seen: [(Int64, String, Bool, String, String, String, Bool, Bool)] = []
+            for try await row in rows.decode((Int64, String, Bool, String, String, String, Bool, Bool).self) { seen.append(row) }
+            #expect(seen.map(\.0) == [1, 2, 3])
+            #expect(seen.map(\.1) == ["tab\tx\ny\rz\\w", "ünï\\", "skip\\me\t"])
+            #expect(seen.map(\.2) == [true, true, true], "tokens stored as read; none for the skipped row")
+            #expect(seen.map(\.3) == ["pending", "pending", "skipped_invalid"])
+            #expect(seen.map(\.4) == ["a\\b \"c\"\nd\t\\N", "<null>", "<null>"])
+            #expect(seen.map(\.5) == ["", "", SkipReason.missingToken.rawValue])
+            #expect(seen.map(\.6) == [false, false, true], "only the skipped row is finished, at the transaction's time")
+            #expect(seen.map(\.7) == [true, true, true])
+        }
+    }
+
     @Test("the ledger without a foreign key: rows are only written into a materializing run, and deleting a run deletes its ledger")
     func ledgerFollowsItsRun() async throws {
         try await Support.withFreshDatabase { client in

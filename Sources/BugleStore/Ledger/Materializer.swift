@@ -1,6 +1,7 @@
 import BugleCore
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 
 /// Freezes a campaign's audience into the ledger before anything is sent (RELIABILITY.md §3.6).
@@ -19,6 +20,8 @@ public struct Materializer: Sendable {
 
     private let client: PostgresClient
     private let logger: Logger
+    /// Pages written at once. The copy into the ledger, not the segment's read, bounds materialization.
+    static let concurrentWrites = 2
 
     public init(client: PostgresClient, logger: Logger) {
         self.client = client
@@ -33,7 +36,7 @@ public struct Materializer: Sendable {
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
         var skipped: [SkipReason: Int64] = [:]
-        var writing: Task<PageWrite, any Error>?
+        var writing: [Task<PageWrite, any Error>] = []
         func count(_ write: PageWrite) {
             // Every row of the page is written (invalid ones as skipped), unless the run left `materializing`.
             inserted += max(0, write.written - Int64(write.rows - write.valid))
@@ -41,7 +44,7 @@ public struct Materializer: Sendable {
         let scan: SegmentScan
         do {
             scan = try await reader.read { rows in
-                var batch = PageBatch(capacity: rows.count)
+                var batch = LedgerCopyPage(runID: runID, capacity: rows.count)
                 let lastCopies = planner.rotates ? try await lastCopyIndexes(notificationType: campaign.notificationType, rows: rows) : [:]
                 for row in rows {
                     let seq = nextSeq
@@ -52,13 +55,12 @@ public struct Materializer: Sendable {
                         switch planner.plan(recipient, lastCopyIndex: lastCopies[recipient.userID]) {
                         case .send(let plan):
                             let provider = campaign.provider(for: recipient.platform)
-                            batch.append(
+                            batch.appendPending(
                                 seq: seq, deviceID: recipient.deviceID, userID: recipient.userID, token: recipient.token,
                                 platform: recipient.platform.rawValue, provider: provider.rawValue,
                                 locale: plan.locale, timezone: recipient.timezone ?? "",
-                                variables: Self.encodeVariables(recipient.variables), state: RecipientState.pending.rawValue, code: "",
-                                variant: plan.variant ?? "", copyIndex: planner.rotates ? plan.copyIndex : -1,
-                                notBefore: plan.notBefore?.secondsSince1970 ?? 0
+                                variables: Self.encodeVariables(recipient.variables), variant: plan.variant ?? "",
+                                copyIndex: planner.rotates ? plan.copyIndex : nil, notBefore: plan.notBefore?.secondsSince1970 ?? 0
                             )
                             continue
                         case .skip(let why):
@@ -69,23 +71,21 @@ public struct Materializer: Sendable {
                     }
                     skipped[reason, default: 0] += 1
                     let state: RecipientState = reason == .quietHours ? .skippedQuietHours : .skippedInvalid
-                    batch.append(
-                        seq: seq, deviceID: row.deviceID ?? 0, userID: row.userID ?? "", token: "",
-                        platform: String((row.platform ?? "").prefix(32)), provider: ProviderKind.none.rawValue,
-                        locale: "", timezone: "", variables: "", state: state.rawValue, code: reason.rawValue,
-                        variant: "", copyIndex: -1, notBefore: 0
+                    batch.appendFinished(
+                        seq: seq, deviceID: row.deviceID ?? 0, userID: row.userID ?? "",
+                        platform: String((row.platform ?? "").prefix(32)), state: state.rawValue, code: reason.rawValue
                     )
                 }
-                // One page is written while the next is read and validated (two connections): wait for the
-                // previous page's insert only now, then hand this page over.
-                if let previous = writing { count(try await previous.value) }
+                // Pages are written while the next is read and validated, up to `concurrentWrites` at once (each on
+                // its own connection): wait for the oldest write only when that many are under way.
+                if writing.count >= Self.concurrentWrites { count(try await writing.removeFirst().value) }
                 let page = batch
-                writing = Task { [self] in PageWrite(rows: page.seqs.count, valid: page.validCount, written: try await insert(runID: runID, page)) }
+                writing.append(Task { [self] in PageWrite(rows: page.rows, valid: page.validCount, written: try await insert(runID: runID, page)) })
             }
-            if let last = writing { count(try await last.value) }
+            for write in writing { count(try await write.value) }
         } catch {
-            writing?.cancel()
-            _ = try? await writing?.value
+            for write in writing { write.cancel() }
+            for write in writing { _ = try? await write.value }
             try? await markFailed(runID: runID, reason: String(describing: error))
             throw error
         }
@@ -113,35 +113,31 @@ public struct Materializer: Sendable {
         return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
     }
 
-    /// Inserts one page, all of its rows, if the run is still `materializing` (checked once for the statement: the
-    /// ledger has no foreign key to `runs`, whose per-row check was half the cost of the insert); returns the rows
-    /// written.
-    private func insert(runID: Int64, _ batch: PageBatch) async throws -> Int64 {
-        let rows = try await client.query(
-            """
-            WITH written AS (
-              INSERT INTO bugle.run_recipients
-                     (run_id, seq, device_id, user_id, token, platform, provider, locale, timezone, variables, state, outcome_code,
-                      finished_at, variant, copy_index, next_attempt_at)
-              SELECT \(runID), v.seq, v.device_id, NULLIF(v.user_id, ''), NULLIF(v.token, ''), v.platform, v.provider,
-                     NULLIF(v.locale, ''), NULLIF(v.timezone, ''), NULLIF(v.vars, '')::jsonb, v.state, NULLIF(v.code, ''),
-                     CASE WHEN v.state = 'pending' THEN NULL ELSE now() END,
-                     NULLIF(v.variant, ''), NULLIF(v.copy_index, -1),
-                     CASE WHEN v.due = 0 THEN '-infinity'::timestamptz ELSE to_timestamp(v.due) END
-                FROM unnest(\(batch.seqs)::bigint[], \(batch.deviceIDs)::bigint[], \(batch.userIDs)::text[], \(batch.tokens)::text[],
-                            \(batch.platforms)::text[], \(batch.providers)::text[], \(batch.locales)::text[], \(batch.timezones)::text[],
-                            \(batch.variables)::text[], \(batch.states)::text[], \(batch.codes)::text[],
-                            \(batch.variants)::text[], \(batch.copyIndexes)::int[], \(batch.dues)::float8[])
-                     AS v(seq, device_id, user_id, token, platform, provider, locale, timezone, vars, state, code, variant, copy_index, due)
-               WHERE EXISTS (SELECT 1 FROM bugle.runs r WHERE r.id = \(runID) AND r.status = 'materializing')
-              RETURNING 1)
-            SELECT count(*)::bigint FROM written
-            """,
-            logger: logger
-        )
-        var count: Int64 = 0
-        for try await (written,) in rows.decode((Int64,).self) { count = written }
-        return count
+    /// Writes one page, all of its rows, if the run is still `materializing`; returns the rows written.
+    ///
+    /// One transaction: it locks the run row against a concurrent cancel (the ledger has no foreign key to `runs`,
+    /// whose per-row check was half the cost of an insert), then copies the page's rows in with `COPY`.
+    private func insert(runID: Int64, _ page: LedgerCopyPage) async throws -> Int64 {
+        try await client.withTransaction(logger: logger) { connection in
+            let open = try await connection.query(
+                "SELECT now()::text FROM bugle.runs WHERE id = \(runID) AND status = 'materializing' FOR SHARE",
+                logger: logger
+            )
+            var now: String?
+            for try await (text,) in open.decode((String,).self) { now = text }
+            guard let now else { return 0 }
+            // COPY quotes the table name whole, so the schema comes from the search path, for this transaction only.
+            try await connection.query("SET LOCAL search_path TO bugle", logger: logger)
+            try await connection.copyFrom(table: "run_recipients", columns: LedgerCopyPage.columns, logger: logger) { writer in
+                try await writer.write(page.pendingLines)
+                if page.hasFinishedRows {
+                    var finished = ByteBuffer()
+                    page.appendFinishedRows(finishedAt: now, to: &finished)
+                    try await writer.write(finished)
+                }
+            }
+            return Int64(page.rows)
+        }
     }
 
     /// Collapses rows of the run that share a (platform, token) into the first of them (lowest seq): the others are
@@ -217,50 +213,4 @@ private struct PageWrite: Sendable {
     var rows: Int
     var valid: Int
     var written: Int64
-}
-
-/// Column arrays of one page, bound as `unnest` arrays (one statement per page).
-private struct PageBatch: Sendable {
-    var seqs: [Int64] = []
-    var deviceIDs: [Int64] = []
-    var userIDs: [String] = []
-    var tokens: [String] = []
-    var platforms: [String] = []
-    var providers: [String] = []
-    var locales: [String] = []
-    var timezones: [String] = []
-    var variables: [String] = []
-    var states: [String] = []
-    var codes: [String] = []
-    var variants: [String] = []
-    /// -1: NULL (no rotation).
-    var copyIndexes: [Int] = []
-    /// UNIX seconds of the earliest send; 0: at once.
-    var dues: [Double] = []
-    var validCount = 0
-
-    init(capacity: Int) {
-        seqs.reserveCapacity(capacity)
-        deviceIDs.reserveCapacity(capacity)
-        userIDs.reserveCapacity(capacity)
-        tokens.reserveCapacity(capacity)
-    }
-
-    mutating func append(seq: Int64, deviceID: Int64, userID: String, token: String, platform: String, provider: String, locale: String, timezone: String, variables: String, state: String, code: String, variant: String, copyIndex: Int, notBefore: Double) {
-        seqs.append(seq)
-        deviceIDs.append(deviceID)
-        userIDs.append(userID)
-        tokens.append(token)
-        platforms.append(platform)
-        providers.append(provider)
-        locales.append(locale)
-        timezones.append(timezone)
-        self.variables.append(variables)
-        states.append(state)
-        codes.append(code)
-        variants.append(variant)
-        copyIndexes.append(copyIndex)
-        dues.append(notBefore)
-        if state == RecipientState.pending.rawValue { validCount += 1 }
-    }
 }
