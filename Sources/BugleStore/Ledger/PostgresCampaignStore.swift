@@ -568,9 +568,14 @@ public struct PostgresCampaignStore: CampaignStore {
     /// One `LIMIT 1` probe per lane of `run_recipients_lane_ready_idx` for the earliest due row, and one of
     /// `run_recipients_inflight_idx`. `progress(runID:)` counts every unfinished row instead: measured at
     /// 141 ms a call through a 400,000-recipient mixed run, read 34 times by the send loop.
+    ///
+    /// Each lane's probe starts at its claim floor (``ClaimFloors``), as claims do: from the index's start it stepped
+    /// over the entries of every row claimed since the last vacuum, 5–28 ms a read late in a 10,000,000-recipient run
+    /// whose APNs lane had emptied (1,921 reads, 30.7 s of PostgreSQL's time).
     public func backlog(runID: Int64) async throws -> RunBacklog {
         let clock = scheduleClock?()
         let lanes = ProviderKind.allCases.map(\.rawValue)
+        let floors = ProviderKind.allCases.map { claimFloors.floor(runID: runID, lane: $0) }
         let rows = try await client.query(
             """
             SELECT EXISTS (SELECT 1 FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'in_flight'),
@@ -580,11 +585,12 @@ public struct PostgresCampaignStore: CampaignStore {
                                           - coalesce(to_timestamp(\(clock)::float8), now()))::float8
                    END
               FROM (SELECT min(first.at) AS at
-                      FROM unnest(\(lanes)::text[]) AS lane(provider),
+                      FROM unnest(\(lanes)::text[], \(floors)::bigint[]) AS lane(provider, floor),
                            LATERAL (SELECT next_attempt_at AS at FROM bugle.run_recipients
                                      WHERE run_id = \(runID) AND provider = lane.provider
                                        AND state IN ('pending', 'retry_wait')
-                                     ORDER BY next_attempt_at LIMIT 1) AS first) AS due
+                                       AND (next_attempt_at, seq) >= ('-infinity'::timestamptz, lane.floor)
+                                     ORDER BY next_attempt_at, seq LIMIT 1) AS first) AS due
             """,
             logger: logger
         )
