@@ -24,11 +24,16 @@ struct CivilDateTests {
 
     @Test("known dates: the epoch, leap days, the turn of a century")
     func knownDates() {
-        #expect(CivilDate(daysSince1970: 0) == CivilDate(year: 1970, month: 1, day: 1))
-        #expect(CivilDate(daysSince1970: -1) == CivilDate(year: 1969, month: 12, day: 31))
-        #expect(CivilDate(daysSince1970: 11_016) == CivilDate(year: 2000, month: 2, day: 29))
-        #expect(CivilDate(daysSince1970: 10_957) == CivilDate(year: 2000, month: 1, day: 1))
-        #expect(CivilDate(daysSince1970: 47_541) == CivilDate(year: 2100, month: 3, day: 1))
+        #expect(Self.parts(0) == [1970, 1, 1])
+        #expect(Self.parts(-1) == [1969, 12, 31])
+        #expect(Self.parts(11_016) == [2000, 2, 29])
+        #expect(Self.parts(10_957) == [2000, 1, 1])
+        #expect(Self.parts(47_541) == [2100, 3, 1])
+    }
+
+    private static func parts(_ days: Int) -> [Int] {
+        let date = CivilDate(daysSince1970: days)
+        return [date.year, date.month, date.day]
     }
 
     @Test("CSV timestamps: whole seconds in UTC, rounded down, before the epoch too")

@@ -5,12 +5,6 @@ public struct CivilDate: Sendable, Equatable {
     public let month: Int
     public let day: Int
 
-    public init(year: Int, month: Int, day: Int) {
-        self.year = year
-        self.month = month
-        self.day = day
-    }
-
     public init(daysSince1970 days: Int) {
         let shifted = days + 719_468
         let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
