@@ -180,20 +180,26 @@ public struct CampaignRunner: Sendable {
         case fenced(RunStatus?)
     }
 
-    /// What the send loop's child tasks report.
+    /// What the send loop's child tasks report (through an ``EventMailbox``, each exactly once).
     private enum Event: Sendable {
         case claimed(ClaimResult, requested: [ProviderKind: Int], lost: [Int64])
         case answered(RecipientOutcome, SendOutcome, Platform)
         case recorded(Bool)
+        /// A claim or an outcome write gave up (``withDatabaseRetry(_:giveUpOnStop:slow:_:)``): the run fails.
+        case failed(any Error)
     }
 
     /// The claim → send → record pipeline. One claim and one group commit may run while sends are in flight,
     /// so database round trips overlap with provider round trips; the window W bounds every recipient that is
     /// claimed and not yet recorded (being claimed, sending, buffered or being recorded).
+    ///
+    /// Child tasks post what they learn to a mailbox and end; the loop wakes once for every event posted while it
+    /// was busy, not once per child.
     private func sendLoop(_ lease: Lease) async throws -> RunResult {
         let clock = ContinuousClock()
         let claimThreshold = max(1, min(configuration.claimBatch, window / 4))
-        return try await withThrowingTaskGroup(of: Event.self) { group in
+        let mailbox = EventMailbox<Event>()
+        return try await withThrowingDiscardingTaskGroup(returning: RunResult.self) { group in
             var sending = 0
             var claiming = 0
             var recording = 0
@@ -243,8 +249,12 @@ public struct CampaignRunner: Sendable {
                         let firstID = nextClaimID
                         nextClaimID += 1000  // ids for this claim's retries
                         group.addTask { [self] in
-                            let (result, lost) = try await claimWithRetry(lease, limits: limits, firstID: firstID)
-                            return .claimed(result, requested: limits, lost: lost)
+                            do {
+                                let (result, lost) = try await claimWithRetry(lease, limits: limits, firstID: firstID)
+                                mailbox.post(.claimed(result, requested: limits, lost: lost))
+                            } catch {
+                                mailbox.post(.failed(error))
+                            }
                         }
                     }
                 }
@@ -255,7 +265,13 @@ public struct CampaignRunner: Sendable {
                     let batch = buffer
                     buffer.removeAll(keepingCapacity: true)
                     recording = batch.count
-                    group.addTask { [self] in .recorded(try await recordWithRetry(lease, batch)) }
+                    group.addTask { [self] in
+                        do {
+                            mailbox.post(.recorded(try await recordWithRetry(lease, batch)))
+                        } catch {
+                            mailbox.post(.failed(error))
+                        }
+                    }
                 }
                 if let point = crashing, sending == 0, claiming == 0, recording == 0, point == .afterResponse || buffer.isEmpty {
                     switch point {
@@ -300,82 +316,86 @@ public struct CampaignRunner: Sendable {
                     }
                     continue
                 }
-                guard let event = try await group.next() else { continue }
-                switch event {
-                case .claimed(.fenced(let status), _, let lost):
-                    claiming = 0
-                    lostClaims += lost
-                    if stop == nil { stop = .fenced(status) }
-                case .claimed(.claimed(let recipients), let requested, let lost):
-                    claiming = 0
-                    lostClaims += lost
-                    // A lane that came back short has nothing more due right now: leave it out for a moment. When
-                    // every lane came back short, look again a little later.
-                    var got: [ProviderKind: Int] = [:]
-                    for recipient in recipients { got[lane(for: recipient.platform), default: 0] += 1 }
-                    for (kind, asked) in requested where got[kind, default: 0] < asked {
-                        dryUntil[kind] = clock.now + .milliseconds(200)
-                    }
-                    lastClaimShort = recipients.count < requested.values.reduce(0, +)
-                    // Only when no lane can use a claim: a lane left out of this one because its slots were full
-                    // (in a mixed run's tail, FCM after APNs has emptied) must not wait behind the empty lanes.
-                    let answered = clock.now
-                    if providers.keys.allSatisfy({ (dryUntil[$0] ?? answered) > answered }) {
-                        nextClaim = answered + .milliseconds(50)
-                    }
-                    passes[.afterClaim, default: 0] += 1
-                    if crashing == nil, configuration.failpoint.fires(.afterClaim, count: passes[.afterClaim, default: 0]) {
-                        crashing = .afterClaim
-                        heldBack = recipients.count
-                        continue
-                    }
-                    if stop != nil || crashing != nil {
-                        // Claimed after the stop: never sent, so handed back unspent.
+                // Something is under way here (a claim, a send or a write), and each posts exactly once.
+                for event in await mailbox.next() {
+                    switch event {
+                    case .claimed(.fenced(let status), _, let lost):
+                        claiming = 0
+                        lostClaims += lost
+                        if stop == nil { stop = .fenced(status) }
+                    case .claimed(.claimed(let recipients), let requested, let lost):
+                        claiming = 0
+                        lostClaims += lost
+                        // A lane that came back short has nothing more due right now: leave it out for a moment. When
+                        // every lane came back short, look again a little later.
+                        var got: [ProviderKind: Int] = [:]
+                        for recipient in recipients { got[lane(for: recipient.platform), default: 0] += 1 }
+                        for (kind, asked) in requested where got[kind, default: 0] < asked {
+                            dryUntil[kind] = clock.now + .milliseconds(200)
+                        }
+                        lastClaimShort = recipients.count < requested.values.reduce(0, +)
+                        // Only when no lane can use a claim: a lane left out of this one because its slots were full
+                        // (in a mixed run's tail, FCM after APNs has emptied) must not wait behind the empty lanes.
+                        let answered = clock.now
+                        if providers.keys.allSatisfy({ (dryUntil[$0] ?? answered) > answered }) {
+                            nextClaim = answered + .milliseconds(50)
+                        }
+                        passes[.afterClaim, default: 0] += 1
+                        if crashing == nil, configuration.failpoint.fires(.afterClaim, count: passes[.afterClaim, default: 0]) {
+                            crashing = .afterClaim
+                            heldBack = recipients.count
+                            continue
+                        }
+                        if stop != nil || crashing != nil {
+                            // Claimed after the stop: never sent, so handed back unspent.
+                            for recipient in recipients {
+                                buffer.append(RecipientOutcome(seq: recipient.seq, state: .retryWait, code: "not_sent", retryAfterSeconds: 0, refundAttempt: true))
+                            }
+                            continue
+                        }
+                        let sendTime = Int(Date().timeIntervalSince1970)
+                        let sender = self.sender
                         for recipient in recipients {
-                            buffer.append(RecipientOutcome(seq: recipient.seq, state: .retryWait, code: "not_sent", retryAfterSeconds: 0, refundAttempt: true))
+                            sending += 1
+                            attempted += 1
+                            group.addTask {
+                                let (outcome, raw) = await sender.send(recipient, now: sendTime)
+                                mailbox.post(.answered(outcome, raw, recipient.platform))
+                            }
                         }
-                        continue
-                    }
-                    let sendTime = Int(Date().timeIntervalSince1970)
-                    let sender = self.sender
-                    for recipient in recipients {
-                        sending += 1
-                        attempted += 1
-                        group.addTask {
-                            let (outcome, raw) = await sender.send(recipient, now: sendTime)
-                            return .answered(outcome, raw, recipient.platform)
+                    case .answered(let answered, let raw, let platform):
+                        sending -= 1
+                        var outcome = answered
+                        if let verdict = breaker.observe(raw) {
+                            outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
+                            if case .trip(let message) = verdict, stop == nil {
+                                logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
+                                stop = .halted(code: "BadDeviceToken", message: message)
+                            }
                         }
-                    }
-                case .answered(let answered, let raw, let platform):
-                    sending -= 1
-                    var outcome = answered
-                    if let verdict = breaker.observe(raw) {
-                        outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
-                        if case .trip(let message) = verdict, stop == nil {
-                            logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
-                            stop = .halted(code: "BadDeviceToken", message: message)
+                        buffer.append(outcome)
+                        progress?.record(outcome.state, platform: platform)
+                        passes[.afterResponse, default: 0] += 1
+                        if crashing == nil, configuration.failpoint.fires(.afterResponse, count: passes[.afterResponse, default: 0]) {
+                            crashing = .afterResponse
                         }
-                    }
-                    buffer.append(outcome)
-                    progress?.record(outcome.state, platform: platform)
-                    passes[.afterResponse, default: 0] += 1
-                    if crashing == nil, configuration.failpoint.fires(.afterResponse, count: passes[.afterResponse, default: 0]) {
-                        crashing = .afterResponse
-                    }
-                    if case .halt(let code, let message) = raw, stop == nil {
-                        logger.error("provider halted the run", metadata: ["code": "\(code)"])
-                        stop = .halted(code: code, message: message)
-                    }
-                case .recorded(let ok):
-                    recording = 0
-                    lastFlush = clock.now
-                    if !ok {
-                        logger.error("outcome write fenced: this worker's lease was taken over; stopping")
-                        if stop == nil { stop = .fenced(nil) }
-                    }
-                    passes[.afterRecord, default: 0] += 1
-                    if crashing == nil, configuration.failpoint.fires(.afterRecord, count: passes[.afterRecord, default: 0]) {
-                        crashing = .afterRecord
+                        if case .halt(let code, let message) = raw, stop == nil {
+                            logger.error("provider halted the run", metadata: ["code": "\(code)"])
+                            stop = .halted(code: code, message: message)
+                        }
+                    case .recorded(let ok):
+                        recording = 0
+                        lastFlush = clock.now
+                        if !ok {
+                            logger.error("outcome write fenced: this worker's lease was taken over; stopping")
+                            if stop == nil { stop = .fenced(nil) }
+                        }
+                        passes[.afterRecord, default: 0] += 1
+                        if crashing == nil, configuration.failpoint.fires(.afterRecord, count: passes[.afterRecord, default: 0]) {
+                            crashing = .afterRecord
+                        }
+                    case .failed(let error):
+                        throw error
                     }
                 }
             }
