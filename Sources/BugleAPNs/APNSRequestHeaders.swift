@@ -11,8 +11,11 @@ public enum APNSRequestHeaders {
     ///   - topic: Bundle id from the providers file; the push type's suffix is appended.
     ///   - authority: `host[:port]` for `:authority`.
     ///   - bearerToken: The provider JWT (nil on certificate connections).
-    /// - Returns: The encoded header block. Every field is a literal without indexing (`:method` and `:scheme` are
-    ///   static-table entries), so `:path`, `authorization` and `apns-id` never enter the server's table, as Apple asks.
+    /// - Returns: The header block, encoded as Apple asks: `:path`, `authorization` and the per-notification
+    ///   `apns-id`, `apns-expiration` and `apns-collapse-id` as literals without indexing (never in the server's table;
+    ///   `:method` and `:scheme` are static-table entries); `apns-topic`, `apns-push-type` and `apns-priority`, which
+    ///   repeat on every request of a campaign, with incremental indexing (one byte each once the connection has sent
+    ///   them).
     public static func make(
         deviceToken: String,
         headers: APNsHeaders,
@@ -28,9 +31,10 @@ public enum APNSRequestHeaders {
         if let bearerToken {
             block.add(.authorization, value: "bearer ", bearerToken)
         }
-        block.add(name: "apns-topic", value: topic, headers.pushType.topicSuffix)
-        block.add(name: "apns-push-type", value: headers.pushType.rawValue)
-        block.add(name: "apns-priority", value: headers.priority == 10 ? "10" : String(headers.priority))
+        let suffix = headers.pushType.topicSuffix
+        block.addIndexed(name: "apns-topic", value: suffix.isEmpty ? topic : topic + suffix)
+        block.addIndexed(name: "apns-push-type", value: headers.pushType.rawValue)
+        block.addIndexed(name: "apns-priority", value: headers.priority == 10 ? "10" : String(headers.priority))
         if let expiration = headers.expiration {
             block.add(name: "apns-expiration", value: String(expiration))
         }

@@ -175,7 +175,7 @@ public final class FCMProvider: PushProvider {
             headers.add(.authority, value: authority)
             headers.add(.path, value: path)
             headers.add(.authorization, value: "Bearer ", bearer)
-            headers.add(.contentType, value: "application/json")
+            headers.addIndexed(name: "content-type", value: "application/json")
             let response: HTTP2Response
             do {
                 response = try await pool.execute(headers: headers, body: body, deadline: deadline)

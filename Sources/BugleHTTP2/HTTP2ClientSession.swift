@@ -6,8 +6,8 @@ import NIOTLS
 /// next client stream, reads the server's frames, keeps flow control both ways, and completes each request exactly once — with the answer, or an ``HTTP2TransportError`` that says whether the request can be retried safely.
 ///
 /// Bugle only ever sends requests and reads their answers, so this is the whole of the client's protocol state: no
-/// server streams, no push, no priorities, and a header encoder that never touches the dynamic table
-/// (``HTTP2HeaderBlock``). swift-nio-http2's `NIOHTTP2Handler` does the general job, per-frame state machines and
+/// server streams, no push, no priorities, and a header encoder whose dynamic table holds only the fields requests
+/// mark as repeating (``HTTP2HeaderBlock``, ``HTTP2HeaderTable``). swift-nio-http2's `NIOHTTP2Handler` does the general job, per-frame state machines and
 /// HPACK included, at about a third of Bugle's CPU per notification; NIOHPACK still decodes the answers here.
 ///
 /// - Writes of one event-loop tick leave together: one buffer, one TLS write, one flush at the end of the tick.
@@ -79,8 +79,10 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     private var outbound = ByteBuffer()
     private var unflushedStreams: [UInt32] = []
     private var flushScheduled = false
-    /// The first header block tells the server's decoder this encoder keeps no dynamic table (size update to 0).
-    private var tableSizeUpdatePending = true
+    /// What this client has put in the server's HPACK dynamic table.
+    private var headerTable = HTTP2HeaderTable()
+    /// Where a header block with indexed fields or a size update is put together before it is framed.
+    private var blockScratch = ByteBuffer()
 
     // Flow control. Send: the server's windows. Receive: bytes of DATA taken since the last connection update.
     private var connectionSendWindow = HTTP2Wire.defaultWindow
@@ -155,21 +157,25 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         scheduleFlush(context: context)
     }
 
-    /// HEADERS (and CONTINUATIONs when the block exceeds the server's frame size).
+    /// HEADERS (and CONTINUATIONs when the block exceeds the server's frame size). Blocks are encoded here, in the
+    /// order they go out, so the connection's table and the server's agree.
     private func writeHeaders(_ headers: HTTP2HeaderBlock, streamID: UInt32, endStream: Bool) {
-        var block = headers.bytes
-        let sizeUpdate = tableSizeUpdatePending ? 1 : 0
-        tableSizeUpdatePending = false
+        var block: ByteBuffer
+        if headers.indexed.isEmpty && !headerTable.owesSizeUpdate {
+            block = headers.bytes
+        } else {
+            blockScratch.clear()
+            headerTable.encode(headers, into: &blockScratch)
+            block = blockScratch
+        }
         var first = true
         repeat {
-            let room = peerMaxFrameSize - (first ? sizeUpdate : 0)
-            let length = min(block.readableBytes, room)
+            let length = min(block.readableBytes, peerMaxFrameSize)
             let last = length == block.readableBytes
             var flags: UInt8 = last ? HTTP2Wire.Flag.endHeaders : 0
             if first && endStream { flags |= HTTP2Wire.Flag.endStream }
             let type: HTTP2Wire.FrameType = first ? .headers : .continuation
-            outbound.writeHTTP2FrameHeader(length: length + (first ? sizeUpdate : 0), type: type, flags: flags, streamID: streamID)
-            if first && sizeUpdate == 1 { outbound.writeInteger(UInt8(0x20)) }
+            outbound.writeHTTP2FrameHeader(length: length, type: type, flags: flags, streamID: streamID)
             if let chunk = block.readSlice(length: length) { outbound.writeImmutableBuffer(chunk) }
             first = false
         } while block.readableBytes > 0
@@ -418,8 +424,10 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
                     throw HTTP2ProtocolViolation(code: HTTP2Wire.ErrorCode.protocolError, message: "SETTINGS_MAX_FRAME_SIZE \(value)")
                 }
                 peerMaxFrameSize = Int(value)
+            case HTTP2Wire.Setting.headerTableSize:
+                headerTable.peerLimitChanged(to: Int(value))
             default:
-                break  // the header table size does not matter to an encoder without a table; the rest is advisory
+                break  // advisory
             }
         }
         outbound.writeHTTP2FrameHeader(length: 0, type: .settings, flags: HTTP2Wire.Flag.ack, streamID: 0)

@@ -3,16 +3,22 @@ import NIOHPACK
 
 /// A request's header fields, HPACK-encoded once, off the event loop, in a form valid on any connection.
 ///
-/// Every field is either a whole entry of HPACK's static table (`:method: POST`) or a literal *without indexing*
-/// (RFC 7541 §6.2.2), its name given by a static-table index where there is one. Nothing refers to or enters a
-/// connection's dynamic table, so the same bytes can go out on whichever connection the request is leased to, and the
-/// session only frames them. Apple asks for exactly this encoding of `:path`, `authorization` and `apns-id`.
+/// ``bytes`` holds fields that are either a whole entry of HPACK's static table (`:method: POST`) or a literal *without
+/// indexing* (RFC 7541 §6.2.2), its name given by a static-table index where there is one. None of them refers to or
+/// enters a connection's dynamic table, so the same bytes can go out on whichever connection the request is leased to.
+/// Apple asks for exactly this encoding of `:path`, `authorization` and `apns-id`.
+///
+/// ``indexed`` holds the fields that repeat from request to request (`apns-topic`, `content-type`…), which Apple asks
+/// to be sent *with* incremental indexing. The session encodes them at write time against its connection's table
+/// (``HTTP2HeaderTable``): a literal the first time on a connection, one index byte after that.
 ///
 /// Strings are written raw, not Huffman-coded: the per-request values (a 64-digit token in `:path`, a UUID, the
 /// bearer JWT) would shrink by about a fifth, and coding them was 5% of Bugle's CPU per request.
 public struct HTTP2HeaderBlock: Sendable {
-    /// The encoded fields.
+    /// The encoded fields that never touch a dynamic table.
     public private(set) var bytes: ByteBuffer
+    /// Regular (not pseudo-) fields for the connection's table, written after ``bytes``. Never secrets.
+    public private(set) var indexed: [HTTP2IndexedField] = []
 
     /// Static-table entries used whole (RFC 7541 Appendix A).
     public enum StaticField: Int, Sendable {
@@ -58,14 +64,32 @@ public struct HTTP2HeaderBlock: Sendable {
         }
     }
 
-    private static let staticNames: [String: StaticName] = [
+    /// The static-table index of a field name, where it has one.
+    static let staticNames: [String: StaticName] = [
         ":authority": .authority, ":path": .path, "accept": .accept, "authorization": .authorization,
         "content-length": .contentLength, "content-type": .contentType, "user-agent": .userAgent,
     ]
 
+    /// The whole block as the first request on a new connection sends it (tests, diagnostics).
+    public var encodedForNewConnection: ByteBuffer {
+        var table = HTTP2HeaderTable()
+        var buffer = ByteBuffer()
+        table.encode(self, into: &buffer)
+        return buffer
+    }
+
     /// Adds a whole static-table entry.
     public mutating func add(_ field: StaticField) {
         writeInteger(field.rawValue, prefixBits: 7, marker: 0x80)
+    }
+
+    /// Adds a regular field the connection indexes (see ``indexed``): for values that repeat across requests, never
+    /// for secrets or per-request values.
+    /// - Parameters:
+    ///   - name: The name (lower-case, not a pseudo-header).
+    ///   - value: The value.
+    public mutating func addIndexed(name: String, value: String) {
+        indexed.append(HTTP2IndexedField(name: name, value: value))
     }
 
     /// Adds a literal without indexing whose name is a static-table entry.
@@ -114,23 +138,49 @@ public struct HTTP2HeaderBlock: Sendable {
     }
 
     private mutating func writeString(_ string: String) {
-        writeInteger(string.utf8.count, prefixBits: 7, marker: 0x00)
-        bytes.writeString(string)
+        bytes.writeHPACKString(string)
     }
 
-    /// An HPACK integer (RFC 7541 §5.1) with an N-bit prefix, `marker` holding the first byte's other bits.
     private mutating func writeInteger(_ value: Int, prefixBits: Int, marker: UInt8) {
+        bytes.writeHPACKInteger(value, prefixBits: prefixBits, marker: marker)
+    }
+}
+
+/// A header field for a connection's HPACK dynamic table.
+public struct HTTP2IndexedField: Hashable, Sendable {
+    public var name: String
+    public var value: String
+
+    /// Creates a field.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// Its size in a dynamic table (RFC 7541 §4.1).
+    var tableSize: Int { name.utf8.count + value.utf8.count + 32 }
+}
+
+extension ByteBuffer {
+    /// An HPACK integer (RFC 7541 §5.1) with an N-bit prefix, `marker` holding the first byte's other bits.
+    mutating func writeHPACKInteger(_ value: Int, prefixBits: Int, marker: UInt8) {
         let limit = (1 << prefixBits) - 1
         guard value >= limit else {
-            bytes.writeInteger(marker | UInt8(value))
+            writeInteger(marker | UInt8(value))
             return
         }
-        bytes.writeInteger(marker | UInt8(limit))
+        writeInteger(marker | UInt8(limit))
         var rest = value - limit
         while rest >= 128 {
-            bytes.writeInteger(UInt8(rest & 0x7F | 0x80))
+            writeInteger(UInt8(rest & 0x7F | 0x80))
             rest >>= 7
         }
-        bytes.writeInteger(UInt8(rest))
+        writeInteger(UInt8(rest))
+    }
+
+    /// An HPACK string literal (RFC 7541 §5.2), not Huffman-coded.
+    mutating func writeHPACKString(_ string: String) {
+        writeHPACKInteger(string.utf8.count, prefixBits: 7, marker: 0x00)
+        writeString(string)
     }
 }

@@ -62,11 +62,14 @@ struct HTTP2ClientSessionTests {
             return frames
         }
 
-        func request(body: String = "{}", deadline: NIODeadline = .now() + .seconds(60)) throws -> EventLoopFuture<HTTP2Response> {
+        func request(
+            body: String = "{}", deadline: NIODeadline = .now() + .seconds(60), indexed: [(String, String)] = []
+        ) throws -> EventLoopFuture<HTTP2Response> {
             let promise = channel.eventLoop.makePromise(of: HTTP2Response.self)
             var headers = HTTP2HeaderBlock()
             headers.add(.methodPOST)
             headers.add(.path, value: "/3/device/", "abcd")
+            for (name, value) in indexed { headers.addIndexed(name: name, value: value) }
             try session.send(headers: headers, body: ByteBuffer(string: body), deadline: deadline) { promise.completeWith($0) }
             return promise.futureResult
         }
@@ -111,9 +114,9 @@ struct HTTP2ClientSessionTests {
         #expect(frames.allSatisfy { $0.streamID == 1 })
         #expect(frames[0].has(HTTP2Wire.Flag.endHeaders) && !frames[0].has(HTTP2Wire.Flag.endStream))
         #expect(frames[1].has(HTTP2Wire.Flag.endStream) && String(buffer: frames[1].payload) == #"{"aps":{}}"#)
-        // The first block tells the server this encoder keeps no table (a size update to 0), then the fields.
+        // The server kept the default table size, so the block starts with its first field (`:method: POST`, static 3).
         var block = frames[0].payload
-        #expect(block.getInteger(at: block.readerIndex, as: UInt8.self) == 0x20)
+        #expect(block.getInteger(at: block.readerIndex, as: UInt8.self) == 0x83)
         var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
         let sent = try decoder.decodeHeaders(from: &block)
         #expect(sent.first(name: ":path") == "/3/device/abcd" && sent.first(name: ":method") == "POST")
@@ -132,6 +135,82 @@ struct HTTP2ClientSessionTests {
         let second = try harness.writtenFrames()
         #expect(second.first?.streamID == 3)
         #expect(second.first.flatMap { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self) } != 0x20)
+    }
+
+    /// Decodes the HEADERS block of each request written since the last read, in order, with one decoder (as the
+    /// server would), and returns each block's size and fields.
+    static func decodeBlocks(_ harness: Harness, _ decoder: inout HPACKDecoder) throws -> [(size: Int, fields: HPACKHeaders)] {
+        try harness.writtenFrames().filter { $0.type == HTTP2Wire.FrameType.headers.rawValue }.map { frame in
+            var block = frame.payload
+            let size = block.readableBytes
+            return (size, try decoder.decodeHeaders(from: &block))
+        }
+    }
+
+    @Test("repeating fields are literals with incremental indexing on a connection's first request, one byte each after")
+    func indexedFields() throws {
+        let harness = try Harness()
+        let fields = [("apns-topic", "com.example.app"), ("apns-push-type", "alert"), ("content-type", "application/json")]
+        _ = try harness.request(indexed: fields)
+        _ = try harness.request(indexed: fields)
+        _ = try harness.request(indexed: Array(fields.reversed()) + [("apns-priority", "5")])
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        let blocks = try Self.decodeBlocks(harness, &decoder)
+        try #require(blocks.count == 3)
+        for (index, block) in blocks.enumerated() {
+            #expect(block.fields.first(name: ":path") == "/3/device/abcd", "request \(index)")
+            for (name, value) in fields { #expect(block.fields.first(name: name) == value, "request \(index): \(name)") }
+        }
+        #expect(blocks[2].fields.first(name: "apns-priority") == "5")
+        // The first sends the three fields for indexing; the second refers to them, one byte each.
+        #expect(blocks[0].fields.filter { $0.name.hasPrefix("apns-") || $0.name == "content-type" }.allSatisfy { $0.indexable == .indexable })
+        #expect(blocks[0].fields.first { $0.name == ":path" }?.indexable == .nonIndexable)
+        var fixed = HTTP2HeaderBlock()
+        fixed.add(.methodPOST)
+        fixed.add(.path, value: "/3/device/", "abcd")
+        let fixedSize = fixed.bytes.readableBytes
+        // apns-topic: 0x40, the name and the value, each behind its length (28 bytes); apns-push-type likewise (22);
+        // content-type names static entry 31 in the first byte (18).
+        #expect(blocks[0].size == fixedSize + 28 + 22 + 18)
+        #expect(blocks[1].size == fixedSize + 3)
+        // Three references in another order, then a new field's literal (17 bytes).
+        #expect(blocks[2].size == fixedSize + 3 + 17)
+    }
+
+    @Test("SETTINGS_HEADER_TABLE_SIZE: 0 stops indexing with a size update; a small table evicts as the server's does")
+    func headerTableSizeSetting() throws {
+        let harness = try Harness()
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        _ = try harness.request(indexed: [("apns-topic", "com.example.app")])
+        _ = try Self.decodeBlocks(harness, &decoder)
+        try harness.receive(Self.settings([(HTTP2Wire.Setting.headerTableSize, 0)]))
+        _ = try harness.request(indexed: [("apns-topic", "com.example.app")])
+        var frames = try harness.writtenFrames().filter { $0.type == HTTP2Wire.FrameType.headers.rawValue }
+        var block = try #require(frames.first?.payload)
+        #expect(block.getInteger(at: block.readerIndex, as: UInt8.self) == 0x20)
+        var fields = try decoder.decodeHeaders(from: &block)
+        #expect(fields.first(name: "apns-topic") == "com.example.app")
+        #expect(fields.first { $0.name == "apns-topic" }?.indexable == .nonIndexable)
+
+        // Room for one of these two 70-byte entries at a time: each request evicts the other's.
+        try harness.receive(Self.settings([(HTTP2Wire.Setting.headerTableSize, 100)]))
+        let one = ("x-one", String(repeating: "1", count: 33))
+        let two = ("x-two", String(repeating: "2", count: 33))
+        for round in 0..<6 {
+            _ = try harness.request(indexed: round % 2 == 0 ? [one] : [two])
+            _ = try harness.request(indexed: round % 2 == 0 ? [one] : [two])
+        }
+        frames = try harness.writtenFrames().filter { $0.type == HTTP2Wire.FrameType.headers.rawValue }
+        #expect(frames.count == 12)
+        for (index, frame) in frames.enumerated() {
+            var block = frame.payload
+            fields = try decoder.decodeHeaders(from: &block)
+            let expected = (index / 2) % 2 == 0 ? one : two
+            #expect(fields.first(name: expected.0) == expected.1, "request \(index)")
+            // The first of each pair inserts the field, the second refers to it.
+            #expect(fields.first { $0.name == expected.0 }?.indexable == .indexable, "request \(index)")
+            #expect((index % 2 == 1) == (frame.payload.readableBytes < 40), "request \(index): \(frame.payload.readableBytes) bytes")
+        }
     }
 
     @Test("SETTINGS are acknowledged and MAX_CONCURRENT_STREAMS passed on; a PING is answered with its data")

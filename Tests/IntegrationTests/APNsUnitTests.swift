@@ -88,7 +88,7 @@ struct APNsRequestHeadersTests {
     /// Reads a block back with NIOHPACK's decoder (an independent HPACK implementation).
     static func decode(_ block: HTTP2HeaderBlock) throws -> HPACKHeaders {
         var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-        var bytes = block.bytes
+        var bytes = block.encodedForNewConnection
         let headers = try decoder.decodeHeaders(from: &bytes)
         #expect(bytes.readableBytes == 0)
         return headers
