@@ -1,7 +1,7 @@
 /// Supplies provider JWTs to the APNs lane (implemented by ``APNSAuthenticationTokenSigner``).
 public protocol APNSBearerTokenSource: Sendable {
-    /// The token to send now (cached; minted when due).
-    func currentToken() async -> String
+    /// The token to send now (cached; minted when due). Never suspends: sends call it on their fast path.
+    func currentToken() -> String
     /// Called after APNs answered `ExpiredProviderToken` for `rejected`.
     /// - Parameter rejected: The token APNs refused.
     /// - Returns: A token to retry with (a fresh one, or one another task already refreshed), or nil when

@@ -142,12 +142,54 @@ public final class APNSProvider: PushProvider {
     /// what is retried internally.
     /// - Parameter request: The rendered notification.
     public func send(_ request: PushRequest) async -> SendOutcome {
+        await send(request, rejectedBearer: nil)
+    }
+
+    /// Starts one notification on a free stream without suspending. An answer that needs more than classifying (a
+    /// safe retry, a JWT refresh after `ExpiredProviderToken`) continues in a task through the path ``send(_:)`` takes.
+    public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
+        guard let apns = request.apns, let connection = pool.leaseNow() else { return false }
+        let bearer = tokenSource?.currentToken()
+        let headers = APNSRequestHeaders.make(
+            deviceToken: request.token, headers: apns, topic: settings.topic, authority: authority, bearerToken: bearer
+        )
+        connection.submit(headers: headers, body: ByteBuffer(bytes: request.body), deadline: NIODeadline.now() + timeout) { [self] result in
+            pool.release(connection)
+            switch result {
+            case .success(let response):
+                switch verdict(response, apns: apns, refreshable: bearer != nil) {
+                case .outcome(let outcome):
+                    completion(outcome)
+                case .expiredToken:
+                    Task { completion(await send(request, rejectedBearer: bearer)) }
+                }
+            case .failure(let error as HTTP2TransportError) where error.isSafeToRetry:
+                // Known not processed: sent again from the start, with its own retries and deadline.
+                Task { completion(await send(request, rejectedBearer: nil)) }
+            case .failure(let error as HTTP2TransportError):
+                completion(error.outcome)
+            case .failure:
+                completion(.ambiguous(code: "transport_error"))
+            }
+        }
+        return true
+    }
+
+    /// ``send(_:)``, after APNs refused `rejectedBearer` as expired when that is set (a new token is asked for first).
+    private func send(_ request: PushRequest, rejectedBearer: String?) async -> SendOutcome {
         guard let apns = request.apns else {
             return .rejected(code: "missing_apns_headers")
         }
         let deadline = NIODeadline.now() + timeout
-        var bearer = await tokenSource?.currentToken()
+        var bearer = tokenSource?.currentToken()
         var refreshedAfterExpiry = false
+        if let rejectedBearer, let tokenSource {
+            refreshedAfterExpiry = true
+            guard let fresh = await tokenSource.tokenAfterExpiry(rejected: rejectedBearer) else {
+                return .retry(.provider, code: "ExpiredProviderToken", after: .seconds(60))
+            }
+            bearer = fresh
+        }
         var safeRetries = 0
         let body = ByteBuffer(bytes: request.body)
         while true {
@@ -171,28 +213,48 @@ public final class APNSProvider: PushProvider {
                 return .ambiguous(code: "transport_error")
             }
 
-            let apnsID = response.headers.first(name: "apns-id")
-            if response.status == 200 {
-                return .delivered(providerMessageID: apnsID ?? apns.apnsID)
-            }
-            let errorBody = Self.decodeErrorBody(response.body)
-            let reason = errorBody.reason.map(APNSError.Reason.init(rawValue:))
-            if reason == .expiredProviderToken, let tokenSource, let rejected = bearer, !refreshedAfterExpiry {
+            switch verdict(response, apns: apns, refreshable: bearer != nil && !refreshedAfterExpiry) {
+            case .outcome(let outcome):
+                return outcome
+            case .expiredToken:
                 refreshedAfterExpiry = true
-                if let fresh = await tokenSource.tokenAfterExpiry(rejected: rejected) {
+                if let tokenSource, let rejected = bearer, let fresh = await tokenSource.tokenAfterExpiry(rejected: rejected) {
                     bearer = fresh
                     continue
                 }
                 return .retry(.provider, code: "ExpiredProviderToken", after: .seconds(60))
             }
-            return APNSErrorClassifier.classify(
-                status: response.status,
-                reason: reason,
-                timestamp: errorBody.timestamp,
-                retryAfter: response.retryAfterSeconds.map { .seconds($0) },
-                apnsID: apnsID
-            )
         }
+    }
+
+    /// What an answer means: an outcome, or an expired JWT to replace and send again.
+    private enum Verdict {
+        case outcome(SendOutcome)
+        case expiredToken
+    }
+
+    /// Classifies one answer.
+    /// - Parameters:
+    ///   - response: APNs' answer.
+    ///   - apns: The request's headers (its `apns-id` when the answer names none).
+    ///   - refreshable: Whether an `ExpiredProviderToken` may still be met with a new token.
+    private func verdict(_ response: HTTP2Response, apns: APNsHeaders, refreshable: Bool) -> Verdict {
+        let apnsID = response.headers.first(name: "apns-id")
+        if response.status == 200 {
+            return .outcome(.delivered(providerMessageID: apnsID ?? apns.apnsID))
+        }
+        let errorBody = Self.decodeErrorBody(response.body)
+        let reason = errorBody.reason.map(APNSError.Reason.init(rawValue:))
+        if reason == .expiredProviderToken, tokenSource != nil, refreshable {
+            return .expiredToken
+        }
+        return .outcome(APNSErrorClassifier.classify(
+            status: response.status,
+            reason: reason,
+            timestamp: errorBody.timestamp,
+            retryAfter: response.retryAfterSeconds.map { .seconds($0) },
+            apnsID: apnsID
+        ))
     }
 
     /// Opens the connections before the first notification.

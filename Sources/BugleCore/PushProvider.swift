@@ -60,6 +60,13 @@ public protocol PushProvider: Sendable {
     var kind: ProviderKind { get }
     /// Sends one request and classifies the answer.
     func send(_ request: PushRequest) async -> SendOutcome
+    /// Starts sending one request without suspending, when the lane can take it at once (a free slot, a token of
+    /// its rate, a free stream, credentials at hand): the sender then needs no task of its own while it waits.
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - completion: Called exactly once, on any thread, with what ``send(_:)`` would have returned.
+    /// - Returns: false when the request was not started (and `completion` is never called): use ``send(_:)``.
+    func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool
     /// Closes connections after in-flight requests were answered.
     func shutdown() async
     /// False while the lane cannot use more work soon (paused, or a second's worth of requests already
@@ -74,4 +81,6 @@ public protocol PushProvider: Sendable {
 extension PushProvider {
     public var isAcceptingWork: Bool { true }
     public func prepare() async {}
+    /// Lanes without a path that does not suspend: every request goes through ``send(_:)``.
+    public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool { false }
 }

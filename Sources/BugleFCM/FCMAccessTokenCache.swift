@@ -44,10 +44,14 @@ public actor FCMAccessTokenCache<C: Clock> where C.Duration == Duration {
     /// A token valid now.
     /// - Throws: ``FCMAuthError``.
     public nonisolated func token() async throws(FCMAuthError) -> String {
-        if let cached = fresh.withLock({ $0 }), clock.now < cached.refreshAt {
-            return cached.value
-        }
+        if let value = freshToken() { return value }
         return try await tokenOrRefresh()
+    }
+
+    /// The cached token while it needs no refresh, without waiting; nil otherwise (then use ``token()``).
+    public nonisolated func freshToken() -> String? {
+        guard let cached = fresh.withLock({ $0 }), clock.now < cached.refreshAt else { return nil }
+        return cached.value
     }
 
     private func tokenOrRefresh() async throws(FCMAuthError) -> String {

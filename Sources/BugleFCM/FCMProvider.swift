@@ -151,11 +151,44 @@ public final class FCMProvider: PushProvider {
     /// Sends one message and classifies the answer. Never throws.
     /// - Parameter request: The rendered message (`{"message": …}` with the token inside).
     public func send(_ request: PushRequest) async -> SendOutcome {
+        await send(request, refused: nil)
+    }
+
+    /// Starts one message on a free stream with the cached access token, without suspending. An answer that needs
+    /// more than classifying (a safe retry, a 401) continues in a task through the path ``send(_:)`` takes.
+    public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
+        guard let bearer = tokens.freshToken(), let connection = pool.leaseNow() else { return false }
+        let headers = headerBlock(bearer: bearer)
+        connection.submit(headers: headers, body: ByteBuffer(bytes: request.body), deadline: NIODeadline.now() + timeout) { [self] result in
+            pool.release(connection)
+            switch result {
+            case .success(let response):
+                switch verdict(response) {
+                case .outcome(let outcome): completion(outcome)
+                case .unauthorized: Task { completion(await send(request, refused: bearer)) }
+                }
+            case .failure(let error as HTTP2TransportError) where error.isSafeToRetry:
+                // Known not processed: sent again from the start, with its own retries and deadline.
+                Task { completion(await send(request, refused: nil)) }
+            case .failure(let error as HTTP2TransportError):
+                completion(error.outcome)
+            case .failure:
+                completion(.ambiguous(code: "transport_error"))
+            }
+        }
+        return true
+    }
+
+    /// ``send(_:)``, after FCM answered 401 to the access token `refused` when that is set.
+    private func send(_ request: PushRequest, refused: String?) async -> SendOutcome {
         let deadline = NIODeadline.now() + timeout
         let body = ByteBuffer(bytes: request.body)
         var refreshedAfter401 = false
         var staleRetries = 0
         var safeRetries = 0
+        if let refused {
+            (staleRetries, refreshedAfter401) = await unauthorized(refused, staleRetries: 0, refreshedAfter401: false) ?? (0, true)
+        }
         while true {
             let bearer: String
             do {
@@ -169,16 +202,9 @@ public final class FCMProvider: PushProvider {
                     return .retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil)
                 }
             }
-            var headers = HTTP2HeaderBlock(capacity: 128 + bearer.utf8.count)
-            headers.add(.methodPOST)
-            headers.add(.schemeHTTPS)
-            headers.add(.authority, value: authority)
-            headers.add(.path, value: path)
-            headers.add(.authorization, value: "Bearer ", bearer)
-            headers.addIndexed(name: "content-type", value: "application/json")
             let response: HTTP2Response
             do {
-                response = try await pool.execute(headers: headers, body: body, deadline: deadline)
+                response = try await pool.execute(headers: headerBlock(bearer: bearer), body: body, deadline: deadline)
             } catch let error as HTTP2TransportError {
                 if error.isSafeToRetry && safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
                     safeRetries += 1
@@ -189,32 +215,71 @@ public final class FCMProvider: PushProvider {
                 return .ambiguous(code: "transport_error")
             }
 
-            if response.status == 200 {
-                invalidPayloadsInARow.withLock { $0 = 0 }
-                return .delivered(providerMessageID: FCMMessageName.read(response.body))
-            }
-            let error = FCMError.parse(httpStatus: response.status, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView)
-            if response.status == 401 && error.reason == nil {
-                // A token that ran out (or was replaced) while this request waited is simply retried with the current
-                // one; a token that was valid when refused gets one refresh, and a second refusal halts the run.
-                if staleRetries < Self.staleTokenRetryLimit, await tokens.isStale(bearer) {
-                    staleRetries += 1
-                    await tokens.invalidate(bearer)
-                    continue
+            switch verdict(response) {
+            case .outcome(let outcome):
+                return outcome
+            case .unauthorized:
+                guard let next = await unauthorized(bearer, staleRetries: staleRetries, refreshedAfter401: refreshedAfter401) else {
+                    return classify(response)
                 }
-                if !refreshedAfter401 {
-                    refreshedAfter401 = true
-                    await tokens.invalidate(bearer)
-                    continue
-                }
+                (staleRetries, refreshedAfter401) = next
             }
-            let retryAfter = response.retryAfterSeconds.map { Duration.seconds($0) }
-            let outcome = FCMErrorClassifier.classify(error, retryAfter: retryAfter, projectID: projectID)
-            if case .rejected("INVALID_ARGUMENT") = outcome {
-                return payloadRejected(error)
-            }
-            return outcome
         }
+    }
+
+    /// The request's header fields with an access token.
+    private func headerBlock(bearer: String) -> HTTP2HeaderBlock {
+        var headers = HTTP2HeaderBlock(capacity: 128 + bearer.utf8.count)
+        headers.add(.methodPOST)
+        headers.add(.schemeHTTPS)
+        headers.add(.authority, value: authority)
+        headers.add(.path, value: path)
+        headers.add(.authorization, value: "Bearer ", bearer)
+        headers.addIndexed(name: "content-type", value: "application/json")
+        return headers
+    }
+
+    /// What an answer means: an outcome, or a 401 without a reason, which a new access token may cure.
+    private enum Verdict {
+        case outcome(SendOutcome)
+        case unauthorized
+    }
+
+    private func verdict(_ response: HTTP2Response) -> Verdict {
+        if response.status == 401, FCMError.parse(httpStatus: 401, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView).reason == nil {
+            return .unauthorized
+        }
+        return .outcome(classify(response))
+    }
+
+    /// The outcome of an answer (the payload breaker counts on it).
+    private func classify(_ response: HTTP2Response) -> SendOutcome {
+        if response.status == 200 {
+            invalidPayloadsInARow.withLock { $0 = 0 }
+            return .delivered(providerMessageID: FCMMessageName.read(response.body))
+        }
+        let error = FCMError.parse(httpStatus: response.status, body: response.body?.readableBytesView ?? ByteBuffer().readableBytesView)
+        let retryAfter = response.retryAfterSeconds.map { Duration.seconds($0) }
+        let outcome = FCMErrorClassifier.classify(error, retryAfter: retryAfter, projectID: projectID)
+        if case .rejected("INVALID_ARGUMENT") = outcome {
+            return payloadRejected(error)
+        }
+        return outcome
+    }
+
+    /// After a 401 for `bearer`: a token that ran out (or was replaced) while its request waited is simply retried with
+    /// the current one; a token that was valid when refused gets one refresh, and a second refusal halts the run.
+    /// - Returns: The retry counts for sending again, or nil when the 401 stands.
+    private func unauthorized(_ bearer: String, staleRetries: Int, refreshedAfter401: Bool) async -> (Int, Bool)? {
+        if staleRetries < Self.staleTokenRetryLimit, await tokens.isStale(bearer) {
+            await tokens.invalidate(bearer)
+            return (staleRetries + 1, refreshedAfter401)
+        }
+        if !refreshedAfter401 {
+            await tokens.invalidate(bearer)
+            return (staleRetries, true)
+        }
+        return nil
     }
 
     /// Fetches the first access token and opens the connections, so the first messages are not held up

@@ -21,16 +21,28 @@ public final class HTTP2Connection: Sendable {
     /// - Returns: The answer.
     /// - Throws: ``HTTP2TransportError``.
     public func execute(headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline) async throws -> HTTP2Response {
+        try await withCheckedThrowingContinuation { continuation in
+            submit(headers: headers, body: body, deadline: deadline) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Sends one request on a new stream without waiting for its answer.
+    /// - Parameters:
+    ///   - headers: Request headers, encoded.
+    ///   - body: Request body.
+    ///   - deadline: Per-request deadline.
+    ///   - completion: Called once, on the connection's event loop, with the answer or an ``HTTP2TransportError``.
+    public func submit(
+        headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline,
+        completion: @escaping @Sendable (Result<HTTP2Response, any Error>) -> Void
+    ) {
         let loop = channel.eventLoop
         let session = self.session
-        return try await withCheckedThrowingContinuation { continuation in
-            let completion: HTTP2ClientSession.Completion = { continuation.resume(with: $0) }
-            if loop.inEventLoop {
+        if loop.inEventLoop {
+            session.value.send(headers: headers, body: body, deadline: deadline, completion: completion)
+        } else {
+            loop.execute {
                 session.value.send(headers: headers, body: body, deadline: deadline, completion: completion)
-            } else {
-                loop.execute {
-                    session.value.send(headers: headers, body: body, deadline: deadline, completion: completion)
-                }
             }
         }
     }

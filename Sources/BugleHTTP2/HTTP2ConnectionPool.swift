@@ -162,6 +162,15 @@ public final class HTTP2ConnectionPool: Sendable {
         }
     }
 
+    /// Leases a stream slot only if one is free now and nobody waits for one; call ``release(_:)`` afterwards.
+    /// - Returns: The connection, or nil (then use ``lease(deadline:)``).
+    public func leaseNow() -> HTTP2Connection? {
+        state.withLockedValue { state in
+            guard !state.isShutdown, state.pendingWaiters == 0 else { return nil }
+            return Self.leaseLocked(&state)
+        }
+    }
+
     /// Leases a stream slot on some connection.
     /// - Parameter deadline: Give up (``HTTP2TransportError/notWritten(_:)``) after this.
     /// - Returns: A connection with one stream reserved for the caller; call ``release(_:)`` afterwards.

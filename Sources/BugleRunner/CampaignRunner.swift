@@ -358,8 +358,15 @@ public struct CampaignRunner: Sendable {
                         for recipient in recipients {
                             sending += 1
                             attempted += 1
+                            let prepared = sender.prepare(recipient, now: sendTime)
+                            // A lane with a free slot, token and stream takes the request at once and its answer
+                            // is posted from the connection's event loop; otherwise a task waits for the lane.
+                            let started = sender.start(prepared, for: recipient) { outcome, raw in
+                                mailbox.post(.answered(outcome, raw, recipient.platform))
+                            }
+                            if started { continue }
                             group.addTask {
-                                let (outcome, raw) = await sender.send(recipient, now: sendTime)
+                                let (outcome, raw) = await sender.finish(prepared, for: recipient)
                                 mailbox.post(.answered(outcome, raw, recipient.platform))
                             }
                         }

@@ -51,6 +51,23 @@ public struct InstrumentedProvider: PushProvider {
         inFlight.increment()
         let start = ContinuousClock.now
         let outcome = await inner.send(request)
+        record(outcome, since: start)
+        return outcome
+    }
+
+    public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
+        inFlight.increment()
+        let start = ContinuousClock.now
+        let started = inner.startSend(request) { [self] outcome in
+            record(outcome, since: start)
+            completion(outcome)
+        }
+        if !started { inFlight.decrement() }
+        return started
+    }
+
+    /// Counts an answered send (the in-flight gauge was raised when it started).
+    private func record(_ outcome: SendOutcome, since start: ContinuousClock.Instant) {
         duration.record(duration: ContinuousClock.now - start)
         inFlight.decrement()
         let name: String
@@ -66,7 +83,6 @@ public struct InstrumentedProvider: PushProvider {
         }
         outcomes[name]?.increment()
         if let pacer { rate.record(pacer.snapshot.rate ?? 0) }
-        return outcome
     }
 
     public func shutdown() async {

@@ -99,6 +99,33 @@ public final class LanePacer: Sendable {
         }
     }
 
+    /// Takes a slot and a token without waiting: only when the lane is open, nobody waits for a slot, a slot is free
+    /// and a whole token is there. Follow with ``release(after:)``, or ``cancelAcquire()`` if nothing was sent.
+    /// - Returns: true when both were taken.
+    public func tryAcquire() -> Bool {
+        state.withLock { state in
+            guard state.waiters.isEmpty, state.inFlight < limits.concurrency else { return false }
+            let now = self.now
+            guard state.pause.wait(now: now) <= 0 else { return false }
+            if state.bucket != nil, state.bucket?.take(now: now) != true { return false }
+            state.inFlight += 1
+            return true
+        }
+    }
+
+    /// Gives back what ``tryAcquire()`` took, for a request that was not sent.
+    public func cancelAcquire() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.bucket?.refund(now: self.now)
+            if state.waiters.isEmpty {
+                state.inFlight -= 1
+                return nil
+            }
+            return state.waiters.removeFirst().continuation
+        }
+        next?.resume()
+    }
+
     /// Returns the slot and learns from the answer.
     /// - Parameter outcome: What the provider said.
     /// - Returns: The outcome, with a provider-level retry delayed at least until the lane reopens.

@@ -28,6 +28,14 @@ public struct PacedProvider: PushProvider {
         return pacer.release(after: await inner.send(request))
     }
 
+    public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
+        guard pacer.tryAcquire() else { return false }
+        let pacer = self.pacer
+        let started = inner.startSend(request) { outcome in completion(pacer.release(after: outcome)) }
+        if !started { pacer.cancelAcquire() }
+        return started
+    }
+
     public func shutdown() async {
         await inner.shutdown()
     }

@@ -29,27 +29,56 @@ final class RecipientSender: Sendable {
         }
     }
 
-    /// Sends one recipient. Never throws: every failure is an outcome.
+    /// A recipient's notification, ready for its lane, or the outcome it already has.
+    enum Prepared: Sendable {
+        case request(PushRequest, any PushProvider)
+        case settled(SendOutcome)
+    }
+
+    /// Composes one recipient's notification and finds its lane.
     /// - Parameters:
     ///   - recipient: The claimed recipient.
     ///   - now: UNIX seconds, for relative expirations.
-    /// - Returns: The ledger outcome, and the lane's own classification (for the wrong-environment breaker and halts).
-    func send(_ recipient: ClaimedRecipient, now: Int) async -> (RecipientOutcome, SendOutcome) {
+    func prepare(_ recipient: ClaimedRecipient, now: Int) -> Prepared {
         let composed = composer.compose(
             seq: recipient.seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
             selection: recipient.selection, attempt: recipient.attempts, now: now
         )
-        let raw: SendOutcome
         switch composed {
         case .failure:
-            raw = .rejected(code: SkipReason.payloadTooLarge.rawValue)
+            return .settled(.rejected(code: SkipReason.payloadTooLarge.rawValue))
         case .success(let request):
             let kind = lane(for: recipient.platform)
-            if let provider = providers[kind] {
-                raw = await provider.send(request)
-            } else {
-                raw = .halt(code: "provider_not_configured", message: "no \(kind.rawValue) provider is configured for \(recipient.platform.rawValue) devices")
+            guard let provider = providers[kind] else {
+                return .settled(.halt(code: "provider_not_configured", message: "no \(kind.rawValue) provider is configured for \(recipient.platform.rawValue) devices"))
             }
+            return .request(request, provider)
+        }
+    }
+
+    /// Starts a prepared recipient's send without suspending when its lane can take it now.
+    /// - Parameters:
+    ///   - prepared: From ``prepare(_:now:)``.
+    ///   - recipient: The recipient.
+    ///   - deliver: Called once, on any thread, with what ``finish(_:prepared:)`` returns.
+    /// - Returns: false when nothing was started (`deliver` is never called): finish it in a task.
+    func start(_ prepared: Prepared, for recipient: ClaimedRecipient, deliver: @escaping @Sendable (RecipientOutcome, SendOutcome) -> Void) -> Bool {
+        guard case .request(let request, let provider) = prepared else { return false }
+        let mapper = self.mapper
+        return provider.startSend(request) { raw in
+            var random = SystemRandomNumberGenerator()
+            deliver(mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random), raw)
+        }
+    }
+
+    /// Sends a prepared recipient (waiting for its lane as long as needed) and maps the answer. Never throws: every
+    /// failure is an outcome.
+    /// - Returns: The ledger outcome, and the lane's own classification (for the wrong-environment breaker and halts).
+    func finish(_ prepared: Prepared, for recipient: ClaimedRecipient) async -> (RecipientOutcome, SendOutcome) {
+        let raw: SendOutcome
+        switch prepared {
+        case .settled(let outcome): raw = outcome
+        case .request(let request, let provider): raw = await provider.send(request)
         }
         var random = SystemRandomNumberGenerator()
         let mapped = mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)

@@ -144,10 +144,13 @@ struct FCMAccessTokenCacheTests {
         let clock = ManualClock()
         let fetcher = FakeTokenFetcher()
         let cache = FCMAccessTokenCache(fetcher: fetcher, clock: clock)
+        #expect(cache.freshToken() == nil)
         #expect(try await cache.token() == "token-1")
         clock.advance(by: .seconds(3600 - 301))
         #expect(try await cache.token() == "token-1")
+        #expect(cache.freshToken() == "token-1")
         clock.advance(by: .seconds(2))
+        #expect(cache.freshToken() == nil)  // due for refresh: only token() fetches
         #expect(try await cache.token() == "token-2")
         #expect(try await cache.token() == "token-2")
         #expect(fetcher.fetches == 2)

@@ -127,6 +127,34 @@ struct LanePacerTests {
         #expect(paced.pacer.snapshot.inFlight == 0)
     }
 
+    @Test("tryAcquire takes a slot and a whole token only when both are free; cancelAcquire gives both back")
+    func tryAcquire() async {
+        let pacer = LanePacer(limits: .init(perSecond: 0.001, burst: 2, concurrency: 3))
+        #expect(pacer.tryAcquire())
+        #expect(pacer.tryAcquire())
+        // Two slots taken, and the bucket (2 tokens, refilling once in 1,000 s) is empty.
+        #expect(!pacer.tryAcquire())
+        #expect(pacer.snapshot.inFlight == 2)
+        pacer.cancelAcquire()
+        #expect(pacer.snapshot.inFlight == 1)
+        #expect(pacer.tryAcquire())  // the token came back with the slot
+        pacer.release(after: .delivered(providerMessageID: nil))
+        pacer.release(after: .delivered(providerMessageID: nil))
+        #expect(pacer.snapshot.inFlight == 0)
+
+        let slots = LanePacer(limits: .init(perSecond: nil, concurrency: 1))
+        #expect(slots.tryAcquire())
+        #expect(!slots.tryAcquire())
+        // cancelAcquire frees the slot for a send waiting in acquire() (or about to): it gets it, not a tryAcquire.
+        let waiting = Task { await slots.acquire() }
+        slots.cancelAcquire()
+        await waiting.value
+        #expect(slots.snapshot.inFlight == 1)
+        #expect(!slots.tryAcquire())
+        slots.release(after: .delivered(providerMessageID: nil))
+        #expect(slots.tryAcquire())
+    }
+
     @Test("with several workers on the run, each paces at the lane's rate divided by the live workers")
     func workerShare() async {
         let pacer = LanePacer(limits: .init(perSecond: 1000, burst: 1, concurrency: 1000))

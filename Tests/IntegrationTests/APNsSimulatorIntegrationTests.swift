@@ -127,10 +127,10 @@ struct APNsSimulatorIntegrationTests {
         #expect(simulator.counters().goAwaysSent >= 10)
     }
 
-    @Test func expiredProviderTokenIsRefreshedWithoutFailures() async throws {
-        let environment = try APNsTestEnvironment()
-        defer { environment.remove() }
-        let clock = APNsTestClock()
+    /// A simulator that takes JWTs for 25 minutes of `clock`'s time, and a lane signing with `clock`.
+    static func withExpiringJWTs(
+        _ environment: APNsTestEnvironment, _ clock: APNsTestClock
+    ) async throws -> (APNsSimulator, APNSAuthenticationTokenSigner<APNsTestClock>, APNSProvider) {
         let simulator = APNsSimulator(
             configuration: environment.simulatorConfiguration {
                 $0.jwtMaxAge = .seconds(25 * 60)
@@ -139,11 +139,61 @@ struct APNsSimulatorIntegrationTests {
         )
         let port = try await simulator.start()
         let signer = try environment.signer(clock: clock)
-        let provider = try APNSProvider(
-            settings: environment.settings(port: port),
-            tokenSource: signer,
-            logger: APNsTestEnvironment.logger
-        )
+        let provider = try APNSProvider(settings: environment.settings(port: port), tokenSource: signer, logger: APNsTestEnvironment.logger)
+        return (simulator, signer, provider)
+    }
+
+    /// The answer of a send started without suspending, or nil when the lane did not start it.
+    static func started(_ provider: APNSProvider, _ request: PushRequest) async -> SendOutcome? {
+        await withCheckedContinuation { continuation in
+            if !provider.startSend(request, completion: { continuation.resume(returning: $0) }) {
+                continuation.resume(returning: nil)
+            }
+        }
+    }
+
+    @Test("sends started without suspending are classified as send(_:) classifies them, an expired JWT included")
+    func startedSendsMatchSend() async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let clock = APNsTestClock()
+        let (simulator, signer, provider) = try await Self.withExpiringJWTs(environment, clock)
+        await provider.prepare()
+        var requests = ["dead", "bad0", "4290", "5030", "5000"].enumerated().map { index, prefix in
+            APNsTestEnvironment.request(token: APNsTestEnvironment.scriptedToken(prefix: prefix, index), seq: Int64(index))
+        }
+        var collapse = APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken(1), seq: 10)
+        collapse.apns?.collapseID = String(repeating: "c", count: 65)
+        requests.append(collapse)
+        requests.append(APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken(2), seq: 11))
+        for request in requests {
+            let fast = try #require(await Self.started(provider, request), "not started: \(request.token)")
+            let slow = await provider.send(request)
+            switch (fast, slow) {
+            case (.invalidToken(let a, _), .invalidToken(let b, _)): #expect(a == b)
+            case (.retry(let a, let c, _), .retry(let b, let d, _)): #expect(a == b && c == d)
+            default: #expect(fast == slow, "\(request.token): \(fast) against \(slow)")
+            }
+        }
+        // Past the simulator's JWT age: the first answer is ExpiredProviderToken, met with one new token.
+        clock.advance(by: .seconds(30 * 60))
+        let late = (20..<40).map { APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken($0), seq: Int64($0)) }
+        for request in late {
+            let outcome = try #require(await Self.started(provider, request))
+            if case .delivered = outcome {} else { Issue.record("\(request.token): \(outcome)") }
+        }
+        await provider.shutdown()
+        try await simulator.stop()
+        #expect(simulator.counters().rejectedByReason["ExpiredProviderToken"] == 1)
+        #expect(await signer.mintCount == 2)
+        #expect(simulator.accepted().count == 2 + 20)
+    }
+
+    @Test func expiredProviderTokenIsRefreshedWithoutFailures() async throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let clock = APNsTestClock()
+        let (simulator, signer, provider) = try await Self.withExpiringJWTs(environment, clock)
         let first = (0..<200).map { APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken($0), seq: Int64($0)) }
         let before = await sendAll(provider, first, concurrency: 50)
         clock.advance(by: .seconds(30 * 60))

@@ -26,7 +26,26 @@ struct FCMPayloadBreakerTests {
         try await MixedTestEnvironment.with { environment in
             let settings = try #require(try environment.settings().fcm)
             let lane = try FCMProvider(settings: settings, logger: MixedTestEnvironment.logger)
-            await Self.exerciseBreaker(lane)
+            await Self.exerciseBreaker { await lane.send($0) }
+            await lane.shutdown()
+            #expect(environment.fcm.counters().rejectedByReason["INVALID_ARGUMENT"] == 20)
+            #expect(environment.fcm.accepted().count == 1)
+        }
+    }
+
+    @Test("the same through sends started without suspending (a free stream and a cached access token)")
+    func breakerOnStartedSends() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let settings = try #require(try environment.settings().fcm)
+            let lane = try FCMProvider(settings: settings, logger: MixedTestEnvironment.logger)
+            await lane.prepare()
+            await Self.exerciseBreaker { request in
+                await withCheckedContinuation { continuation in
+                    if !lane.startSend(request, completion: { continuation.resume(returning: $0) }) {
+                        continuation.resume(returning: .halt(code: "not_started", message: "the lane did not start the send"))
+                    }
+                }
+            }
             await lane.shutdown()
             #expect(environment.fcm.counters().rejectedByReason["INVALID_ARGUMENT"] == 20)
             #expect(environment.fcm.accepted().count == 1)
@@ -34,11 +53,11 @@ struct FCMPayloadBreakerTests {
     }
 
     /// 9 bad payloads, a delivery, 9 bad payloads, a bad token, then the 10th bad payload in a row.
-    static func exerciseBreaker(_ lane: FCMProvider) async {
+    static func exerciseBreaker(_ lane: (PushRequest) async -> SendOutcome) async {
         var seq: Int64 = 0
         func send(_ request: (Int64) -> PushRequest) async -> SendOutcome {
             seq += 1
-            return await lane.send(request(seq))
+            return await lane(request(seq))
         }
         for _ in 1...9 {
             #expect(await send(Self.badPayload) == .rejected(code: "INVALID_ARGUMENT"))

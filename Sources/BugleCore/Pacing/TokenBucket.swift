@@ -31,6 +31,16 @@ public struct TokenBucket: Sendable, Equatable {
         return tokens >= 0 ? 0 : -tokens / rate
     }
 
+    /// Takes one token only if a whole one is there now.
+    /// - Parameter now: Monotonic seconds.
+    /// - Returns: true when a token was taken.
+    public mutating func take(now: Double) -> Bool {
+        refill(now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
     /// Hands back a reservation that was not used (the request was never sent).
     /// - Parameter now: Monotonic seconds.
     public mutating func refund(now: Double) {
