@@ -246,27 +246,10 @@ struct CLIRunTests {
         #expect(inactive == 0)
     }
 
-    /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw CocoaError(.fileWriteUnknown) }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
     func logLinesJSONAndMetrics() async throws {
         let fixture = try await Fixture.make(devices: 1200, rate: 300, unavailableRatio: 0.03)
-        let metricsPort = try Self.freePort()
+        let metricsPort = try freeLoopbackPort()
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-out-\(UUID().uuidString).csv").path
         let running = try RunningBugle(
             executable: Self.binary,

@@ -50,7 +50,7 @@ struct DatabaseTests {
             withIntermediateDirectories: true,
             attributes: [.posixPermissions: 0o755]
         )
-        let port = Int.random(in: 40_000..<60_000)
+        let port = try freeLoopbackPort()
         let cluster = EmbeddedCluster(
             directory: directory,
             port: port,
