@@ -167,13 +167,13 @@ public final class FCMProvider: PushProvider {
                 case .outcome(let outcome): completion(outcome)
                 case .unauthorized: Task { completion(await send(request, refused: bearer)) }
                 }
-            case .failure(let error as HTTP2TransportError) where error.isSafeToRetry:
-                // Known not processed: sent again from the start, with its own retries and deadline.
-                Task { completion(await send(request, refused: nil)) }
-            case .failure(let error as HTTP2TransportError):
-                completion(error.outcome)
-            case .failure:
-                completion(.ambiguous(code: "transport_error"))
+            case .failure(let error):
+                if let outcome = HTTP2TransportError.outcomeWithoutRetry(of: error) {
+                    completion(outcome)
+                } else {
+                    // Known not processed: sent again from the start, with its own retries and deadline.
+                    Task { completion(await send(request, refused: nil)) }
+                }
             }
         }
         return true

@@ -9,6 +9,15 @@ extension HTTP2TransportError {
         }
     }
 
+    /// The outcome of a request that failed without an answer, for a lane that makes no immediate retry itself: nil
+    /// when the server certainly did not process it (send it again), else what ``outcome`` says (any other error is
+    /// ambiguous).
+    /// - Parameter error: What the request failed with.
+    public static func outcomeWithoutRetry(of error: any Error) -> SendOutcome? {
+        guard let error = error as? HTTP2TransportError else { return .ambiguous(code: "transport_error") }
+        return error.isSafeToRetry ? nil : error.outcome
+    }
+
     /// The provider-neutral outcome once no further immediate retry is made: unwritten requests are free
     /// retries, written-but-unanswered ones are ambiguous (the campaign's policy decides).
     public var outcome: SendOutcome {
