@@ -182,17 +182,20 @@ public final class APNSProvider: PushProvider {
         }
         let deadline = NIODeadline.now() + timeout
         var bearer = tokenSource?.currentToken()
+        var expired = rejectedBearer
         var refreshedAfterExpiry = false
-        if let rejectedBearer, let tokenSource {
-            refreshedAfterExpiry = true
-            guard let fresh = await tokenSource.tokenAfterExpiry(rejected: rejectedBearer) else {
-                return .retry(.provider, code: "ExpiredProviderToken", after: .seconds(60))
-            }
-            bearer = fresh
-        }
         var safeRetries = 0
         let body = ByteBuffer(bytes: request.body)
         while true {
+            if let rejected = expired {
+                // One new JWT per send (the 20-minute rule is the signer's).
+                expired = nil
+                refreshedAfterExpiry = true
+                guard let fresh = await tokenSource?.tokenAfterExpiry(rejected: rejected) else {
+                    return .retry(.provider, code: "ExpiredProviderToken", after: .seconds(60))
+                }
+                bearer = fresh
+            }
             let headers = APNSRequestHeaders.make(
                 deviceToken: request.token,
                 headers: apns,
@@ -217,12 +220,7 @@ public final class APNSProvider: PushProvider {
             case .outcome(let outcome):
                 return outcome
             case .expiredToken:
-                refreshedAfterExpiry = true
-                if let tokenSource, let rejected = bearer, let fresh = await tokenSource.tokenAfterExpiry(rejected: rejected) {
-                    bearer = fresh
-                    continue
-                }
-                return .retry(.provider, code: "ExpiredProviderToken", after: .seconds(60))
+                expired = bearer
             }
         }
     }

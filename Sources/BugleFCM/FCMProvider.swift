@@ -186,8 +186,8 @@ public final class FCMProvider: PushProvider {
         var refreshedAfter401 = false
         var staleRetries = 0
         var safeRetries = 0
-        if let refused {
-            (staleRetries, refreshedAfter401) = await unauthorized(refused, staleRetries: 0, refreshedAfter401: false) ?? (0, true)
+        if let refused, let next = await unauthorized(refused, staleRetries: 0, refreshedAfter401: false) {
+            (staleRetries, refreshedAfter401) = next
         }
         while true {
             let bearer: String

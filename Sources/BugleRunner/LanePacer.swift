@@ -117,11 +117,7 @@ public final class LanePacer: Sendable {
     public func cancelAcquire() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.bucket?.refund(now: self.now)
-            if state.waiters.isEmpty {
-                state.inFlight -= 1
-                return nil
-            }
-            return state.waiters.removeFirst().continuation
+            return Self.freeSlot(&state)
         }
         next?.resume()
     }
@@ -150,11 +146,7 @@ public final class LanePacer: Sendable {
             default:
                 break
             }
-            if state.waiters.isEmpty {
-                state.inFlight -= 1
-                return (nil, result)
-            }
-            return (state.waiters.removeFirst().continuation, result)
+            return (Self.freeSlot(&state), result)
         }
         next?.resume()
         return result
@@ -208,6 +200,15 @@ public final class LanePacer: Sendable {
             }
             if granted { continuation.resume() }
         }
+    }
+
+    /// Frees a slot: hands it to the oldest waiting send (returned, to resume outside the lock), or marks it free.
+    private static func freeSlot(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+        if state.waiters.isEmpty {
+            state.inFlight -= 1
+            return nil
+        }
+        return state.waiters.removeFirst().continuation
     }
 
     private static func isThrottling(_ outcome: SendOutcome) -> Bool {
