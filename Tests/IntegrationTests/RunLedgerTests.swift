@@ -56,20 +56,20 @@ struct RunLedgerTests {
         }
     }
 
-    @Test("materialized rows keep awkward text through COPY (tabs, newlines, backslashes, quotes); skipped rows finish at the writing transaction's time")
+    @Test("materialized rows keep awkward text through COPY (tabs, newlines, backslashes, quotes); skipped rows finish at the writing transaction's time; a claim returns the same text, NULLs in place")
     func copiedRowsKeepTheirText() async throws {
         try await Support.withFreshDatabase { client in
             let sql = """
                 SELECT * FROM (VALUES
                   (1::bigint, 'tab' || chr(9) || 'x' || chr(10) || 'y' || chr(13) || 'z\\w', 'abcd' || md5('1') || md5('2'), 'ios', 'de-AT',
-                   'a\\b "c"' || chr(10) || 'd' || chr(9) || '\\N'),
-                  (2, 'ünï\\', 'fcm-' || md5('x'), 'android', NULL, NULL),
-                  (3, 'skip\\me' || chr(9), NULL, 'ios', 'en', 'x')
-                ) AS v(device_id, user_id, token, platform, locale, note)
+                   'a\\b "c"' || chr(10) || 'd' || chr(9) || '\\N', 'Europe/Vienna'),
+                  (2, 'ünï\\', 'fcm-' || md5('x'), 'android', NULL, NULL, NULL),
+                  (3, 'skip\\me' || chr(9), NULL, 'ios', 'en', 'x', NULL)
+                ) AS v(device_id, user_id, token, platform, locale, note, timezone)
                 """
             let campaign = Support.campaign(sql: sql, pageSize: 2)
             let before = try await Support.scalar(client, "SELECT now()", as: Date.self)
-            let (runID, _) = try await Support.materializedRun(client, campaign)
+            let (runID, store) = try await Support.materializedRun(client, campaign)
             let rows = try await client.query(
                 """
                 SELECT seq, user_id, token IS NOT DISTINCT FROM (CASE seq WHEN 1 THEN 'abcd' || md5('1') || md5('2') WHEN 2 THEN 'fcm-' || md5('x') END), state, coalesce(variables->>'note', '<null>'), coalesce(outcome_code, ''),
@@ -89,6 +89,20 @@ struct RunLedgerTests {
             #expect(seen.map(\.5) == ["", "", SkipReason.missingToken.rawValue])
             #expect(seen.map(\.6) == [false, false, true], "only the skipped row is finished, at the transaction's time")
             #expect(seen.map(\.7) == [true, true, true])
+            // The claim returns its rows as one row of arrays (ClaimedColumns): the same text, NULLs in their places.
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            guard case .claimed(let claimed) = try await store.claim(lease, limits: [.apns: 5, .fcm: 5], claimID: 1) else {
+                Issue.record("fenced")
+                return
+            }
+            #expect(claimed.map(\.seq) == [1, 2])
+            #expect(claimed.map(\.userID) == ["tab\tx\ny\rz\\w", "ünï\\"])
+            #expect(claimed.map(\.platform) == [.ios, .android])
+            #expect(claimed.map(\.locale) == ["de", "en"], "normalized at materialization")
+            #expect(claimed.map(\.timezone) == ["Europe/Vienna", nil])
+            #expect(claimed.map { $0.variables["note"] ?? nil } == ["a\\b \"c\"\nd\t\\N", nil])
+            #expect(claimed.map(\.attempts) == [1, 1])
+            #expect(claimed.map(\.deviceID) == [1, 2])
         }
     }
 

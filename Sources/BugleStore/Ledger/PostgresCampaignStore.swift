@@ -244,41 +244,24 @@ public struct PostgresCampaignStore: CampaignStore {
                      LIMIT l.n) p),
                 picked AS (
                   SELECT seq FROM lane_picks ORDER BY next_attempt_at, seq
-                   LIMIT least(\(total), coalesce((SELECT n FROM room), 0)))
-                UPDATE bugle.run_recipients r
-                   SET state = 'in_flight', claim_epoch = \(lease.epoch), claim_id = \(claimID), claimed_at = now(), attempts = r.attempts + 1
-                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
-                   AND r.state IN ('pending', 'retry_wait')
-                RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text, r.attempts,
-                          r.variant, r.copy_index, r.provider, CASE WHEN r.next_attempt_at = '-infinity' THEN r.seq END
+                   LIMIT least(\(total), coalesce((SELECT n FROM room), 0))),
+                claimed AS (
+                  UPDATE bugle.run_recipients r
+                     SET state = 'in_flight', claim_epoch = \(lease.epoch), claim_id = \(claimID), claimed_at = now(), attempts = r.attempts + 1
+                   WHERE r.run_id = \(lease.runID) AND r.seq = ANY((SELECT array_agg(seq) FROM picked)::bigint[])
+                     AND r.state IN ('pending', 'retry_wait')
+                  RETURNING r.seq, r.device_id, r.user_id, r.token, r.platform, r.locale, r.timezone, r.variables::text AS variables,
+                            r.attempts, r.variant, r.copy_index, r.provider,
+                            CASE WHEN r.next_attempt_at = '-infinity' THEN r.seq END AS immediate)
+                -- One row of arrays (ClaimedColumns), not a row per recipient.
+                SELECT \(unescaped: ClaimedColumns.selectList) FROM claimed
                 """,
                 logger: logger
             )
-            var claimed: [ClaimedRecipient] = []
-            claimed.reserveCapacity(total)
-            var firstImmediate: [String: Int64] = [:]
-            for try await row in rows {
-                var cells = row.makeIterator()
-                guard let seq = cells.next()?.integer, let deviceID = cells.next()?.integer, let userID = cells.next()?.text,
-                    let token = cells.next()?.text, let platform = cells.next()?.text.flatMap(Platform.init(rawValue:))
-                else { continue }
-                let locale = cells.next()?.text
-                let timezone = cells.next()?.text
-                let variables = cells.next()?.text
-                let attempts = cells.next()?.integer ?? 0
-                let variant = cells.next()?.text
-                let copyIndex = cells.next()?.integer ?? 0
-                if let provider = cells.next()?.text {
-                    firstImmediate[provider] = min(firstImmediate[provider] ?? .max, cells.next()?.integer ?? .max)
-                }
-                claimed.append(
-                    ClaimedRecipient(
-                        seq: seq, deviceID: deviceID, userID: userID, token: token, platform: platform,
-                        locale: locale, timezone: timezone, variables: Self.decodeVariables(variables),
-                        variant: variant, copyIndex: Int(copyIndex), attempts: Int(attempts)
-                    )
-                )
-            }
+            var columns: ClaimedColumns?
+            for try await row in rows { columns = try ClaimedColumns(row) }
+            let claimed = columns?.recipients ?? []
+            let firstImmediate = columns?.firstImmediate ?? [:]
             guard !claimed.isEmpty else { return (.claimed([]), firstImmediate) }
             let seqs = claimed.map(\.seq)
             var skipped = Set<Int64>()
@@ -454,25 +437,27 @@ public struct PostgresCampaignStore: CampaignStore {
             // `run_recipients_inflight_idx`: with statistics taken while few rows were in flight it estimated that index
             // at one row and rescanned the outcome array for each row it returned (340 ms for 1,000 outcomes late in a
             // 10,000,000-recipient run), and that index also holds an entry for every row answered since the last
-            // vacuum.
+            // vacuum. The count comes back as one row, not a row per outcome.
             let updated = try await connection.query(
                 """
-                UPDATE bugle.run_recipients r
-                   SET state = v.state, outcome_code = v.code, provider_message_id = NULLIF(v.msg, ''),
-                       next_attempt_at = CASE WHEN v.state = 'retry_wait' THEN now() + make_interval(secs => v.delay)
-                                              ELSE r.next_attempt_at END,
-                       attempts = r.attempts - v.refund,
-                       finished_at = CASE WHEN v.state = 'retry_wait' THEN NULL ELSE now() END
-                  FROM unnest(\(seqs)::bigint[], \(states)::text[], \(codes)::text[], \(messageIDs)::text[],
-                              \(delays)::float8[], \(refunds)::int[]) AS v(seq, state, code, msg, delay, refund)
-                 WHERE r.run_id = \(lease.runID) AND r.seq = v.seq
-                   AND r.state || '' = 'in_flight' AND r.claim_epoch = \(lease.epoch)
-                RETURNING r.seq
+                WITH updated AS (
+                  UPDATE bugle.run_recipients r
+                     SET state = v.state, outcome_code = v.code, provider_message_id = NULLIF(v.msg, ''),
+                         next_attempt_at = CASE WHEN v.state = 'retry_wait' THEN now() + make_interval(secs => v.delay)
+                                                ELSE r.next_attempt_at END,
+                         attempts = r.attempts - v.refund,
+                         finished_at = CASE WHEN v.state = 'retry_wait' THEN NULL ELSE now() END
+                    FROM unnest(\(seqs)::bigint[], \(states)::text[], \(codes)::text[], \(messageIDs)::text[],
+                                \(delays)::float8[], \(refunds)::int[]) AS v(seq, state, code, msg, delay, refund)
+                   WHERE r.run_id = \(lease.runID) AND r.seq = v.seq
+                     AND r.state || '' = 'in_flight' AND r.claim_epoch = \(lease.epoch)
+                  RETURNING 1)
+                SELECT count(*) FROM updated
                 """,
                 logger: logger
             )
             var count = 0
-            for try await _ in updated { count += 1 }
+            for try await (rows,) in updated.decode((Int,).self) { count = rows }
             if !deactivateIDs.isEmpty {
                 // The 410 rule: a token that re-registered after the provider's timestamp stays active.
                 _ = try await connection.query(
