@@ -183,7 +183,8 @@ public struct CampaignRunner: Sendable {
     /// What the send loop's child tasks report (through an ``EventMailbox``, each exactly once).
     private enum Event: Sendable {
         case claimed(ClaimResult, requested: [ProviderKind: Int], lost: [Int64])
-        case answered(RecipientOutcome, SendOutcome, Platform)
+        /// `startedAtOnce`: the lane took the request without a task (``ParkedSends`` counts those per lane).
+        case answered(RecipientOutcome, SendOutcome, Platform, startedAtOnce: Bool)
         case recorded(Bool)
         /// A claim or an outcome write gave up (``withDatabaseRetry(_:giveUpOnStop:slow:_:)``): the run fails.
         case failed(any Error)
@@ -220,6 +221,24 @@ public struct CampaignRunner: Sendable {
             var passes: [Failpoint.Point: Int] = [:]
             var crashing: Failpoint.Point?
             var heldBack = 0
+            // Sends whose lane had no free slot at claim time; started as the lane's answers free slots.
+            var parked = ParkedSends<(RecipientSender.Prepared, ClaimedRecipient)>()
+            let sender = self.sender
+            /// Starts a send on its lane at once (its answer is posted from the connection's event loop), or false.
+            func startAtOnce(_ send: (RecipientSender.Prepared, ClaimedRecipient)) -> Bool {
+                let (prepared, recipient) = send
+                return sender.start(prepared, for: recipient) { outcome, raw in
+                    mailbox.post(.answered(outcome, raw, recipient.platform, startedAtOnce: true))
+                }
+            }
+            /// Sends in a child task that waits for the lane as long as needed.
+            func sendInTask(_ send: (RecipientSender.Prepared, ClaimedRecipient)) {
+                let (prepared, recipient) = send
+                group.addTask {
+                    let (outcome, raw) = await sender.finish(prepared, for: recipient)
+                    mailbox.post(.answered(outcome, raw, recipient.platform, startedAtOnce: false))
+                }
+            }
 
             while true {
                 if stop == nil, let request = control.stopRequest {
@@ -354,24 +373,31 @@ public struct CampaignRunner: Sendable {
                             continue
                         }
                         let sendTime = Int(Date().timeIntervalSince1970)
-                        let sender = self.sender
                         for recipient in recipients {
                             sending += 1
                             attempted += 1
-                            let prepared = sender.prepare(recipient, now: sendTime)
-                            // A lane with a free slot, token and stream takes the request at once and its answer
-                            // is posted from the connection's event loop; otherwise a task waits for the lane.
-                            let started = sender.start(prepared, for: recipient) { outcome, raw in
-                                mailbox.post(.answered(outcome, raw, recipient.platform))
+                            let send = (sender.prepare(recipient, now: sendTime), recipient)
+                            // A lane with a free slot, token and stream takes the request at once. Otherwise the
+                            // send waits behind the lane's earlier ones for a slot its started sends free, or, when
+                            // none is out, in a task that waits for the lane.
+                            let lane = sender.lane(for: recipient.platform)
+                            guard case .request = send.0 else {
+                                sendInTask(send)
+                                continue
                             }
-                            if started { continue }
-                            group.addTask {
-                                let (outcome, raw) = await sender.finish(prepared, for: recipient)
-                                mailbox.post(.answered(outcome, raw, recipient.platform))
+                            if parked.hasWaiting(lane) {
+                                parked.park(send, on: lane)
+                            } else if startAtOnce(send) {
+                                parked.started(lane)
+                            } else if parked.canPark(lane) {
+                                parked.park(send, on: lane)
+                            } else {
+                                sendInTask(send)
                             }
                         }
-                    case .answered(let answered, let raw, let platform):
+                    case .answered(let answered, let raw, let platform, let startedAtOnce):
                         sending -= 1
+                        if startedAtOnce { parked.answered(sender.lane(for: platform)) }
                         var outcome = answered
                         if let verdict = breaker.observe(raw) {
                             outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
@@ -404,6 +430,9 @@ public struct CampaignRunner: Sendable {
                     case .failed(let error):
                         throw error
                     }
+                }
+                if parked.count > 0 {
+                    for send in parked.unpark(providers.keys, start: startAtOnce) { sendInTask(send) }
                 }
             }
         }
