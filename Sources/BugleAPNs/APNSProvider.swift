@@ -153,24 +153,14 @@ public final class APNSProvider: PushProvider {
         let headers = APNSRequestHeaders.make(
             deviceToken: request.token, headers: apns, topic: settings.topic, authority: authority, bearerToken: bearer
         )
-        connection.submit(headers: headers, body: ByteBuffer(bytes: request.body), deadline: NIODeadline.now() + timeout) { [self] result in
-            pool.release(connection)
-            switch result {
-            case .success(let response):
-                switch verdict(response, apns: apns, refreshable: bearer != nil) {
-                case .outcome(let outcome):
-                    completion(outcome)
-                case .expiredToken:
-                    Task { completion(await send(request, rejectedBearer: bearer)) }
-                }
-            case .failure(let error):
-                if let outcome = HTTP2TransportError.outcomeWithoutRetry(of: error) {
-                    completion(outcome)
-                } else {
-                    // Known not processed: sent again from the start, with its own retries and deadline.
-                    Task { completion(await send(request, rejectedBearer: nil)) }
-                }
+        pool.start(on: connection, headers: headers, body: ByteBuffer(bytes: request.body), deadline: NIODeadline.now() + timeout) { [self] response in
+            switch verdict(response, apns: apns, refreshable: bearer != nil) {
+            case .outcome(let outcome): completion(outcome)
+            case .expiredToken: Task { completion(await send(request, rejectedBearer: bearer)) }
             }
+        } unanswered: { [self] outcome in
+            // Known not processed (nil): sent again from the start, with its own retries and deadline.
+            if let outcome { completion(outcome) } else { Task { completion(await send(request, rejectedBearer: nil)) } }
         }
         return true
     }

@@ -159,22 +159,14 @@ public final class FCMProvider: PushProvider {
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
         guard let bearer = tokens.freshToken(), let connection = pool.leaseNow() else { return false }
         let headers = headerBlock(bearer: bearer)
-        connection.submit(headers: headers, body: ByteBuffer(bytes: request.body), deadline: NIODeadline.now() + timeout) { [self] result in
-            pool.release(connection)
-            switch result {
-            case .success(let response):
-                switch verdict(response) {
-                case .outcome(let outcome): completion(outcome)
-                case .unauthorized: Task { completion(await send(request, refused: bearer)) }
-                }
-            case .failure(let error):
-                if let outcome = HTTP2TransportError.outcomeWithoutRetry(of: error) {
-                    completion(outcome)
-                } else {
-                    // Known not processed: sent again from the start, with its own retries and deadline.
-                    Task { completion(await send(request, refused: nil)) }
-                }
+        pool.start(on: connection, headers: headers, body: ByteBuffer(bytes: request.body), deadline: NIODeadline.now() + timeout) { [self] response in
+            switch verdict(response) {
+            case .outcome(let outcome): completion(outcome)
+            case .unauthorized: Task { completion(await send(request, refused: bearer)) }
             }
+        } unanswered: { [self] outcome in
+            // Known not processed (nil): sent again from the start, with its own retries and deadline.
+            if let outcome { completion(outcome) } else { Task { completion(await send(request, refused: nil)) } }
         }
         return true
     }

@@ -60,15 +60,11 @@ final class RecipientSender: Sendable {
     /// - Parameters:
     ///   - prepared: From ``prepare(_:now:)``.
     ///   - recipient: The recipient.
-    ///   - deliver: Called once, on any thread, with what ``finish(_:prepared:)`` returns.
+    ///   - deliver: Called once, on any thread, with what ``finish(_:for:)`` returns.
     /// - Returns: false when nothing was started (`deliver` is never called): finish it in a task.
     func start(_ prepared: Prepared, for recipient: ClaimedRecipient, deliver: @escaping @Sendable (RecipientOutcome, SendOutcome) -> Void) -> Bool {
         guard case .request(let request, let provider) = prepared else { return false }
-        let mapper = self.mapper
-        return provider.startSend(request) { raw in
-            var random = SystemRandomNumberGenerator()
-            deliver(mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random), raw)
-        }
+        return provider.startSend(request) { [self] raw in deliver(map(raw, for: recipient), raw) }
     }
 
     /// Sends a prepared recipient (waiting for its lane as long as needed) and maps the answer. Never throws: every
@@ -80,8 +76,12 @@ final class RecipientSender: Sendable {
         case .settled(let outcome): raw = outcome
         case .request(let request, let provider): raw = await provider.send(request)
         }
+        return (map(raw, for: recipient), raw)
+    }
+
+    /// The ledger outcome of a lane's answer.
+    private func map(_ raw: SendOutcome, for recipient: ClaimedRecipient) -> RecipientOutcome {
         var random = SystemRandomNumberGenerator()
-        let mapped = mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)
-        return (mapped, raw)
+        return mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)
     }
 }

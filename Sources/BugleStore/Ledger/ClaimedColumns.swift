@@ -20,13 +20,17 @@ struct ClaimedColumns {
         array_agg(copy_index::int8), array_agg(provider), array_agg(immediate)
         """
 
+    /// The arrays in ``selectList``.
+    static let columnCount = 13
+
     /// - Parameter row: the claim's one row; every cell NULL when nothing was claimed.
-    /// - Throws: for cells that are not one-dimensional binary arrays, or arrays of differing lengths.
+    /// - Throws: for cells that are not one-dimensional binary arrays, or not ``columnCount`` arrays of one length.
     init(_ row: PostgresRow) throws {
         var cells = row.makeIterator()
         var columns: [PostgresBinaryArray?] = []
         while let cell = cells.next() { columns.append(try PostgresBinaryArray(cell)) }
-        guard columns.count == 13, let first = columns[0] else { return }
+        guard columns.count == Self.columnCount else { throw StoreError(.query, Self.malformed) }
+        guard let first = columns[0] else { return }
         guard columns.allSatisfy({ $0?.count == first.count }) else { throw StoreError(.query, Self.malformed) }
         func integers(_ index: Int) throws -> [Int64?] { try columns[index]?.integers() ?? [] }
         func texts(_ index: Int) throws -> [String?] { try columns[index]?.texts() ?? [] }
@@ -53,5 +57,5 @@ struct ClaimedColumns {
         }
     }
 
-    static let malformed = "the server sent a claim whose columns differ in length"
+    static let malformed = "the server sent a claim whose columns differ in number or length"
 }
