@@ -72,17 +72,41 @@ struct PostgresBinaryArray {
         return values
     }
 
+    /// Where each element's bytes lie in `bytes` (offsets from its reader index; nil for NULL), for reading many
+    /// cells without making a slice or a string of each (the report writes them straight into its CSV).
+    func elementRanges() throws -> (bytes: ByteBuffer, ranges: [Range<Int>?]) {
+        var ranges: [Range<Int>?] = []
+        ranges.reserveCapacity(count)
+        let start = buffer.readerIndex
+        try walkElements { bytes, length in
+            guard let length else {
+                ranges.append(nil)
+                return
+            }
+            let from = bytes.readerIndex - start
+            bytes.moveReaderIndex(forwardBy: length)
+            ranges.append(from..<(from + length))
+        }
+        return (buffer, ranges)
+    }
+
     /// Calls `element` with each element's bytes, nil for NULL.
     private func forEachElement(_ element: (ByteBuffer?) -> Void) throws {
+        try walkElements { bytes, length in element(length.flatMap { bytes.readSlice(length: $0) }) }
+    }
+
+    /// Calls `visit` at each element with the bytes positioned at its value and its length (nil for NULL); `visit`
+    /// reads exactly that many bytes. A length beyond the array's bytes throws before `visit` is called.
+    private func walkElements(_ visit: (inout ByteBuffer, Int?) -> Void) throws {
         var bytes = buffer
         for _ in 0..<count {
             guard let length = bytes.readInteger(endianness: .big, as: Int32.self) else { throw MalformedArray(column: column) }
             guard length >= 0 else {
-                element(nil)
+                visit(&bytes, nil)
                 continue
             }
-            guard let slice = bytes.readSlice(length: Int(length)) else { throw MalformedArray(column: column) }
-            element(slice)
+            guard bytes.readableBytes >= Int(length) else { throw MalformedArray(column: column) }
+            visit(&bytes, Int(length))
         }
     }
 

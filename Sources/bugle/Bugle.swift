@@ -24,7 +24,7 @@ struct Bugle: AsyncParsableCommand {
 
     /// Parses and runs, mapping argument errors to exit code 1 (Bugle's "usage or validation error").
     static func main() async {
-        MallocArenaCap.apply()
+        MallocTuning.apply()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

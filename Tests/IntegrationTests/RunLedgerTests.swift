@@ -32,15 +32,28 @@ struct RunLedgerTests {
         ]
     }
 
-    @Test("a token listed twice, on the same page or pages apart, becomes one recipient; the rest are counted as collapsed", arguments: Relisting.cases)
-    func duplicateTokensCollapseAcrossPages(_ relisting: Relisting) async throws {
+    /// The materializer's duplicate-token sieve: the default; one so small that most tokens are false candidates;
+    /// one that overflows, so the collapse reads every row.
+    struct Sieve: Sendable, CustomTestStringConvertible {
+        var sieve: RepeatedTokenSieve
+        var testDescription: String
+
+        static let cases = [
+            Sieve(sieve: RepeatedTokenSieve(), testDescription: "default sieve"),
+            Sieve(sieve: RepeatedTokenSieve(log2Bits: 10, candidateLimit: 1_000_000), testDescription: "false candidates"),
+            Sieve(sieve: RepeatedTokenSieve(candidateLimit: 10), testDescription: "overflowing sieve"),
+        ]
+    }
+
+    @Test("a token listed twice, on the same page or pages apart, becomes one recipient; the rest are counted as collapsed", arguments: Relisting.cases, Sieve.cases)
+    func duplicateTokensCollapseAcrossPages(_ relisting: Relisting, _ sieve: Sieve) async throws {
         try await Support.withFreshDatabase { client in
             try await Support.seed(client, count: relisting.devices)
             let sql = "SELECT d.id * 2 AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d UNION ALL " + relisting.again
             let campaign = Support.campaign(sql: sql, pageSize: relisting.pageSize)
             let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
             let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
-            let report = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            let report = try await Materializer(client: client, logger: Support.logger, sieve: sieve.sieve).materialize(runID: runID, campaign: campaign, reader: reader)
             let devices = Int64(relisting.devices)
             #expect(report.recipients == devices)
             #expect(report.skipped[.duplicateToken] == relisting.duplicates)

@@ -45,7 +45,8 @@
 #
 # Needs a release build: swift build -c release --product bugle (the script builds it when missing), or BUGLE_BIN
 # (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
-# throwaway cluster's port, so two benchmarks can run side by side.
+# throwaway cluster's port, so two benchmarks can run side by side. BENCH_KEEP=PREFIX keeps each run's JSON summary,
+# the PostgreSQL log and the simulators' JSONL records; BENCH_WINDOW=W sets the pipeline campaign's in_flight_window.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -86,11 +87,9 @@ if [ -z "$BIN" ]; then
 fi
 SIM=${BUGLE_SIM_BIN:-$(dirname "$BIN")/bugle-sim}
 
-PGBIN=$(dirname "$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
-WORK=$(mktemp -d /tmp/bugle-bench-XXXXXX)
-chmod 755 "$WORK"
-RUNAS=()
-if [ "$(id -u)" = 0 ]; then RUNAS=(runuser -u postgres --); chown postgres "$WORK"; fi
+# shellcheck source=tools/bench/throwaway-cluster.sh
+. "$ROOT/tools/bench/throwaway-cluster.sh"
+cluster_init bugle-bench
 PORT=${BENCH_PORT:-5499}
 SIM_PIDS=""
 # BENCH_PG_STATEMENTS=N: print the N statements PostgreSQL spent most time in (pg_stat_statements), at the end.
@@ -99,12 +98,10 @@ statements_report() {
   echo "PostgreSQL statements by total time (all runs):" >&2
   "${PSQL[@]}" -P pager=off -c "SELECT round(total_exec_time)::bigint AS total_ms, calls, round((total_exec_time / calls)::numeric, 3) AS ms_per_call, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS statement FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bugle') ORDER BY total_exec_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2 || true
 }
-cleanup() { statements_report; for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true; [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; rm -rf "$WORK"; }
+cleanup() { statements_report; for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; cluster_stop; [ -n "${BENCH_KEEP:-}" ] && { cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; for f in "$WORK"/*.jsonl; do [ -f "$f" ] && cp "$f" "$BENCH_KEEP.$(basename "$f")"; done; }; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"${RUNAS[@]}" "$PGBIN/initdb" -D "$WORK/data" -U bugle --auth=trust -E UTF8 --no-sync >/dev/null
-"${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w \
-  -o "-k $WORK -p $PORT -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c shared_buffers=256MB ${BENCH_PG_STATEMENTS:+-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all} ${BENCH_PG_OPTS:-}" start >/dev/null
+cluster_start "$PORT" "${BENCH_PG_STATEMENTS:+-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all} ${BENCH_PG_OPTS:-}"
 "${RUNAS[@]}" "$PGBIN/createdb" -h "$WORK" -p "$PORT" -U bugle bugle
 [ -n "${BENCH_PG_STATEMENTS:-}" ] && psql -X -q -h "$WORK" -p "$PORT" -U bugle -d bugle -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 export BUGLE_DATABASE_URL="postgres://bugle@/bugle?host=$WORK&port=$PORT"
@@ -286,7 +283,7 @@ if [ "$mode" = pipeline ]; then
   n=${devices%%,*}
   "$BIN" demo --seed-only --devices "$n" >/dev/null
   start_simulator --fcm
-  mixed_campaign pipeline "AND d.id <= $n" 2000
+  mixed_campaign pipeline "AND d.id <= $n" ${BENCH_WINDOW:-2000}
   measure "$WORK/pipeline.yaml" "$WORK/sim/providers.yaml" "$SIMPID" "$WORK/apns.jsonl $WORK/fcm.jsonl"
   ios=$("${PSQL[@]}" -At -c "SELECT count(*) FROM bugle.devices WHERE is_active AND platform = 'ios' AND id <= $n")
   android=$("${PSQL[@]}" -At -c "SELECT count(*) FROM bugle.devices WHERE is_active AND platform <> 'ios' AND id <= $n")

@@ -3,9 +3,13 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Writes a run's per-recipient CSV report from the ledger (RFC 4180, formula-neutralised), streaming rows so
-/// memory stays flat; the file is written under a temporary name, fsync'd and renamed, so a failure never
+/// Writes a run's per-recipient CSV report from the ledger (RFC 4180, formula-neutralised), a page of rows at a time
+/// so memory stays flat; the file is written under a temporary name, fsync'd and renamed, so a failure never
 /// leaves a truncated report at the final path.
+///
+/// Pages are read in one `REPEATABLE READ READ ONLY` transaction, so the report is one snapshot of the ledger, as a
+/// single statement would be. Each page is one row of arrays (``ReportPage``), and the next page is asked for as soon
+/// as one arrives, so PostgreSQL builds it while Bugle writes this one.
 public struct ReportExporter: Sendable {
     /// The CSV header, in column order.
     public static let header = [
@@ -15,54 +19,89 @@ public struct ReportExporter: Sendable {
 
     private let client: PostgresClient
     private let logger: Logger
+    private let pageRows: Int
 
-    public init(client: PostgresClient, logger: Logger) {
+    /// - Parameter pageRows: Ledger rows per page read (tests use small pages to cross many page boundaries).
+    public init(client: PostgresClient, logger: Logger, pageRows: Int = 10_000) {
         self.client = client
         self.logger = logger
+        self.pageRows = max(1, pageRows)
     }
 
     /// Writes the report of `runID` to `path`.
     /// - Returns: the number of data rows written.
     @discardableResult
     public func export(runID: Int64, to path: String) async throws -> Int64 {
-        let output = try AtomicFileWriter(path: path)
+        try await client.withConnection { connection in
+            let output = try AtomicFileWriter(path: path)
+            do {
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                let count: Int64
+                do {
+                    count = try await write(runID: runID, from: connection, to: output)
+                    try await connection.query("COMMIT", logger: logger)
+                } catch {
+                    // A connection left inside this transaction must not go back to the pool.
+                    do { try await connection.query("ROLLBACK", logger: logger) } catch { try? await connection.close() }
+                    throw error
+                }
+                try output.commit()
+                return count
+            } catch {
+                output.abandon()
+                throw error
+            }
+        }
+    }
+
+    /// Writes the header and every page of the run to `output`, reading the next page while writing the current one.
+    private func write(runID: Int64, from connection: PostgresConnection, to output: AtomicFileWriter) async throws -> Int64 {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(1 << 20)
+        CSVFormat.appendRecord(Self.header, to: &buffer)
+        var count: Int64 = 0
+        var next: Task<ReportPage, any Error>? = readPage(runID: runID, after: nil, from: connection)
         do {
-            var buffer: [UInt8] = []
-            buffer.reserveCapacity(1 << 16)
-            CSVFormat.appendRecord(Self.header, to: &buffer)
-            let rows = try await client.query(
+            while let pending = next {
+                let page = try await pending.value
+                // A short page is the last one.
+                next = page.count < pageRows ? nil : readPage(runID: runID, after: page.lastSeq, from: connection)
+                page.appendRecords(to: &buffer)
+                count += Int64(page.count)
+                try output.write(buffer)
+                buffer.removeAll(keepingCapacity: true)
+            }
+        } catch {
+            // The connection goes back only once no page read is still running on it.
+            if let next {
+                next.cancel()
+                _ = try? await next.value
+            }
+            throw error
+        }
+        try output.write(buffer)
+        return count
+    }
+
+    /// Starts reading the page of rows after `seq` (from the first when nil).
+    private func readPage(runID: Int64, after seq: Int64?, from connection: PostgresConnection) -> Task<ReportPage, any Error> {
+        let logger = self.logger
+        let limit = pageRows
+        return Task {
+            let rows = try await connection.query(
                 """
-                SELECT run_id::text, device_id::text, user_id, platform, provider, state, outcome_code, provider_message_id,
-                       attempts::text, locale, variant, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                  FROM bugle.run_recipients WHERE run_id = \(runID) ORDER BY seq
+                SELECT \(unescaped: ReportPage.selectList)
+                  FROM (SELECT seq, run_id, device_id, user_id, platform, provider, state, outcome_code, provider_message_id,
+                               attempts, locale, variant, finished_at
+                          FROM bugle.run_recipients WHERE run_id = \(runID) AND seq > \(seq ?? Int64.min)
+                         ORDER BY seq LIMIT \(limit)) page
                 """,
                 logger: logger
             )
-            var count: Int64 = 0
-            // Every column is text, NULL an empty field: each cell's bytes go straight into the CSV.
-            for try await row in rows {
-                var leadingComma = false
-                for cell in row {
-                    if let bytes = cell.bytes {
-                        bytes.withUnsafeReadableBytes { CSVFormat.appendField(utf8: $0, leadingComma: leadingComma, to: &buffer) }
-                    } else if leadingComma {
-                        buffer.append(UInt8(ascii: ","))
-                    }
-                    leadingComma = true
-                }
-                CSVFormat.endRecord(&buffer)
-                count += 1
-                if buffer.count >= 1 << 16 {
-                    try output.write(buffer)
-                    buffer.removeAll(keepingCapacity: true)
-                }
-            }
-            try output.write(buffer)
-            try output.commit()
-            return count
-        } catch {
-            output.abandon()
-            throw error
+            var page: ReportPage?
+            for try await row in rows { page = try ReportPage(row) }
+            guard let page else { throw StoreError(.query, "the report page came back without a row") }
+            return page
         }
     }
 }
