@@ -54,6 +54,20 @@ struct PostgresBinaryArray {
         self.column = cell.columnName
     }
 
+    /// The arrays of a row holding one array per column, as claims and report pages come back (an aggregate over the
+    /// rows, NULLs in place, so the columns line up by position).
+    /// - Returns: nil when the first cell is NULL: the aggregate saw no row.
+    /// - Throws: `StoreError` saying `malformed` unless the row is `count` arrays of one length (and as ``init(_:)``).
+    static func columns(of row: PostgresRow, count: Int, malformed: String) throws -> [PostgresBinaryArray?]? {
+        var cells = row.makeIterator()
+        var columns: [PostgresBinaryArray?] = []
+        while let cell = cells.next() { columns.append(try PostgresBinaryArray(cell)) }
+        guard columns.count == count else { throw StoreError(.query, malformed) }
+        guard let first = columns[0] else { return nil }
+        guard columns.allSatisfy({ $0?.count == first.count }) else { throw StoreError(.query, malformed) }
+        return columns
+    }
+
     /// The elements as text (UTF-8 bytes); NULL → nil.
     func texts() throws -> [String?] {
         var values: [String?] = []

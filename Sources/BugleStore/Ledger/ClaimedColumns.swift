@@ -26,12 +26,9 @@ struct ClaimedColumns {
     /// - Parameter row: the claim's one row; every cell NULL when nothing was claimed.
     /// - Throws: for cells that are not one-dimensional binary arrays, or not ``columnCount`` arrays of one length.
     init(_ row: PostgresRow) throws {
-        var cells = row.makeIterator()
-        var columns: [PostgresBinaryArray?] = []
-        while let cell = cells.next() { columns.append(try PostgresBinaryArray(cell)) }
-        guard columns.count == Self.columnCount else { throw StoreError(.query, Self.malformed) }
-        guard let first = columns[0] else { return }
-        guard columns.allSatisfy({ $0?.count == first.count }) else { throw StoreError(.query, Self.malformed) }
+        guard let columns = try PostgresBinaryArray.columns(of: row, count: Self.columnCount, malformed: Self.malformed),
+              let first = columns[0]
+        else { return }
         func integers(_ index: Int) throws -> [Int64?] { try columns[index]?.integers() ?? [] }
         func texts(_ index: Int) throws -> [String?] { try columns[index]?.texts() ?? [] }
         let seqs = try integers(0), deviceIDs = try integers(1), userIDs = try texts(2), tokens = try texts(3)

@@ -513,17 +513,10 @@ public struct PostgresCampaignStore: CampaignStore {
         try await client.withConnection { connection in
             // The count may take seconds at 10,000,000 recipients; the snapshot it reads is fixed first, so the sends
             // that start once `snapshotTaken` is called are not already missing from it.
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-            do {
+            try await connection.inReadOnlySnapshot(logger: logger) { connection in
                 try await connection.query("SELECT pg_current_snapshot()", logger: logger)
                 await snapshotTaken()
-                let progress = try await progress(runID: runID, on: connection)
-                try await connection.query("COMMIT", logger: logger)
-                return progress
-            } catch {
-                // A connection left inside this transaction must not go back to the pool.
-                do { try await connection.query("ROLLBACK", logger: logger) } catch { try? await connection.close() }
-                throw error
+                return try await progress(runID: runID, on: connection)
             }
         }
     }

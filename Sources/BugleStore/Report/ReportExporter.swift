@@ -35,15 +35,8 @@ public struct ReportExporter: Sendable {
         try await client.withConnection { connection in
             let output = try AtomicFileWriter(path: path)
             do {
-                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-                let count: Int64
-                do {
-                    count = try await write(runID: runID, from: connection, to: output)
-                    try await connection.query("COMMIT", logger: logger)
-                } catch {
-                    // A connection left inside this transaction must not go back to the pool.
-                    do { try await connection.query("ROLLBACK", logger: logger) } catch { try? await connection.close() }
-                    throw error
+                let count = try await connection.inReadOnlySnapshot(logger: logger) { connection in
+                    try await write(runID: runID, from: connection, to: output)
                 }
                 try output.commit()
                 return count

@@ -40,15 +40,12 @@ struct ReportPage {
     /// - Parameter row: the page's one row; every cell NULL when the page is empty.
     /// - Throws: for cells that are not one-dimensional binary arrays, or not ``columnCount`` arrays of one length.
     init(_ row: PostgresRow) throws {
-        var iterator = row.makeIterator()
-        var columns: [PostgresBinaryArray?] = []
-        while let cell = iterator.next() { columns.append(try PostgresBinaryArray(cell)) }
-        guard columns.count == Self.columnCount else { throw StoreError(.query, Self.malformed) }
-        guard let first = columns[0] else {
+        guard let columns = try PostgresBinaryArray.columns(of: row, count: Self.columnCount, malformed: Self.malformed),
+              let first = columns[0]
+        else {
             (seqs, cells, bounds, finishedAt) = ([], [], [], [])
             return
         }
-        guard columns.allSatisfy({ $0?.count == first.count }) else { throw StoreError(.query, Self.malformed) }
         let rows = first.count
         var cells: [UInt8] = []
         var bounds = [Int](repeating: -1, count: rows * Self.textColumns * 2)
