@@ -92,16 +92,16 @@ SIM=${BUGLE_SIM_BIN:-$(dirname "$BIN")/bugle-sim}
 cluster_init bugle-bench
 PORT=${BENCH_PORT:-5499}
 SIM_PIDS=""
-# BENCH_PG_STATEMENTS=N: print the N statements PostgreSQL spent most time in (pg_stat_statements), at the end.
+# BENCH_PG_STATEMENTS=N: print the N statements PostgreSQL spent most time in (pg_stat_statements, with planning time), at the end.
 statements_report() {
   [ -n "${BENCH_PG_STATEMENTS:-}" ] || return 0
   echo "PostgreSQL statements by total time (all runs):" >&2
-  "${PSQL[@]}" -P pager=off -c "SELECT round(total_exec_time)::bigint AS total_ms, calls, round((total_exec_time / calls)::numeric, 3) AS ms_per_call, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS statement FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bugle') ORDER BY total_exec_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2 || true
+  "${PSQL[@]}" -P pager=off -c "SELECT round(total_exec_time)::bigint AS total_ms, round(total_plan_time)::bigint AS plan_ms, calls, round((total_exec_time / nullif(calls, 0))::numeric, 3) AS ms_per_call, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS statement FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bugle') ORDER BY total_exec_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2 || true
 }
 cleanup() { statements_report; for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; cluster_stop; [ -n "${BENCH_KEEP:-}" ] && { cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; for f in "$WORK"/*.jsonl; do [ -f "$f" ] && cp "$f" "$BENCH_KEEP.$(basename "$f")"; done; }; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-cluster_start "$PORT" "${BENCH_PG_STATEMENTS:+-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all} ${BENCH_PG_OPTS:-}"
+cluster_start "$PORT" "${BENCH_PG_STATEMENTS:+-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on} ${BENCH_PG_OPTS:-}"
 "${RUNAS[@]}" "$PGBIN/createdb" -h "$WORK" -p "$PORT" -U bugle bugle
 [ -n "${BENCH_PG_STATEMENTS:-}" ] && psql -X -q -h "$WORK" -p "$PORT" -U bugle -d bugle -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 export BUGLE_DATABASE_URL="postgres://bugle@/bugle?host=$WORK&port=$PORT"
