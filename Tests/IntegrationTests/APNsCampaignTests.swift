@@ -241,6 +241,61 @@ struct APNsCampaignTests {
         }
     }
 
+    /// RELIABILITY.md §2.3 #18: a connection cut mid-flight. The simulator closes the TCP connection without a word
+    /// when a connection's 700th stream arrives, with up to 50 streams open on it: every stream still open is lost
+    /// after writing, the pool reconnects, and the run goes on.
+    @Test(
+        "TCP connections cut mid-flight every 700 streams: the run completes; what was open on a cut connection follows the ambiguous policy, and nothing else is lost or sent twice",
+        arguments: [AmbiguousPolicy.drop, .resend]
+    )
+    func connectionsCutMidFlight(policy: AmbiguousPolicy) async throws {
+        try await Self.withLane(configure: {
+            $0.maxConcurrentStreams = 50
+            $0.faults = .init(latency: .milliseconds(2), dropConnectionEvery: 700)
+        }) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedLiveIOS(client, count: 5_000)
+                let (runID, result) = try await Self.run(client, Support.campaign(window: 400, policy: policy), provider: provider)
+                #expect(result.ending == .completed)
+                let counters = simulator.counters()
+                // At least 5,000 streams over connections cut at their 700th; at most the 2 open at the end carry
+                // fewer than 700: (5,000 − 2 × 699) / 700 → at least 5 cuts, each followed by a new connection.
+                let cuts = counters.connectionsDropped
+                #expect(cuts >= 5)
+                #expect(counters.connections >= cuts + 1)
+                let states = try await Support.scalar(
+                    client,
+                    """
+                    SELECT array[count(*) FILTER (WHERE state = 'sent'), count(*) FILTER (WHERE state = 'unknown'), count(*)]::bigint[]
+                      FROM bugle.run_recipients WHERE run_id = \(runID)
+                    """,
+                    as: [Int64].self
+                ) ?? []
+                #expect(states == states.prefix(2) + [5_000])
+                let sent = states.first.map(Int.init) ?? 0
+                let unknown = states.dropFirst().first.map(Int.init) ?? 0
+                // Each cut leaves at least the stream that triggered it unanswered, and at most the 50 open on it.
+                let deliveries = Dictionary(simulator.accepted().map { ($0.token, 1) }, uniquingKeysWith: +)
+                let sentTokens = try await Support.scalar(
+                    client, "SELECT coalesce(array_agg(token), '{}') FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: [String].self
+                ) ?? []
+                #expect(sentTokens.allSatisfy { deliveries[$0, default: 0] >= 1 }, "a recipient recorded sent was never delivered")
+                if policy == .drop {
+                    // Nothing sent twice; the lost streams are `unknown`, every other recipient `sent`.
+                    #expect(deliveries.values.allSatisfy { $0 == 1 }, "a token was delivered twice under drop")
+                    #expect(sent + unknown == 5_000)
+                    #expect(unknown >= cuts && unknown <= cuts * 50, "\(unknown) unknown after \(cuts) cuts")
+                } else {
+                    // Everyone delivered and `sent`; the only duplicates are streams the simulator took before a cut.
+                    #expect(sent == 5_000 && unknown == 0)
+                    #expect(deliveries.count == 5_000)
+                    let duplicates = deliveries.values.reduce(0) { $0 + $1 - 1 }
+                    #expect(duplicates <= cuts * 50, "\(duplicates) duplicates after \(cuts) cuts")
+                }
+            }
+        }
+    }
+
     @Test("JWT expiry between campaigns on one lane: refreshed once, every recipient sent, no TooManyProviderTokenUpdates")
     func jwtExpiryRecovered() async throws {
         let clock = APNsTestClock()
