@@ -277,6 +277,89 @@ struct CrashRecoveryTests {
         try await environment.stop()
     }
 
+    /// §2.2 #15 in process: the server turns read-only mid-run (`default_transaction_read_only`, as after a failover to
+    /// a standby). No claim can commit, so nothing is sent beyond what was already claimed; lease renewals fail too,
+    /// so the worker stops opening requests at TTL/2. Once the server is writable again the outcomes it held land,
+    /// and a resume completes the run: every live token delivered, duplicates within W.
+    @Test("PostgreSQL turned read-only mid-run: sends stop at what was claimed, the worker self-fences, its outcomes land once writable, a resume completes")
+    func postgresTurnsReadOnly() async throws {
+        let directory = NSTemporaryDirectory() + "bugle-readonly-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
+        defer {
+            cluster.stopBlocking(mode: .immediate)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let logger = CrashFixture.logger
+        _ = try await cluster.start(logger: TestDatabase.logger)
+        let configuration = cluster.databaseConfiguration()
+        let environment = try await MixedTestEnvironment.start()
+        let admin: @Sendable (String) async throws -> Void = { statement in
+            try await Database.withClient(configuration.with(database: "postgres"), logger: logger) { client in
+                _ = try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
+                _ = try await client.query("SELECT pg_reload_conf()", logger: logger).collect()
+            }
+        }
+        do {
+            let devices = 3000
+            let window = 200
+            try await Database.withClient(configuration, logger: logger) { client in
+                _ = try await Migrator(client: client, logger: logger).migrate()
+                try await MixedTestEnvironment.seed(client, count: devices)
+            }
+            var campaign = LedgerTestSupport.campaign(name: "read-only", sql: "SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices", window: window, policy: .resend)
+            campaign.delivery.rateLimits = [.apns: 300, .fcm: 300]
+            let lanes = try environment.lanes(for: campaign)
+            let delivered = { environment.apns.counters().accepted + environment.fcm.counters().accepted }
+            var tuning = CampaignRunner.Configuration()
+            tuning.leaseTTLSeconds = 4
+            tuning.databaseDeadline = .seconds(5)
+            let (runID, first, sentWhileReadOnly, resumed) = try await Database.withClient(configuration, logger: logger) { client in
+                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: read-only", periodKey: nil)
+                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+                let store = PostgresCampaignStore(client: client, logger: logger)
+                let control = RunControl()
+                let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: control, configuration: tuning, logger: logger)
+                async let ending = runner.run(owner: "read-only-test")
+                try await Self.waitFor { delivered() >= 500 }
+                try await admin("ALTER SYSTEM SET default_transaction_read_only = on")
+                let atSwitch = delivered()
+                // Renewals now fail: within TTL/2 (2 s) of the last one the worker stops opening requests.
+                try await Self.waitFor { control.stopRequest == .leaseLost(nil) }
+                // Claims committed before the server re-read its settings may still be sent: at most the window,
+                // plus one claim that was already running.
+                let sentWhileReadOnly = delivered() - atSwitch
+                try await admin("ALTER SYSTEM RESET default_transaction_read_only")
+                let first = try await ending
+                let resumed = try await CampaignRunner(
+                    campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: RunControl(), configuration: tuning, logger: logger
+                ).run(owner: "read-only-resume")
+                return (runID, first.ending, sentWhileReadOnly, resumed.ending)
+            }
+            await lanes.shutdown()
+            #expect(first == .fenced(nil) || first == .fenced(.running), "\(first)")
+            #expect(sentWhileReadOnly <= 2 * window, "\(sentWhileReadOnly) sent after the server turned read-only")
+            #expect(resumed == .completed)
+            let states = try await Database.withClient(configuration, logger: logger) { client in
+                let rows = try await client.query("SELECT state, count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) GROUP BY state", logger: logger)
+                var states: [String: Int64] = [:]
+                for try await (state, count) in rows.decode((String, Int64).self) { states[state] = count }
+                return states
+            }
+            #expect(states == ["sent": Int64(devices - devices / 20), "invalid_token": Int64(devices / 20)], "\(states)")
+            let deliveries = Dictionary(
+                environment.apns.accepted().map { ($0.token, 1) } + environment.fcm.accepted().map { ($0.target, 1) }, uniquingKeysWith: +)
+            #expect(deliveries.count == devices - devices / 20)
+            let duplicates = deliveries.values.reduce(0) { $0 + $1 - 1 }
+            #expect(duplicates <= window, "\(duplicates) duplicates")
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+
     private static func waitFor(seconds: Double = 120, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while !condition() {
