@@ -1,6 +1,7 @@
 import BugleCore
 import Foundation
 import Logging
+import Synchronization
 
 /// Drives one run: lease, claim (at most W in flight), send through the provider lanes, group-commit outcomes.
 ///
@@ -479,11 +480,22 @@ public struct CampaignRunner: Sendable {
     /// Claims, retrying database errors (restart, killed backend, deadlock) with backoff; attempt k uses claim id
     /// `firstID + k`. A failed attempt claimed nothing unless its commit landed and only the answer was lost (or it
     /// was abandoned and ran late); `lost` lists the ids of the attempts that failed, for the loop to hand back.
+    ///
+    /// Once a stop is requested (the lease could not be renewed, say, because the database stopped answering) the
+    /// retries end and the claim counts as empty, every attempt lost: the loop then records the outcomes it holds
+    /// and ends as the stop says, instead of failing the run on the database error that caused the stop.
     private func claimWithRetry(_ lease: Lease, limits: [ProviderKind: Int], firstID: Int64) async throws -> (ClaimResult, lost: [Int64]) {
-        let (result, failures) = try await retrying("claiming", giveUpOnStop: true) { [store] attempt in
-            try await store.claim(lease, limits: limits, claimID: firstID + Int64(attempt))
+        let attempts = Mutex(0)
+        do {
+            let (result, failures) = try await retrying("claiming", giveUpOnStop: true) { [store] attempt in
+                attempts.withLock { $0 = attempt + 1 }
+                return try await store.claim(lease, limits: limits, claimID: firstID + Int64(attempt))
+            }
+            return (result, (0..<Int64(failures)).map { firstID + $0 })
+        } catch where control.stopRequest != nil {
+            logger.warning("claim abandoned: the run is stopping", metadata: ["error": "\(error)"])
+            return (.claimed([]), (0..<Int64(attempts.withLock { $0 })).map { firstID + $0 })
         }
-        return (result, (0..<Int64(failures)).map { firstID + $0 })
     }
 
     /// Records a batch, retrying database errors with backoff so outcomes already held are never lost.

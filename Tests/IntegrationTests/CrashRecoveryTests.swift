@@ -360,6 +360,116 @@ struct CrashRecoveryTests {
         try await environment.stop()
     }
 
+    /// §2.2 #13 in process: worker A reaches PostgreSQL through a proxy whose path goes dark (every call hangs, no
+    /// error comes back). A stops opening requests before its lease could have expired (renewals time out after
+    /// TTL/3, it self-fences at TTL/2); a claim under way is abandoned, not counted as a failure of the run. Then:
+    /// - `takeOver`: the path stays dark past the TTL. Worker B, on a direct path, takes the run once A's lease has
+    ///   expired, takes A's in-flight recipients back and completes it. When the path returns, A's held outcome writes
+    ///   are fenced: they change nothing. Duplicates within W.
+    /// - otherwise the path returns first: A records every outcome it holds, hands back what it claimed but never
+    ///   sent, and leaves the run paused; a resume completes it with nothing sent twice.
+    @Test(
+        "PostgreSQL unreachable: the worker stops sending before its lease expires; past the TTL another completes the run and the first is fenced, sooner the first records what it holds and a resume sends nothing twice",
+        arguments: [true, false]
+    )
+    func postgresUnreachable(takeOver: Bool) async throws {
+        let directory = NSTemporaryDirectory() + "bugle-dark-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
+        defer {
+            cluster.stopBlocking(mode: .immediate)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let logger = CrashFixture.logger
+        _ = try await cluster.start(logger: TestDatabase.logger)
+        let configuration = cluster.databaseConfiguration()
+        let socket = try #require(configuration.unixSocketPath)
+        let proxy = try await BlackholeProxy.start(upstream: socket)
+        let environment = try await MixedTestEnvironment.start()
+        do {
+            let devices = 3000
+            let window = 200
+            try await Database.withClient(configuration, logger: logger) { client in
+                _ = try await Migrator(client: client, logger: logger).migrate()
+                try await MixedTestEnvironment.seed(client, count: devices)
+            }
+            var campaign = LedgerTestSupport.campaign(name: "dark", sql: "SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices", window: window, policy: .resend)
+            campaign.delivery.rateLimits = [.apns: 300, .fcm: 300]
+            let lanes = try environment.lanes(for: campaign)
+            let delivered = { environment.apns.counters().accepted + environment.fcm.counters().accepted }
+            var tuning = CampaignRunner.Configuration()
+            tuning.leaseTTLSeconds = 4
+            tuning.databaseDeadline = .seconds(3)
+            let runID = try await Database.withClient(configuration, logger: logger) { client in
+                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: dark", periodKey: nil)
+                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+                return runID
+            }
+            var throughProxy = DatabaseConfiguration(
+                endpoint: .tcp(host: "127.0.0.1", port: proxy.port), username: configuration.username, database: configuration.database, sslMode: .disable)
+            throughProxy.connectTimeout = .seconds(2)
+            let control = RunControl()
+            let (first, sentWhileDark, second) = try await Database.withClient(throughProxy, logger: logger) { darkClient in
+                let a = CampaignRunner(
+                    campaign: campaign, runID: runID, store: PostgresCampaignStore(client: darkClient, logger: logger), providers: lanes.providers,
+                    control: control, configuration: tuning, logger: logger)
+                async let ending = a.run(owner: "worker-a")
+                try await Self.waitFor { delivered() >= 500 }
+                proxy.setDark(true)
+                let atDark = delivered()
+                try await Self.waitFor { control.stopRequest == .leaseLost(nil) }
+                // What A had claimed before the path went dark may still be sent, and nothing after.
+                let sentWhileDark = delivered() - atDark
+                let resume = {
+                    try await Database.withClient(configuration, logger: logger) { client in
+                        // B starts once A's lease has expired or A has left, as `bugle resume` would be let in.
+                        let deadline = ContinuousClock.now + .seconds(60)
+                        while try await LedgerTestSupport.scalar(
+                            client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) != 0 {
+                            guard ContinuousClock.now < deadline else { throw CancellationError() }
+                            try await Task.sleep(for: .milliseconds(50))
+                        }
+                        return try await CampaignRunner(
+                            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger), providers: lanes.providers,
+                            control: RunControl(), configuration: tuning, logger: logger
+                        ).run(owner: "worker-b").ending
+                    }
+                }
+                if takeOver {
+                    let second = try await resume()
+                    proxy.setDark(false)
+                    return (try await ending.ending, sentWhileDark, second)
+                }
+                proxy.setDark(false)
+                let first = try await ending.ending
+                return (first, sentWhileDark, try await resume())
+            }
+            await lanes.shutdown()
+            #expect(sentWhileDark <= 2 * window, "\(sentWhileDark) sent after the path went dark")
+            #expect(second == .completed)
+            #expect(first == .fenced(nil) || first == .fenced(.running) || first == .fenced(.completed), "\(first)")
+            let states = try await Database.withClient(configuration, logger: logger) { client in
+                let rows = try await client.query("SELECT state, count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) GROUP BY state", logger: logger)
+                var states: [String: Int64] = [:]
+                for try await (state, count) in rows.decode((String, Int64).self) { states[state] = count }
+                return states
+            }
+            #expect(states == ["sent": Int64(devices - devices / 20), "invalid_token": Int64(devices / 20)], "\(states)")
+            let deliveries = Dictionary(
+                environment.apns.accepted().map { ($0.token, 1) } + environment.fcm.accepted().map { ($0.target, 1) }, uniquingKeysWith: +)
+            #expect(deliveries.count == devices - devices / 20)
+            let duplicates = deliveries.values.reduce(0) { $0 + $1 - 1 }
+            #expect(duplicates <= (takeOver ? window : 0), "\(duplicates) duplicates")
+        } catch {
+            await proxy.stop()
+            try await environment.stop()
+            throw error
+        }
+        await proxy.stop()
+        try await environment.stop()
+    }
+
     private static func waitFor(seconds: Double = 120, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while !condition() {

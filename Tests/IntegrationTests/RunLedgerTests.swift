@@ -358,6 +358,43 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("a claim whose answer is held back while the worker stops is abandoned, not a failure: the run ends as the stop says, outcomes recorded, the claim's rows handed back unsent")
+    func claimAbandonedOnStop() async throws {
+        try await Support.withFreshDatabase { client in
+            try await APNsCampaignTests.seedLiveIOS(client, count: 2_000)
+            let campaign = Support.campaign(window: 300)
+            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            _ = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            let provider = FakeProvider(kind: .apns)
+            let store = ClaimStallingStore(PostgresCampaignStore(client: client, logger: Support.logger), stallAt: 3)
+            let control = RunControl()
+            var tuning = CampaignRunner.Configuration()
+            tuning.leaseTTLSeconds = 120
+            tuning.claimBatch = 100
+            let runner = CampaignRunner(
+                campaign: campaign, runID: runID, store: store, providers: [.apns: provider], control: control, configuration: tuning, logger: Support.logger)
+            async let ending = runner.run(owner: "stalled-claim")
+            var stalledIterator = store.stalled.makeAsyncIterator()
+            let held = try #require(await stalledIterator.next())
+            // The stop a failed lease renewal requests, while the third claim's answer is still out.
+            control.requestStop(.leaseLost(nil))
+            store.release()
+            let result = try await ending
+            #expect(result.ending == .fenced(nil))
+            let rows = try await client.query(
+                "SELECT state, coalesce(outcome_code, ''), count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) GROUP BY 1, 2", logger: Support.logger)
+            var states: [String: Int64] = [:]
+            for try await (state, code, count) in rows.decode((String, String, Int64).self) { states["\(state)/\(code)"] = count }
+            // Every answer the lane gave is recorded; the held claim's rows are back, never sent; nothing in flight.
+            #expect(held > 0)
+            #expect(states["sent/delivered"] == Int64(provider.delivered.count), "\(states)")
+            #expect(states["retry_wait/claim_answer_lost"] == Int64(held), "\(states)")
+            #expect(states.keys.allSatisfy { !$0.hasPrefix("in_flight") }, "\(states)")
+            #expect(Set(provider.delivered.map(\.seq)).count == provider.delivered.count)
+        }
+    }
+
     @Test("crash recovery: in-flight rows of an older epoch become unknown (drop) or retry_wait (resend)")
     func crashRecovery() async throws {
         try await Support.withFreshDatabase { client in
