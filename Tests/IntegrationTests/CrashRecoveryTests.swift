@@ -188,78 +188,41 @@ struct CrashRecoveryTests {
     /// failed. The server is this test's own cluster, so the restart touches no other test.
     @Test("PostgreSQL killed backends and an immediate restart mid-run: the run completes, nothing lost or duplicated")
     func postgresRestart() async throws {
-        let directory = NSTemporaryDirectory() + "bugle-restart-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         // Durable: a throwaway cluster's `synchronous_commit=off` loses acknowledged commits in an immediate restart,
         // which would show up here as duplicates that no client could prevent.
-        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .durable)
-        defer {
-            cluster.stopBlocking(mode: .immediate)
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-        let logger = CrashFixture.logger
-        _ = try await cluster.start(logger: TestDatabase.logger)
-        let configuration = cluster.databaseConfiguration()
-        let environment = try await MixedTestEnvironment.start()
-        do {
-            let devices = 3000
-            try await Database.withClient(configuration, logger: logger) { client in
-                _ = try await Migrator(client: client, logger: logger).migrate()
-                try await MixedTestEnvironment.seed(client, count: devices)
-            }
-            var campaign = LedgerTestSupport.campaign(name: "restart", sql: "SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices", window: 200, policy: .resend)
-            campaign.delivery.rateLimits = [.apns: 500, .fcm: 500]
-            let lanes = try environment.lanes(for: campaign)
-            let result = try await Database.withClient(configuration, logger: logger) { client -> (Int64, RunResult) in
-                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: restart", periodKey: nil)
-                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        try await OwnClusterCampaign.with(name: "restart", devices: 3000, window: 200, rate: 500, durability: .durable) { run in
+            let logger = run.logger
+            let ending = try await Database.withClient(run.configuration, logger: logger) { client in
                 // A call stuck on a killed backend is abandoned and retried after 5 s (30 s in production).
-                var tuning = CampaignRunner.Configuration()
-                tuning.databaseDeadline = .seconds(5)
-                let runner = CampaignRunner(
-                    campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
-                    providers: lanes.providers, control: RunControl(), configuration: tuning, logger: logger
-                )
-                async let ending = runner.run(owner: "restart-test")
-                let delivered = { environment.apns.counters().accepted + environment.fcm.counters().accepted }
-                try await Self.waitFor { delivered() >= 500 }
+                async let ending = run.runner(client, tuning: OwnClusterCampaign.tuning(databaseDeadline: .seconds(5))).run(owner: "restart-test")
+                try await Self.waitFor { run.delivered >= 500 }
                 // Killed backends, three times.
                 for _ in 0..<3 {
-                    try await Database.withClient(configuration.with(database: "postgres"), logger: logger) { admin in
+                    try await Database.withClient(run.configuration.with(database: "postgres"), logger: logger) { admin in
                         _ = try await admin.query(
                             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'bugle' AND pid <> pg_backend_pid()",
                             logger: logger
                         ).collect()
                     }
-                    let before = delivered()
-                    try await Self.waitFor { delivered() >= before + 200 }
+                    let before = run.delivered
+                    try await Self.waitFor { run.delivered >= before + 200 }
                 }
                 // An immediate restart (no checkpoint: crash recovery on start).
-                try await cluster.stop(mode: .immediate)
-                _ = try await cluster.start(logger: TestDatabase.logger)
-                return (runID, try await ending)
+                try await run.cluster.stop(mode: .immediate)
+                _ = try await run.cluster.start(logger: TestDatabase.logger)
+                return try await ending.ending
             }
-            await lanes.shutdown()
-            #expect(result.1.ending == .completed)
-            let states = try await Database.withClient(configuration, logger: logger) { client in
-                let rows = try await client.query("SELECT state, count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(result.0) GROUP BY state", logger: logger)
-                var states: [String: Int64] = [:]
-                for try await (state, count) in rows.decode((String, Int64).self) { states[state] = count }
-                return states
-            }
-            #expect(states["sent"] == Int64(devices - devices / 20), "\(states)")
-            #expect(states["invalid_token"] == Int64(devices / 20), "\(states)")
-            var deliveries: [String: Int] = [:]
-            for record in environment.apns.accepted() { deliveries[record.token, default: 0] += 1 }
-            for record in environment.fcm.accepted() { deliveries[record.target, default: 0] += 1 }
-            #expect(deliveries.count == devices - devices / 20)
+            #expect(ending == .completed)
+            let states = try await run.states()
+            #expect(states == run.finishedStates, "\(states)")
+            let deliveries = run.deliveries()
+            #expect(deliveries.count == run.live)
             let twice = deliveries.filter { $0.value > 1 }.map(\.key)
-            let suspects = try await Database.withClient(configuration, logger: logger) { client in
+            let suspects = try await Database.withClient(run.configuration, logger: logger) { client in
                 let rows = try await client.query(
                     """
                     SELECT seq, state, attempts, claim_epoch, coalesce(outcome_code, ''), left(token, 8) FROM bugle.run_recipients
-                     WHERE run_id = \(result.0) AND (token = ANY(\(twice)) OR state = 'skipped_inactive') ORDER BY seq
+                     WHERE run_id = \(run.runID) AND (token = ANY(\(twice)) OR state = 'skipped_inactive') ORDER BY seq
                     """,
                     logger: logger
                 )
@@ -267,14 +230,10 @@ struct CrashRecoveryTests {
                 for try await row in rows.decode((Int64, String, Int, Int64?, String, String).self) { lines.append("\(row)") }
                 return lines
             }
-            let apnsTwice = environment.apns.accepted().filter { twice.contains($0.token) }.prefix(6).map { "\($0.token.prefix(12)) t=\($0.time) c=\($0.connectionID) s=\($0.streamID)" }
-            let fcmTwice = environment.fcm.accepted().filter { twice.contains($0.target) }.prefix(6).map { "\($0.target.prefix(12)) \($0)" }
-            #expect(twice.isEmpty && states["skipped_inactive"] == nil, "duplicates or skipped rows after the restart: \(apnsTwice) \(fcmTwice) \(suspects)")
-        } catch {
-            try await environment.stop()
-            throw error
+            let apnsTwice = run.environment.apns.accepted().filter { twice.contains($0.token) }.prefix(6).map { "\($0.token.prefix(12)) t=\($0.time) c=\($0.connectionID) s=\($0.streamID)" }
+            let fcmTwice = run.environment.fcm.accepted().filter { twice.contains($0.target) }.prefix(6).map { "\($0.target.prefix(12)) \($0)" }
+            #expect(twice.isEmpty, "duplicates after the restart: \(apnsTwice) \(fcmTwice) \(suspects)")
         }
-        try await environment.stop()
     }
 
     /// §2.2 #15 in process: the server turns read-only mid-run (`default_transaction_read_only`, as after a failover to
@@ -283,81 +242,32 @@ struct CrashRecoveryTests {
     /// and a resume completes the run: every live token delivered, duplicates within W.
     @Test("PostgreSQL turned read-only mid-run: sends stop at what was claimed, the worker self-fences, its outcomes land once writable, a resume completes")
     func postgresTurnsReadOnly() async throws {
-        let directory = NSTemporaryDirectory() + "bugle-readonly-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
-        defer {
-            cluster.stopBlocking(mode: .immediate)
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-        let logger = CrashFixture.logger
-        _ = try await cluster.start(logger: TestDatabase.logger)
-        let configuration = cluster.databaseConfiguration()
-        let environment = try await MixedTestEnvironment.start()
-        let admin: @Sendable (String) async throws -> Void = { statement in
-            try await Database.withClient(configuration.with(database: "postgres"), logger: logger) { client in
-                _ = try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
-                _ = try await client.query("SELECT pg_reload_conf()", logger: logger).collect()
-            }
-        }
-        do {
-            let devices = 3000
-            let window = 200
-            try await Database.withClient(configuration, logger: logger) { client in
-                _ = try await Migrator(client: client, logger: logger).migrate()
-                try await MixedTestEnvironment.seed(client, count: devices)
-            }
-            var campaign = LedgerTestSupport.campaign(name: "read-only", sql: "SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices", window: window, policy: .resend)
-            campaign.delivery.rateLimits = [.apns: 300, .fcm: 300]
-            let lanes = try environment.lanes(for: campaign)
-            let delivered = { environment.apns.counters().accepted + environment.fcm.counters().accepted }
-            var tuning = CampaignRunner.Configuration()
-            tuning.leaseTTLSeconds = 4
-            tuning.databaseDeadline = .seconds(5)
-            let (runID, first, sentWhileReadOnly, resumed) = try await Database.withClient(configuration, logger: logger) { client in
-                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: read-only", periodKey: nil)
-                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-                let store = PostgresCampaignStore(client: client, logger: logger)
+        let window = 200
+        try await OwnClusterCampaign.with(name: "read-only", devices: 3000, window: window, rate: 300) { run in
+            let tuning = OwnClusterCampaign.tuning(leaseTTLSeconds: 4, databaseDeadline: .seconds(5))
+            let (first, sentWhileReadOnly, resumed) = try await Database.withClient(run.configuration, logger: run.logger) { client in
                 let control = RunControl()
-                let runner = CampaignRunner(campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: control, configuration: tuning, logger: logger)
-                async let ending = runner.run(owner: "read-only-test")
-                try await Self.waitFor { delivered() >= 500 }
-                try await admin("ALTER SYSTEM SET default_transaction_read_only = on")
-                let atSwitch = delivered()
+                async let ending = run.runner(client, control: control, tuning: tuning).run(owner: "read-only-test")
+                try await Self.waitFor { run.delivered >= 500 }
+                try await run.administer("ALTER SYSTEM SET default_transaction_read_only = on")
+                let atSwitch = run.delivered
                 // Renewals now fail: within TTL/2 (2 s) of the last one the worker stops opening requests.
                 try await Self.waitFor { control.stopRequest == .leaseLost(nil) }
                 // Claims committed before the server re-read its settings may still be sent: at most the window,
                 // plus one claim that was already running.
-                let sentWhileReadOnly = delivered() - atSwitch
-                try await admin("ALTER SYSTEM RESET default_transaction_read_only")
-                let first = try await ending
-                let resumed = try await CampaignRunner(
-                    campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: RunControl(), configuration: tuning, logger: logger
-                ).run(owner: "read-only-resume")
-                return (runID, first.ending, sentWhileReadOnly, resumed.ending)
+                let sentWhileReadOnly = run.delivered - atSwitch
+                try await run.administer("ALTER SYSTEM RESET default_transaction_read_only")
+                let first = try await ending.ending
+                return (first, sentWhileReadOnly, try await run.runner(client, tuning: tuning).run(owner: "read-only-resume").ending)
             }
-            await lanes.shutdown()
             #expect(first == .fenced(nil) || first == .fenced(.running), "\(first)")
             #expect(sentWhileReadOnly <= 2 * window, "\(sentWhileReadOnly) sent after the server turned read-only")
             #expect(resumed == .completed)
-            let states = try await Database.withClient(configuration, logger: logger) { client in
-                let rows = try await client.query("SELECT state, count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) GROUP BY state", logger: logger)
-                var states: [String: Int64] = [:]
-                for try await (state, count) in rows.decode((String, Int64).self) { states[state] = count }
-                return states
-            }
-            #expect(states == ["sent": Int64(devices - devices / 20), "invalid_token": Int64(devices / 20)], "\(states)")
-            let deliveries = Dictionary(
-                environment.apns.accepted().map { ($0.token, 1) } + environment.fcm.accepted().map { ($0.target, 1) }, uniquingKeysWith: +)
-            #expect(deliveries.count == devices - devices / 20)
-            let duplicates = deliveries.values.reduce(0) { $0 + $1 - 1 }
-            #expect(duplicates <= window, "\(duplicates) duplicates")
-        } catch {
-            try await environment.stop()
-            throw error
+            let states = try await run.states()
+            #expect(states == run.finishedStates, "\(states)")
+            #expect(run.deliveries().count == run.live)
+            #expect(run.duplicates() <= window, "\(run.duplicates()) duplicates")
         }
-        try await environment.stop()
     }
 
     /// §2.2 #13 in process: worker A reaches PostgreSQL through a proxy whose path goes dark (every call hangs, no
@@ -373,101 +283,61 @@ struct CrashRecoveryTests {
         arguments: [true, false]
     )
     func postgresUnreachable(takeOver: Bool) async throws {
-        let directory = NSTemporaryDirectory() + "bugle-dark-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
-        defer {
-            cluster.stopBlocking(mode: .immediate)
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-        let logger = CrashFixture.logger
-        _ = try await cluster.start(logger: TestDatabase.logger)
-        let configuration = cluster.databaseConfiguration()
-        let socket = try #require(configuration.unixSocketPath)
-        let proxy = try await BlackholeProxy.start(upstream: socket)
-        let environment = try await MixedTestEnvironment.start()
-        do {
-            let devices = 3000
-            let window = 200
-            try await Database.withClient(configuration, logger: logger) { client in
-                _ = try await Migrator(client: client, logger: logger).migrate()
-                try await MixedTestEnvironment.seed(client, count: devices)
-            }
-            var campaign = LedgerTestSupport.campaign(name: "dark", sql: "SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices", window: window, policy: .resend)
-            campaign.delivery.rateLimits = [.apns: 300, .fcm: 300]
-            let lanes = try environment.lanes(for: campaign)
-            let delivered = { environment.apns.counters().accepted + environment.fcm.counters().accepted }
-            var tuning = CampaignRunner.Configuration()
-            tuning.leaseTTLSeconds = 4
-            tuning.databaseDeadline = .seconds(3)
-            let runID = try await Database.withClient(configuration, logger: logger) { client in
-                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: dark", periodKey: nil)
-                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-                return runID
-            }
+        let window = 200
+        try await OwnClusterCampaign.with(name: "dark", devices: 3000, window: window, rate: 300) { run in
+            let logger = run.logger
+            let socket = try #require(run.configuration.unixSocketPath)
+            let proxy = try await BlackholeProxy.start(upstream: socket)
             var throughProxy = DatabaseConfiguration(
-                endpoint: .tcp(host: "127.0.0.1", port: proxy.port), username: configuration.username, database: configuration.database, sslMode: .disable)
+                endpoint: .tcp(host: "127.0.0.1", port: proxy.port), username: run.configuration.username, database: run.configuration.database, sslMode: .disable)
             throughProxy.connectTimeout = .seconds(2)
+            let tuning = OwnClusterCampaign.tuning(leaseTTLSeconds: 4, databaseDeadline: .seconds(3))
             let control = RunControl()
-            let (first, sentWhileDark, second) = try await Database.withClient(throughProxy, logger: logger) { darkClient in
-                let a = CampaignRunner(
-                    campaign: campaign, runID: runID, store: PostgresCampaignStore(client: darkClient, logger: logger), providers: lanes.providers,
-                    control: control, configuration: tuning, logger: logger)
-                async let ending = a.run(owner: "worker-a")
-                try await Self.waitFor { delivered() >= 500 }
-                proxy.setDark(true)
-                let atDark = delivered()
-                try await Self.waitFor { control.stopRequest == .leaseLost(nil) }
-                // What A had claimed before the path went dark may still be sent, and nothing after.
-                let sentWhileDark = delivered() - atDark
-                let resume = {
-                    try await Database.withClient(configuration, logger: logger) { client in
-                        // B starts once A's lease has expired or A has left, as `bugle resume` would be let in.
-                        let deadline = ContinuousClock.now + .seconds(60)
-                        while try await LedgerTestSupport.scalar(
-                            client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) != 0 {
-                            guard ContinuousClock.now < deadline else { throw CancellationError() }
-                            try await Task.sleep(for: .milliseconds(50))
+            let outcome: (RunResult.Ending, Int, RunResult.Ending)
+            do {
+                outcome = try await Database.withClient(throughProxy, logger: logger) { darkClient in
+                    async let ending = run.runner(darkClient, control: control, tuning: tuning).run(owner: "worker-a")
+                    try await Self.waitFor { run.delivered >= 500 }
+                    proxy.setDark(true)
+                    let atDark = run.delivered
+                    try await Self.waitFor { control.stopRequest == .leaseLost(nil) }
+                    // What A had claimed before the path went dark may still be sent, and nothing after.
+                    let sentWhileDark = run.delivered - atDark
+                    let resume = {
+                        try await Database.withClient(run.configuration, logger: logger) { client in
+                            // B starts once A's lease has expired or A has left, as `bugle resume` would be let in.
+                            let deadline = ContinuousClock.now + .seconds(60)
+                            while try await LedgerTestSupport.scalar(
+                                client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(run.runID) AND expires_at > now()", as: Int64.self) != 0 {
+                                guard ContinuousClock.now < deadline else { throw CancellationError() }
+                                try await Task.sleep(for: .milliseconds(50))
+                            }
+                            return try await run.runner(client, tuning: tuning).run(owner: "worker-b").ending
                         }
-                        return try await CampaignRunner(
-                            campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger), providers: lanes.providers,
-                            control: RunControl(), configuration: tuning, logger: logger
-                        ).run(owner: "worker-b").ending
                     }
-                }
-                if takeOver {
-                    let second = try await resume()
+                    if takeOver {
+                        let second = try await resume()
+                        proxy.setDark(false)
+                        return (try await ending.ending, sentWhileDark, second)
+                    }
                     proxy.setDark(false)
-                    return (try await ending.ending, sentWhileDark, second)
+                    let first = try await ending.ending
+                    return (first, sentWhileDark, try await resume())
                 }
-                proxy.setDark(false)
-                let first = try await ending.ending
-                return (first, sentWhileDark, try await resume())
+            } catch {
+                await proxy.stop()
+                throw error
             }
-            await lanes.shutdown()
+            await proxy.stop()
+            let (first, sentWhileDark, second) = outcome
             #expect(sentWhileDark <= 2 * window, "\(sentWhileDark) sent after the path went dark")
             #expect(second == .completed)
             #expect(first == .fenced(nil) || first == .fenced(.running) || first == .fenced(.completed), "\(first)")
-            let states = try await Database.withClient(configuration, logger: logger) { client in
-                let rows = try await client.query("SELECT state, count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) GROUP BY state", logger: logger)
-                var states: [String: Int64] = [:]
-                for try await (state, count) in rows.decode((String, Int64).self) { states[state] = count }
-                return states
-            }
-            #expect(states == ["sent": Int64(devices - devices / 20), "invalid_token": Int64(devices / 20)], "\(states)")
-            let deliveries = Dictionary(
-                environment.apns.accepted().map { ($0.token, 1) } + environment.fcm.accepted().map { ($0.target, 1) }, uniquingKeysWith: +)
-            #expect(deliveries.count == devices - devices / 20)
-            let duplicates = deliveries.values.reduce(0) { $0 + $1 - 1 }
-            #expect(duplicates <= (takeOver ? window : 0), "\(duplicates) duplicates")
-        } catch {
-            await proxy.stop()
-            try await environment.stop()
-            throw error
+            let states = try await run.states()
+            #expect(states == run.finishedStates, "\(states)")
+            #expect(run.deliveries().count == run.live)
+            #expect(run.duplicates() <= (takeOver ? window : 0), "\(run.duplicates()) duplicates")
         }
-        await proxy.stop()
-        try await environment.stop()
     }
 
     private static func waitFor(seconds: Double = 120, _ condition: () -> Bool) async throws {

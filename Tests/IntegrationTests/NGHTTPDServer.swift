@@ -11,7 +11,7 @@ import Glibc
 ///
 /// `.ci/run` installs it and sets `BUGLE_REQUIRE_NGHTTPD=1`, which turns a missing server into a failure; elsewhere a
 /// suite that needs it is skipped and says why.
-final class NGHTTPDServer {
+struct NGHTTPDServer {
     /// The nghttpd binary: `PATH`, then the Debian location (`/usr/sbin` is not on every user's `PATH`).
     static let executable: String? = {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
@@ -41,14 +41,6 @@ final class NGHTTPDServer {
     /// What nghttpd printed so far (with `--verbose`: every frame and every header field it decoded).
     func output() -> String {
         (try? String(contentsOfFile: directory + "/nghttpd.log", encoding: .utf8)) ?? ""
-    }
-
-    private init(port: Int, material: SimulatorCertificates, htdocs: String, directory: String, process: Process) {
-        self.port = port
-        self.material = material
-        self.htdocs = htdocs
-        self.directory = directory
-        self.process = process
     }
 
     /// Starts nghttpd with `options` (its own flags, before the port), runs `body`, and stops it however `body` ends.
