@@ -25,6 +25,9 @@ struct Bugle: AsyncParsableCommand {
     /// Parses and runs, mapping argument errors to exit code 1 (Bugle's "usage or validation error").
     static func main() async {
         MallocTuning.apply()
+        // A file-size limit (`ulimit -f`) then fails the write with EFBIG, reported like a full disk and cleaned up,
+        // instead of killing the process with SIGXFSZ and leaving a half-written temporary file.
+        signal(SIGXFSZ, SIG_IGN)
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

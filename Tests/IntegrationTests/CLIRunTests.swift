@@ -246,6 +246,60 @@ struct CLIRunTests {
         #expect(inactive == 0)
     }
 
+    /// RELIABILITY.md §2.3 #38, the file half: the report cannot be written (a file-size limit, which fails the write
+    /// with EFBIG as a full disk fails it with ENOSPC, needs no privileges and touches no other test).
+    @Test("the CSV cannot be written (file-size limit): exit 2 naming the file and how to write it again, the summary printed, nothing at or beside the path; `bugle report` writes it later")
+    func reportWriteFails() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 400)
+        }
+        let campaign = try CLITests.temporaryFile(
+            "full.yaml",
+            """
+            name: full-disk
+            notification_type: cli-full
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Disk } }
+            """
+        )
+        let directory = NSTemporaryDirectory() + "bugle-full-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let csv = directory + "/report.csv"
+        let url = try CLITests.url(configuration)
+        // `ulimit -f 4`: files of at most 2–4 KB (the report of 400 recipients is about 60 KB).
+        let limited = try RunningBugle(
+            executable: "/bin/sh",
+            arguments: ["-c", #"ulimit -f 4 && exec "$0" "$@""#, Self.binary, "run", campaign, "--providers", environment.material.providersFile, "--csv", csv],
+            environment: ["BUGLE_DATABASE_URL": url]
+        )
+        let output = await limited.finish()
+        let delivered = environment.apns.accepted().count + environment.fcm.accepted().count
+        try await environment.stop()
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("cannot write \(csv): File too large"), "\(output.stderr)")
+        #expect(output.stderr.contains("the run is recorded; write its report again with `bugle report "), "\(output.stderr)")
+        #expect(output.stdout.contains("completed"), "the summary was not printed: \(output.stdout)")
+        #expect(delivered == 380)
+        // Nothing half-written, neither at the path nor under a temporary name beside it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+        let runID = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT id FROM bugle.runs WHERE status = 'completed' AND campaign = 'full-disk'", as: Int64.self)
+        }
+        let id = try #require(runID)
+        let again = try await CLITests.bugle(["report", String(id), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(again.status == 0, "\(again.stderr)")
+        // RFC 4180 lines end in CRLF (one Character in Swift), so count the LF bytes.
+        let lines = try #require(FileManager.default.contents(atPath: csv)).filter { $0 == UInt8(ascii: "\n") }.count
+        #expect(lines == 401)
+    }
+
     @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
     func logLinesJSONAndMetrics() async throws {
         let fixture = try await Fixture.make(devices: 1200, rate: 300, unavailableRatio: 0.03)

@@ -64,5 +64,14 @@ public final class AtomicFileWriter {
 public struct FileWriteError: Error, CustomStringConvertible, Sendable {
     public var path: String
     public var reason: String
-    public var description: String { "cannot write \(path): \(reason)" }
+    /// What the user can do about it, when the caller knows (appended to the description).
+    public var hint: String?
+
+    public init(path: String, reason: String, hint: String? = nil) {
+        self.path = path
+        self.reason = reason
+        self.hint = hint
+    }
+
+    public var description: String { "cannot write \(path): \(reason)" + (hint.map { "; \($0)" } ?? "") }
 }
