@@ -231,6 +231,35 @@ struct SegmentReaderTests {
         }
     }
 
+    /// RELIABILITY.md §2.4 #33: hostile or slow segment SQL ends in a segment error, soon, and leaves nothing running.
+    @Test("a segment that sleeps is stopped by its statement timeout; one of 10^12 rows is refused at max_rows + 1 (not by the 60 s timeout); the server is left idle")
+    func hostileSegments() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 1_000)
+            var sleeping = LedgerTestSupport.campaign(
+                sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE pg_sleep(3600) IS NOT NULL").segment
+            sleeping.statementTimeoutSeconds = 1
+            // 1,000⁴ rows: counting them all would take far longer than the 60 s timeout this segment keeps.
+            var huge = LedgerTestSupport.campaign(
+                sql: "SELECT a.id AS device_id, a.user_id, a.token, a.platform FROM bugle.devices a CROSS JOIN bugle.devices b CROSS JOIN bugle.devices c CROSS JOIN bugle.devices d").segment
+            huge.maxRows = 100_000
+            for (segment, expected) in [(sleeping, "statement timeout"), (huge, "over segment.max_rows (100000)")] {
+                let reader = SegmentReader(client: client, segment: segment, useReaderRole: true, logger: LedgerTestSupport.logger)
+                do {
+                    _ = try await reader.read { _ in Issue.record("a page of a refused segment was handed on") }
+                    Issue.record("expected an error for \(expected)")
+                } catch let error as SegmentError {
+                    #expect(error.description.contains(expected), "\(error.description)")
+                }
+            }
+            let running = try await LedgerTestSupport.scalar(
+                client,
+                "SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()",
+                as: Int64.self)
+            #expect(running == 0)
+        }
+    }
+
     @Test("a statement that fails part-way through the segment is a segment error, not a hang")
     func failingPageIsAnError() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in

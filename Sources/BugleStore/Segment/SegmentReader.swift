@@ -101,9 +101,14 @@ public struct SegmentReader: Sendable {
             throw SegmentError("the segment must return a column named \(name) (it returns: \(columns.joined(separator: ", ")))")
         }
 
+        // Read at most max_rows + 1 rows: a segment over the cap (a cross join of 10^12 rows) is refused as soon as the
+        // cap is passed, not after the statement timeout. Within the cap the LIMIT changes nothing.
         let boundsQuery = PostgresQuery(
-            unsafeSQL: "SELECT max(s.device_id)::bigint, count(*) FILTER (WHERE s.device_id IS NULL)::bigint, count(*)::bigint FROM \(body) WHERE $1::int = 1",
-            binds: binds(1)
+            unsafeSQL: """
+                SELECT max(c.device_id)::bigint, count(*) FILTER (WHERE c.device_id IS NULL)::bigint, count(*)::bigint
+                  FROM (SELECT s.device_id FROM \(body) LIMIT $1) c
+                """,
+            binds: binds(segment.maxRows + 1)
         )
         var total: Int64 = 0
         for try await (upper, nulls, count) in try await userQuery(connection, boundsQuery).decode((Int64?, Int64, Int64).self) {
