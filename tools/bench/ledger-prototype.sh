@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PostgreSQL alone: what each ledger write scheme costs per notification, without Bugle, the simulator or the network.
 #
-#   tools/bench/ledger-prototype.sh [--rows N] [--runs R]
+#   tools/bench/ledger-prototype.sh [--rows N] [--runs R] [--schemes "A B …"]
 #
 # A throwaway cluster (the pipeline benchmark's settings) holds a ledger-shaped table of N rows (default 200,000), and a
 # procedure walks all of them the way a run does: claims of 500 rows (four outstanding, the in-flight window of 2,000),
@@ -13,19 +13,24 @@
 #                   are counted through a small table of open claims, and fillfactor 50 leaves room on each page, so the
 #                   claim's rewrite is HOT (no index entry);
 #   no-claim-write  the claim writes only its row in the open-claims table; the outcome write is each ledger row's only
-#                   rewrite.
+#                   rewrite;
+#   no-inflight-index  today's ledger without `run_recipients_inflight_idx` (the window read as a constant): what that
+#                   index costs. Not run unless named in --schemes.
 #
+# --schemes picks and orders the schemes (default "current hot no-claim-write"; repeat names to alternate them).
 # Prints, per scheme, the median over R runs (default 3) of the cluster's CPU seconds (postmaster, backends and
 # auxiliary processes, from /proc) and of the wall time, per notification, and how many row updates were HOT. The README
 # quotes the default size; much smaller tables can get other plans (a sequential scan for the claim's update).
 set -euo pipefail
 rows=200000
 runs=3
+schemes="current hot no-claim-write"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rows) rows="$2"; shift ;;
     --runs) runs="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --schemes) schemes="$2"; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 1 ;;
   esac
   shift
@@ -54,9 +59,9 @@ CREATE TABLE open_claims (run_id bigint, claim_id bigint, epoch bigint, seqs big
 CREATE PROCEDURE make_indexes(scheme text) LANGUAGE plpgsql AS $$
 BEGIN
   DROP INDEX IF EXISTS ready_idx, inflight_idx, sent_idx;
-  IF scheme = 'current' THEN
+  IF scheme IN ('current', 'no-inflight-index') THEN
     CREATE INDEX ready_idx ON ledger (run_id, provider, next_attempt_at, seq) WHERE state IN ('pending', 'retry_wait');
-    CREATE INDEX inflight_idx ON ledger (run_id) WHERE state = 'in_flight';
+    IF scheme = 'current' THEN CREATE INDEX inflight_idx ON ledger (run_id) WHERE state = 'in_flight'; END IF;
     CREATE INDEX sent_idx ON ledger (user_id, finished_at) INCLUDE (run_id) WHERE state = 'sent';
   ELSE
     CREATE INDEX ready_idx ON ledger (run_id, provider, next_attempt_at, seq) WHERE finished_at IS NULL;
@@ -76,15 +81,15 @@ BEGIN
            claim_epoch = 1, claim_id = claim
       FROM v
      WHERE r.run_id = 1 AND r.seq = v.seq
-       AND CASE scheme WHEN 'current' THEN r.state || '' = 'in_flight'
-                       WHEN 'hot' THEN r.state = 'in_flight'
-                       ELSE r.state IN ('pending', 'retry_wait') END
+       AND CASE WHEN scheme IN ('current', 'no-inflight-index') THEN r.state || '' = 'in_flight'
+                WHEN scheme = 'hot' THEN r.state = 'in_flight'
+                ELSE r.state IN ('pending', 'retry_wait') END
     RETURNING r.seq),
   answered AS (SELECT count(*) AS n FROM updated),
   gone AS (DELETE FROM open_claims c USING answered a
-            WHERE scheme <> 'current' AND c.run_id = 1 AND c.claim_id = claim AND c.outstanding = a.n RETURNING 1),
+            WHERE scheme NOT IN ('current', 'no-inflight-index') AND c.run_id = 1 AND c.claim_id = claim AND c.outstanding = a.n RETURNING 1),
   fewer AS (UPDATE open_claims c SET outstanding = c.outstanding - a.n FROM answered a
-             WHERE scheme <> 'current' AND c.run_id = 1 AND c.claim_id = claim AND c.outstanding > a.n RETURNING 1)
+             WHERE scheme NOT IN ('current', 'no-inflight-index') AND c.run_id = 1 AND c.claim_id = claim AND c.outstanding > a.n RETURNING 1)
   SELECT a.n INTO n FROM answered a;
   IF n <> 500 THEN RAISE EXCEPTION 'outcome write of claim % updated % rows', claim, n; END IF;
 END $$;
@@ -95,8 +100,10 @@ DECLARE k int; floor bigint := -1; got bigint[];
 BEGIN
   FOR k IN 0 .. claims + 2 LOOP
     IF k < claims THEN
-      IF scheme = 'current' THEN
-        WITH room AS (SELECT greatest(0, 2000 - count(*)) AS n FROM ledger WHERE run_id = 1 AND state = 'in_flight'),
+      IF scheme IN ('current', 'no-inflight-index') THEN
+        WITH room AS (SELECT CASE WHEN scheme = 'current'
+                                  THEN (SELECT greatest(0, 2000 - count(*)) FROM ledger WHERE run_id = 1 AND state = 'in_flight')
+                                  ELSE 2000 END AS n),
         picked AS (SELECT r.seq FROM ledger r WHERE r.run_id = 1 AND r.provider = 'apns' AND r.state IN ('pending', 'retry_wait')
                       AND r.next_attempt_at <= now() AND (r.next_attempt_at, r.seq) >= ('-infinity'::timestamptz, floor)
                     ORDER BY r.next_attempt_at, r.seq LIMIT least(500, (SELECT n FROM room))),
@@ -126,7 +133,7 @@ BEGIN
       END IF;
       IF coalesce(array_length(got, 1), 0) <> 500 THEN RAISE EXCEPTION 'claim % took % rows', k, coalesce(array_length(got, 1), 0); END IF;
       -- The claim floor: the current scheme's (the claim's first pick), the others' (past its last pick).
-      floor := CASE WHEN scheme = 'current' THEN (SELECT min(x) FROM unnest(got) x) ELSE (SELECT max(x) + 1 FROM unnest(got) x) END;
+      floor := CASE WHEN scheme IN ('current', 'no-inflight-index') THEN (SELECT min(x) FROM unnest(got) x) ELSE (SELECT max(x) + 1 FROM unnest(got) x) END;
       COMMIT;
     END IF;
     IF k >= 3 THEN
@@ -147,8 +154,8 @@ cpu_ticks() {
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ticks=$(getconf CLK_TCK)
 
-printf '%-16s %14s %14s %12s\n' scheme "CPU us/notif" "wall us/notif" "HOT updates"
-for scheme in current hot no-claim-write; do
+printf '%-18s %14s %14s %12s\n' scheme "CPU us/notif" "wall us/notif" "HOT updates"
+for scheme in $schemes; do
   cpus=(); walls=(); hot=0
   for _ in $(seq "$runs"); do
     fill=100; [ "$scheme" = hot ] && fill=50
@@ -172,5 +179,5 @@ SQL
     cpus+=("$(awk -v c=$((c1 - c0)) -v t="$ticks" -v n="$rows" 'BEGIN {printf "%.2f", c / t * 1e6 / n}')")
     walls+=("$(awk -v a="$t0" -v b="$t1" -v n="$rows" 'BEGIN {printf "%.2f", (b - a) * 1e6 / n}')")
   done
-  printf '%-16s %14s %14s %12s\n' "$scheme" "$(printf '%s\n' "${cpus[@]}" | median)" "$(printf '%s\n' "${walls[@]}" | median)" "$hot of $((2 * rows))"
+  printf '%-18s %14s %14s %12s\n' "$scheme" "$(printf '%s\n' "${cpus[@]}" | median)" "$(printf '%s\n' "${walls[@]}" | median)" "$hot of $((2 * rows))"
 done
