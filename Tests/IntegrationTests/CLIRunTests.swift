@@ -197,27 +197,40 @@ struct CLIRunTests {
         #expect(status == "paused")
     }
 
-    @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")
-    func dryRunValidate() async throws {
+    /// Both simulators, a fresh database of `devices` mixed devices (`MixedTestEnvironment.seed`), and a campaign file
+    /// named `name` over all of them with `message` (YAML, the `message:` section's body).
+    static func mixedCampaign(devices: Int, name: String, message: String) async throws -> (MixedTestEnvironment, DatabaseConfiguration, String) {
         let environment = try await MixedTestEnvironment.start()
         let configuration = try await TestDatabase.fresh()
         try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
-            // 100 iOS and 100 Android devices; 5 of the Android tokens have the simulator's `dead` prefix.
-            try await MixedTestEnvironment.seed(client, count: 200)
+            try await MixedTestEnvironment.seed(client, count: devices)
         }
+        let indented = message.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
         let campaign = try CLITests.temporaryFile(
-            "validate.yaml",
+            "\(name).yaml",
             """
-            name: validate-only
-            notification_type: cli-validate
+            name: \(name)
+            notification_type: cli-\(name)
             dedupe: none
             segment:
               sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices
             message:
-              default_locale: en
-              locales: { en: { title: Hello, body: Validate me } }
-              data: { deeplink: "app://sale" }
+            \(indented)
             """
+        )
+        return (environment, configuration, campaign)
+    }
+
+    @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")
+    func dryRunValidate() async throws {
+        // 100 iOS and 100 Android devices; 5 of the Android tokens have the simulator's `dead` prefix.
+        let (environment, configuration, campaign) = try await Self.mixedCampaign(
+            devices: 200, name: "validate-only",
+            message: """
+                default_locale: en
+                locales: { en: { title: Hello, body: Validate me } }
+                data: { deeplink: "app://sale" }
+                """
         )
         let output = try await CLITests.bugle(
             ["run", campaign, "--dry-run", "--validate", "--providers", environment.material.providersFile, "--quiet"],
@@ -250,24 +263,8 @@ struct CLIRunTests {
     /// with EFBIG as a full disk fails it with ENOSPC, needs no privileges and touches no other test).
     @Test("the CSV cannot be written (file-size limit): exit 2 naming the file and how to write it again, the summary printed, nothing at or beside the path; `bugle report` writes it later")
     func reportWriteFails() async throws {
-        let environment = try await MixedTestEnvironment.start()
-        let configuration = try await TestDatabase.fresh()
-        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
-            try await MixedTestEnvironment.seed(client, count: 400)
-        }
-        let campaign = try CLITests.temporaryFile(
-            "full.yaml",
-            """
-            name: full-disk
-            notification_type: cli-full
-            dedupe: none
-            segment:
-              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices
-            message:
-              default_locale: en
-              locales: { en: { title: Hello, body: Disk } }
-            """
-        )
+        let (environment, configuration, campaign) = try await Self.mixedCampaign(
+            devices: 400, name: "full-disk", message: "default_locale: en\nlocales: { en: { title: Hello, body: Disk } }")
         let directory = NSTemporaryDirectory() + "bugle-full-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
