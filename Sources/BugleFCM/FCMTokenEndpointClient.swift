@@ -51,6 +51,9 @@ final class FCMTokenEndpointClient: FCMAccessTokenFetching {
         let response: HTTP2Response
         do {
             response = try await pool.execute(headers: headers, body: body, deadline: .now() + timeout)
+        } catch HTTP2TransportError.certificateRejected(let why) {
+            // Not a passing outage: no token will come from this endpoint until its TLS settings change.
+            throw .rejected("token endpoint: \(why)")
         } catch {
             throw .unavailable("\(error)")
         }

@@ -22,6 +22,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         var maxConcurrentStreams: @Sendable (Int) -> Void
         var goAway: @Sendable (_ lastStreamID: Int) -> Void
         var failed: @Sendable (String) -> Void
+        /// The TLS handshake failed on the server's certificate (see ``TLSCertificateRejection``).
+        var certificateRejected: @Sendable (String) -> Void
     }
 
     private let events: Events
@@ -105,7 +107,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // Error text comes from NIO, BoringSSL or the session (no tokens or JWTs are part of it).
-        events.failed(String(describing: error))
+        if let reason = TLSCertificateRejection.reason(for: error) {
+            events.certificateRejected(reason)
+        } else {
+            events.failed(String(describing: error))
+        }
         context.close(promise: nil)
     }
 }

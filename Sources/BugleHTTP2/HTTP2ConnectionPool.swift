@@ -86,6 +86,9 @@ public final class HTTP2ConnectionPool: Sendable {
         var waiterHead = 0
         var nextID = 0
         var lastConnectError = ""
+        /// Set when a handshake failed on the server's certificate, cleared by a connection that succeeds: while set,
+        /// a request with no usable connection fails at once (``HTTP2TransportError/certificateRejected(_:)``).
+        var certificateRejection: String?
         var isShutdown = false
         var kickScheduled = false
         var random = SystemRandomNumberGenerator()
@@ -192,6 +195,10 @@ public final class HTTP2ConnectionPool: Sendable {
                 }
                 if let connection = Self.leaseLocked(&state) {
                     return [.resume(continuation, connection)]
+                }
+                // A refused certificate is not waited out: no usable connection means the request fails now.
+                if state.certificateRejection != nil, !state.entries.values.contains(where: { !$0.goingAway }) {
+                    return [.fail(continuation, Self.connectError(state, serviceName: configuration.serviceName))]
                 }
                 state.waiters.append(Waiter(id: waiterID, continuation: continuation))
                 return Self.connectIfNeededLocked(&state)
@@ -319,8 +326,14 @@ public final class HTTP2ConnectionPool: Sendable {
         let waiters = state.waiters[state.waiterHead...]
         state.waiters.removeAll(keepingCapacity: true)
         state.waiterHead = 0
-        let message = "cannot connect to \(serviceName): \(state.lastConnectError)"
-        return waiters.map { .fail($0.continuation, .notWritten(message)) }
+        let error = Self.connectError(state, serviceName: serviceName)
+        return waiters.map { .fail($0.continuation, error) }
+    }
+
+    /// What a request fails with when no connection can be had: the refused certificate, or the last connect error.
+    private static func connectError(_ state: State, serviceName: String) -> HTTP2TransportError {
+        if let reason = state.certificateRejection { return .certificateRejected("cannot connect to \(serviceName): \(reason)") }
+        return .notWritten("cannot connect to \(serviceName): \(state.lastConnectError)")
     }
 
     private func backoff(failures: Int, random: inout SystemRandomNumberGenerator) -> TimeAmount {
@@ -386,6 +399,12 @@ public final class HTTP2ConnectionPool: Sendable {
             goAway: { [self] lastStreamID in self.goAway(id: id, lastStreamID: lastStreamID) },
             failed: { [self] message in
                 self.state.withLockedValue { $0.lastConnectError = message }
+            },
+            certificateRejected: { [self] reason in
+                self.state.withLockedValue { state in
+                    state.lastConnectError = reason
+                    state.certificateRejection = reason
+                }
             }
         )
         let sslContext = self.sslContext
@@ -434,6 +453,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 state.slots[slot] = .empty(failures: 0, notBefore: .now())
                 return Self.connectIfNeededLocked(&state)
             }
+            state.certificateRejection = nil
             var entry = Entry(connection: connection)
             // SETTINGS may have arrived before we got here.
             if let early = state.earlyMaxStreams.removeValue(forKey: connection.id) { entry.maxStreams = early }
@@ -446,14 +466,14 @@ public final class HTTP2ConnectionPool: Sendable {
     }
 
     private func connectFailed(slot: Int, error: any Error) {
-        let effects = state.withLockedValue { state -> [Effect] in
-            guard case .connecting(let failures) = state.slots[slot] else { return [] }
+        let (effects, rejection) = state.withLockedValue { state -> ([Effect], String?) in
+            guard case .connecting(let failures) = state.slots[slot] else { return ([], nil) }
             let delay = backoff(failures: failures, random: &state.random)
             state.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + delay)
             if state.lastConnectError.isEmpty { state.lastConnectError = String(describing: error) }
-            return Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName)
+            return (Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName), state.certificateRejection)
         }
-        logger.warning("\(configuration.serviceName) connect failed", metadata: ["error": "\(error)"])
+        logger.warning("\(configuration.serviceName) connect failed", metadata: ["error": "\(rejection ?? String(describing: error))"])
         run(effects)
     }
 

@@ -5,7 +5,7 @@ extension HTTP2TransportError {
     public var isSafeToRetry: Bool {
         switch self {
         case .refused, .notWritten: return true
-        case .timeout, .lostAfterWrite, .shutdown: return false
+        case .timeout, .lostAfterWrite, .shutdown, .certificateRejected: return false
         }
     }
 
@@ -27,6 +27,7 @@ extension HTTP2TransportError {
         case .timeout(let written): return written ? .ambiguous(code: "timeout") : .retry(.safe, code: "timeout_before_write", after: nil)
         case .lostAfterWrite: return .ambiguous(code: "connection_lost")
         case .shutdown: return .retry(.safe, code: "shutdown", after: nil)
+        case .certificateRejected(let why): return .halt(code: "TLSCertificateRejected", message: why)
         }
     }
 }

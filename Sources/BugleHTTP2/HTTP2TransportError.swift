@@ -10,4 +10,7 @@ public enum HTTP2TransportError: Error, Sendable, Equatable {
     case timeout(written: Bool)
     /// The pool is shut down.
     case shutdown
+    /// Nothing was written: the server's TLS certificate was refused (untrusted CA, wrong host name, expired). A
+    /// configuration error, so the request is not retried and the lane halts.
+    case certificateRejected(String)
 }

@@ -251,7 +251,8 @@ struct APNsSimulatorIntegrationTests {
         )
     }
 
-    @Test func untrustedServerIsNotDelivered() async throws {
+    @Test("a server certificate from a CA not in ca_file: nothing delivered, and the lane halts (TLSCertificateRejected), never falls back")
+    func untrustedServerIsNotDelivered() async throws {
         let environment = try APNsTestEnvironment()
         let other = try APNsTestEnvironment()
         defer {
@@ -267,7 +268,13 @@ struct APNsSimulatorIntegrationTests {
         let outcome = await provider.send(APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken(1), seq: 1))
         await provider.shutdown()
         try await simulator.stop()
-        if case .retry(.safe, _, _) = outcome {} else { Issue.record("expected safe retry, got \(outcome)") }
+        // A configuration error, not a passing outage: the lane halts the run instead of retrying for ever.
+        guard case .halt(let code, let message) = outcome else {
+            Issue.record("expected a halt, got \(outcome)")
+            return
+        }
+        #expect(code == "TLSCertificateRejected")
+        #expect(message.contains("cannot connect to APNs: the server's TLS certificate was refused"), "\(message)")
         #expect(simulator.accepted().isEmpty)
     }
 }

@@ -107,6 +107,13 @@ struct CLIRunTests {
 
     static var binary: String { CLITests.executable.path }
 
+    /// How many devices of the database are deactivated.
+    static func inactiveDevices(_ configuration: DatabaseConfiguration) async throws -> Int64? {
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+        }
+    }
+
     /// Runs a one-platform campaign through the built executable with `providers` (a providers file's text).
     static func runWithProviders(
         _ providers: String, name: String, platform: String, environment: MixedTestEnvironment, configuration: DatabaseConfiguration
@@ -159,10 +166,7 @@ struct CLIRunTests {
         #expect(!output.stderr.contains("BEGIN PRIVATE KEY"))
         #expect(grants == 0)
         #expect(accepted == 0)
-        let inactive = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
-            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
-        }
-        #expect(inactive == 0)
+        #expect(try await Self.inactiveDevices(configuration) == 0)
     }
 
     @Test("an APNs key the simulator does not know (same key id, other key) halts the run with exit 2 and deactivates nothing")
@@ -219,6 +223,30 @@ struct CLIRunTests {
             """
         )
         return (environment, configuration, campaign)
+    }
+
+    /// RELIABILITY.md §2.3 #29: the providers file trusts another CA than the one that signed the simulators' server
+    /// certificate. The handshake fails on the certificate, which no reconnect can fix: the run halts at once (exit 2,
+    /// the reason named) instead of retrying for ever, and nothing is delivered or deactivated.
+    @Test("a server certificate the providers file's ca_file does not trust halts the run at once with exit 2, naming it; nothing delivered or deactivated",
+        .timeLimit(.minutes(3)), arguments: ["ios", "android"])
+    func untrustedServerCertificate(platform: String) async throws {
+        let environment = try await MixedTestEnvironment.start()
+        let other = try SimulatorCertificates.generate(in: environment.directory + "/other-ca", port: 0)
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 200)
+        }
+        let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
+            .replacingOccurrences(of: environment.material.caFile, with: other.caFile)
+        let output = try await Self.runWithProviders(
+            providers, name: "untrusted-\(platform)", platform: platform, environment: environment, configuration: configuration)
+        let accepted = environment.apns.accepted().count + environment.fcm.accepted().count
+        try await environment.stop()
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("the server's TLS certificate was refused"), "\(output.stderr)")
+        #expect(accepted == 0)
+        #expect(try await Self.inactiveDevices(configuration) == 0)
     }
 
     @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")
