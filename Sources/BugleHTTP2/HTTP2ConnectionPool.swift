@@ -197,7 +197,7 @@ public final class HTTP2ConnectionPool: Sendable {
                     return [.resume(continuation, connection)]
                 }
                 // A refused certificate is not waited out: no usable connection means the request fails now.
-                if state.certificateRejection != nil, !state.entries.values.contains(where: { !$0.goingAway }) {
+                if state.certificateRejection != nil, !Self.hasUsableConnectionLocked(state) {
                     return [.fail(continuation, Self.connectError(state, serviceName: configuration.serviceName))]
                 }
                 state.waiters.append(Waiter(id: waiterID, continuation: continuation))
@@ -317,7 +317,7 @@ public final class HTTP2ConnectionPool: Sendable {
 
     /// Fails waiters when no connection is usable or on its way.
     private static func failWaitersIfHopelessLocked(_ state: inout State, serviceName: String) -> [Effect] {
-        let anyUsable = state.entries.values.contains { !$0.goingAway }
+        let anyUsable = hasUsableConnectionLocked(state)
         let anyConnecting = state.slots.contains {
             if case .connecting = $0 { return true }
             return false
@@ -328,6 +328,11 @@ public final class HTTP2ConnectionPool: Sendable {
         state.waiterHead = 0
         let error = Self.connectError(state, serviceName: serviceName)
         return waiters.map { .fail($0.continuation, error) }
+    }
+
+    /// Whether some open connection still takes new streams (now or once one frees up).
+    private static func hasUsableConnectionLocked(_ state: State) -> Bool {
+        state.entries.values.contains { !$0.goingAway }
     }
 
     /// What a request fails with when no connection can be had: the refused certificate, or the last connect error.
@@ -401,10 +406,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 self.state.withLockedValue { $0.lastConnectError = message }
             },
             certificateRejected: { [self] reason in
-                self.state.withLockedValue { state in
-                    state.lastConnectError = reason
-                    state.certificateRejection = reason
-                }
+                self.state.withLockedValue { $0.certificateRejection = reason }
             }
         )
         let sslContext = self.sslContext

@@ -180,16 +180,16 @@ enum RunExecution {
         let repository = RunRepository(client: client, logger: logger)
         let lines = try await repository.summary(runID: runID)
         let variants = try await repository.variantSummary(runID: runID)
+        let record = try await repository.run(id: runID)
         let rows: Int64
         do {
             rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csvPath)
         } catch var error as FileWriteError {
             // The run is recorded whatever happened to its file: show the summary, and say how to write it again.
-            if !json { SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: lines, variants: variants) }
+            if !json { SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants) }
             error.hint = "the run is recorded; write its report again with `bugle report \(runID) --csv PATH`"
             throw error
         }
-        let record = try await repository.run(id: runID)
         phases.end("report")
         if json {
             print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: csvPath, reportRows: rows, phases: phases.seconds))

@@ -9,9 +9,7 @@ import Glibc
 func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var address = loopbackAddress(port: 0)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
@@ -20,4 +18,28 @@ func freeLoopbackPort() throws -> Int {
     }
     guard bound else { throw CocoaError(.fileWriteUnknown) }
     return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A TCP socket connected to 127.0.0.1:`port` (the caller closes it), or nil with `errno` set when nothing accepts there.
+func connectedLoopbackSocket(port: Int) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = loopbackAddress(port: port)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+    guard connected else {
+        let failure = errno
+        close(fd)
+        errno = failure
+        return nil
+    }
+    return fd
+}
+
+private func loopbackAddress(port: Int) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return address
 }

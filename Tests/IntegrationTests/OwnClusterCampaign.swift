@@ -49,10 +49,7 @@ struct OwnClusterCampaign: Sendable {
             let runID = try await Database.withClient(configuration, logger: logger) { client in
                 _ = try await Migrator(client: client, logger: logger).migrate()
                 try await MixedTestEnvironment.seed(client, count: devices)
-                let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: \(name)", periodKey: nil)
-                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
-                _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
-                return runID
+                return try await LedgerTestSupport.materializedRun(client, campaign).0
             }
             let lanes = try environment.lanes(for: campaign)
             let setUp = OwnClusterCampaign(

@@ -363,11 +363,9 @@ struct RunLedgerTests {
         try await Support.withFreshDatabase { client in
             try await APNsCampaignTests.seedLiveIOS(client, count: 2_000)
             let campaign = Support.campaign(window: 300)
-            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
-            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
-            _ = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            let (runID, ledger) = try await Support.materializedRun(client, campaign)
             let provider = FakeProvider(kind: .apns)
-            let store = ClaimStallingStore(PostgresCampaignStore(client: client, logger: Support.logger), stallAt: 3)
+            let store = ClaimStallingStore(ledger, stallAt: 3)
             let control = RunControl()
             var tuning = CampaignRunner.Configuration()
             tuning.leaseTTLSeconds = 120
