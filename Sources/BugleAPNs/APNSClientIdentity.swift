@@ -1,12 +1,17 @@
 import BugleCore
+import BugleHTTP2
+import Foundation
 import NIOSSL
 
 /// The TLS client certificate and key for certificate-based APNs auth, from a PEM certificate and key (the key
 /// optionally encrypted) or from a PKCS#12 bundle, with the passphrase taken from the environment variable the
-/// providers file names. Key material and passphrases never appear in errors.
+/// providers file names. Key material and passphrases never appear in errors. A certificate that has expired or is
+/// not yet valid is refused here, before a run starts.
 struct APNSClientIdentity {
     var chain: [NIOSSLCertificate]
     var key: NIOSSLPrivateKey
+    /// The leaf certificate's validity when loaded (always `.valid`: others are refused).
+    var validity: ClientCertificateValidity
 
     /// Loads the identity `auth.certificate` describes.
     /// - Parameters:
@@ -15,12 +20,14 @@ struct APNSClientIdentity {
     ///   - passphraseEnv: The variable holding the key's or bundle's passphrase.
     ///   - environment: Where to look the variable up.
     ///   - allowReadableKeys: Accept key files that group or others can read.
+    ///   - now: The time the certificate's validity is judged at.
     static func load(
         certFile: String,
         keyFile: String?,
         passphraseEnv: String?,
         environment: [String: String],
-        allowReadableKeys: Bool
+        allowReadableKeys: Bool,
+        now: Date = Date()
     ) throws(APNSConfigurationError) -> APNSClientIdentity {
         var passphrase: [UInt8]?
         if let passphraseEnv {
@@ -33,8 +40,7 @@ struct APNSClientIdentity {
             guard let bundle = try? NIOSSLPKCS12Bundle(file: certFile, passphrase: passphrase ?? []) else {
                 throw .wrongPassphraseOrBundle(path: certFile, variable: passphraseEnv)
             }
-            guard !bundle.certificateChain.isEmpty else { throw .invalidCertificate(path: certFile) }
-            return APNSClientIdentity(chain: bundle.certificateChain, key: bundle.privateKey)
+            return try usable(chain: bundle.certificateChain, key: bundle.privateKey, certFile: certFile, now: now)
         }
         let certPEM = try APNSKeyFile.readText(certFile)
         guard let chain = try? NIOSSLCertificate.fromPEMBytes(Array(certPEM.utf8)), !chain.isEmpty else {
@@ -52,6 +58,15 @@ struct APNSClientIdentity {
             if passphraseEnv != nil { throw .wrongPassphraseOrBundle(path: keyFile, variable: passphraseEnv) }
             throw .invalidKey(path: keyFile)
         }
-        return APNSClientIdentity(chain: chain, key: key)
+        return try usable(chain: chain, key: key, certFile: certFile, now: now)
+    }
+
+    private static func usable(
+        chain: [NIOSSLCertificate], key: NIOSSLPrivateKey, certFile: String, now: Date
+    ) throws(APNSConfigurationError) -> APNSClientIdentity {
+        guard let leaf = chain.first else { throw .invalidCertificate(path: certFile) }
+        let validity = ClientCertificateValidity(of: leaf, at: now)
+        if let refusal = validity.refusal(path: certFile) { throw .clientCertificateNotUsable(refusal) }
+        return APNSClientIdentity(chain: chain, key: key, validity: validity)
     }
 }

@@ -5,6 +5,7 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
         case unreadableFile(path: String)
         case invalidKey(path: String)
         case invalidCertificate(path: String)
+        case clientCertificateNotUsable(String)
         case invalidIdentifier(field: String)
         case missingPassphrase(variable: String)
         case wrongPassphraseOrBundle(path: String, variable: String?)
@@ -23,6 +24,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
     public static func invalidKey(path: String) -> Self { Self(base: .invalidKey(path: path)) }
     /// A certificate file is not usable.
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
+    /// The client certificate has expired or is not yet valid (the reason names the file and the date).
+    public static func clientCertificateNotUsable(_ reason: String) -> Self { Self(base: .clientCertificateNotUsable(reason)) }
     /// `team_id` or `key_id` is not 10 alphanumeric characters.
     public static func invalidIdentifier(field: String) -> Self { Self(base: .invalidIdentifier(field: field)) }
     /// `passphrase_env` names a variable that is not set.
@@ -45,6 +48,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
             return "\(path) is not a PEM private key of the expected type"
         case .invalidCertificate(let path):
             return "\(path) holds no usable PEM certificate"
+        case .clientCertificateNotUsable(let reason):
+            return reason
         case .invalidIdentifier(let field):
             return "apns \(field) must be 10 letters or digits"
         case .missingPassphrase(let variable):

@@ -118,6 +118,7 @@ public final class APNSProvider: PushProvider {
                 certFile: certFile, keyFile: keyFile, passphraseEnv: passphraseEnv,
                 environment: options.environment, allowReadableKeys: options.allowReadableKeys
             )
+            if let warning = identity.validity.warning(path: certFile) { logger.warning("\(warning)") }
             tls.certificateChain = identity.chain.map { .certificate($0) }
             tls.privateKey = .privateKey(identity.key)
         }

@@ -1,12 +1,13 @@
 import BugleCore
 import BugleHTTP2
 import Foundation
+import Logging
 import NIOCore
 import NIOSSL
 
 /// The TLS client identity shared by the gateway and the feedback connections: the provider's client
-/// certificate and key (the key file is refused when group/others can read it), and the extra trusted CA
-/// of the providers file. Server verification is never switched off.
+/// certificate and key (the key file is refused when group/others can read it; the certificate when it has expired
+/// or is not yet valid), and the extra trusted CA of the providers file. Server verification is never switched off.
 ///
 /// TLS 1.2 exactly: in TLS 1.3 a client's handshake completes before the server has judged the client
 /// certificate, so a refused certificate would surface only as a close after notifications were written —
@@ -18,9 +19,13 @@ enum LegacyAPNSClientTLS {
     /// - Parameters:
     ///   - settings: The `legacy_apns:` section.
     ///   - allowReadableKeys: Accept a group/other-readable key file.
+    ///   - logger: Warned when the certificate expires within ``ClientCertificateValidity/warningPeriod``.
+    ///   - now: The time the certificate's validity is judged at.
     /// - Returns: A client context presenting the certificate.
     /// - Throws: ``LegacyAPNSConfigurationError``.
-    static func makeContext(settings: LegacyAPNsSettings, allowReadableKeys: Bool) throws(LegacyAPNSConfigurationError) -> NIOSSLContext {
+    static func makeContext(
+        settings: LegacyAPNsSettings, allowReadableKeys: Bool, logger: Logger, now: Date = Date()
+    ) throws(LegacyAPNSConfigurationError) -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.maximumTLSVersion = .tlsv12
@@ -33,9 +38,12 @@ enum LegacyAPNSClientTLS {
             tls.additionalTrustRoots = [.certificates(roots)]
         }
         let chainPEM = try readPublic(settings.certFile)
-        guard let chain = try? NIOSSLCertificate.fromPEMBytes(chainPEM), !chain.isEmpty else {
+        guard let chain = try? NIOSSLCertificate.fromPEMBytes(chainPEM), let leaf = chain.first else {
             throw .invalidCertificate(path: settings.certFile)
         }
+        let validity = ClientCertificateValidity(of: leaf, at: now)
+        if let refusal = validity.refusal(path: settings.certFile) { throw .clientCertificateNotUsable(refusal) }
+        if let warning = validity.warning(path: settings.certFile, at: now) { logger.warning("\(warning)") }
         let keyBytes: Data
         switch SecretFile.read(settings.keyFile, allowReadableByOthers: allowReadableKeys) {
         case .success(let data): keyBytes = data

@@ -6,6 +6,7 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
         case unreadableFile(path: String)
         case invalidKey(path: String)
         case invalidCertificate(path: String)
+        case clientCertificateNotUsable(String)
         case tls(String)
     }
 
@@ -21,6 +22,8 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
     public static func invalidKey(path: String) -> Self { Self(base: .invalidKey(path: path)) }
     /// A certificate file holds no usable PEM certificate.
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
+    /// The client certificate has expired or is not yet valid (the reason names the file and the date).
+    public static func clientCertificateNotUsable(_ reason: String) -> Self { Self(base: .clientCertificateNotUsable(reason)) }
     /// The TLS library refused the configuration.
     public static func tls(_ what: String) -> Self { Self(base: .tls(what)) }
 
@@ -35,6 +38,8 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
             return "\(path) is not a PEM private key"
         case .invalidCertificate(let path):
             return "\(path) holds no usable PEM certificate"
+        case .clientCertificateNotUsable(let reason):
+            return reason
         case .tls(let what):
             return "TLS configuration rejected: \(what)"
         }

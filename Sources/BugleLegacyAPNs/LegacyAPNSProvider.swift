@@ -109,7 +109,7 @@ public final class LegacyAPNSProvider: PushProvider {
         self.settings = settings
         self.options = options
         self.logger = logger
-        self.sslContext = try LegacyAPNSClientTLS.makeContext(settings: settings, allowReadableKeys: options.allowReadableKeys)
+        self.sslContext = try LegacyAPNSClientTLS.makeContext(settings: settings, allowReadableKeys: options.allowReadableKeys, logger: logger)
         self.group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         let quietPeriod = options.quietPeriod ?? .nanoseconds(Int64(settings.quietPeriodSeconds * 1e9))
         let configuration = LegacyAPNSConnectionSlot.Configuration(

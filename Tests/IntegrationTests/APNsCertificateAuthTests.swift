@@ -1,7 +1,9 @@
 import BugleAPNs
 import BugleCore
+import BugleHTTP2
 import BugleSimulator
 import Foundation
+import NIOSSL
 import Testing
 
 /// Certificate-based APNs auth against the simulator in certificate mode: the TLS handshake carries the identity,
@@ -134,6 +136,58 @@ struct APNsCertificateAuthTests {
                 )
             }
         }
+    }
+
+    @Test("an expired or not-yet-valid client certificate, PEM or PKCS#12, is refused when the lane is built, naming the file and the date")
+    func outOfDateCertificatesAreRefused() async throws {
+        try await Fixture.with { fixture in
+            let directory = fixture.environment.directory
+            let now = Date()
+            for (validity, reason) in [
+                (now.addingTimeInterval(-86_400 * 400)...now.addingTimeInterval(-60), "expired on"),
+                (now.addingTimeInterval(3600)...now.addingTimeInterval(86_400 * 400), "is not valid before"),
+            ] {
+                let client = try SimulatorCertificates.generateLegacyClient(in: directory, validity: validity)
+                let bundle = directory + "/out-of-date.p12"
+                try fixture.openssl(["pkcs12", "-export", "-in", client.certificateFile, "-inkey", client.keyFile, "-out", bundle, "-passout", "env:PASS"])
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle)
+                for (auth, file) in [
+                    (APNsSettings.Auth.certificate(certFile: client.certificateFile, keyFile: client.keyFile, passphraseEnv: nil), client.certificateFile),
+                    (APNsSettings.Auth.certificate(certFile: bundle, keyFile: nil, passphraseEnv: Self.variable), bundle),
+                ] {
+                    let error = #expect(throws: APNSConfigurationError.self) {
+                        _ = try APNSProvider(
+                            settings: fixture.settings(auth), tokenSource: nil, options: .init(environment: [Self.variable: Self.passphrase]),
+                            logger: APNsTestEnvironment.logger)
+                    }
+                    let message = error.map { String(describing: $0) } ?? ""
+                    #expect(message.hasPrefix("the client certificate in \(file) \(reason) 20"), "\(message)")
+                }
+            }
+            #expect(fixture.simulator.counters().connections == 0)
+        }
+    }
+
+    @Test("a certificate's validity: refused before notBefore and after notAfter, warned about within 30 days of notAfter, silent before")
+    func validityWindow() throws {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let end = start.addingTimeInterval(86_400 * 90)
+        let issued = try SimulatorCertificates.issue(in: environment.directory, commonName: "c", purpose: .client, validity: start...end)
+        let certificate = try NIOSSLCertificate(bytes: Array(issued.certificatePEM.utf8), format: .pem)
+        let path = "/keys/apns.pem"
+        #expect(ClientCertificateValidity(of: certificate, at: start.addingTimeInterval(-1)) == .notYetValid(until: start))
+        #expect(ClientCertificateValidity(of: certificate, at: end.addingTimeInterval(1)) == .expired(on: end))
+        #expect(ClientCertificateValidity(of: certificate, at: end.addingTimeInterval(1)).refusal(path: path)
+            == "the client certificate in /keys/apns.pem expired on 2027-04-15T08:00:00Z; the server will refuse it: renew it")
+        let early = start.addingTimeInterval(86_400)
+        #expect(ClientCertificateValidity(of: certificate, at: early) == .valid(expires: end))
+        #expect(ClientCertificateValidity(of: certificate, at: early).refusal(path: path) == nil)
+        #expect(ClientCertificateValidity(of: certificate, at: early).warning(path: path, at: early) == nil)
+        let late = end.addingTimeInterval(-86_400 * 29.5)
+        #expect(ClientCertificateValidity(of: certificate, at: late).warning(path: path, at: late)
+            == "the client certificate in /keys/apns.pem expires on 2027-04-15T08:00:00Z (in 29 days): renew it")
     }
 
     @Test("without a client certificate the certificate-mode simulator refuses the connection and nothing is delivered")

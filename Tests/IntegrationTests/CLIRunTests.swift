@@ -225,28 +225,125 @@ struct CLIRunTests {
         return (environment, configuration, campaign)
     }
 
-    /// RELIABILITY.md §2.3 #29: the providers file trusts another CA than the one that signed the simulators' server
-    /// certificate. The handshake fails on the certificate, which no reconnect can fix: the run halts at once (exit 2,
-    /// the reason named) instead of retrying for ever, and nothing is delivered or deactivated.
-    @Test("a server certificate the providers file's ca_file does not trust halts the run at once with exit 2, naming it; nothing delivered or deactivated",
-        .timeLimit(.minutes(3)), arguments: ["ios", "android"])
-    func untrustedServerCertificate(platform: String) async throws {
-        let environment = try await MixedTestEnvironment.start()
-        let other = try SimulatorCertificates.generate(in: environment.directory + "/other-ca", port: 0)
+    /// The server certificates RELIABILITY.md §2.3 #29 names, each of which the client must refuse.
+    enum ServerCertificateFault: String, CaseIterable, CustomTestStringConvertible {
+        /// Signed by a CA the providers file's `ca_file` is not.
+        case otherCA = "another CA"
+        /// Signed by the trusted CA for another host name (the endpoint is 127.0.0.1).
+        case otherHost = "another host"
+        /// Signed by the trusted CA, expired yesterday.
+        case expired = "expired"
+        /// Signed by the trusted CA, valid from tomorrow.
+        case notYetValid = "not yet valid"
+
+        var testDescription: String { rawValue }
+
+        /// What the run's error must say.
+        var reason: String {
+            self == .otherHost ? "the server's TLS certificate is not valid for this host name" : "the server's TLS certificate was refused"
+        }
+
+        /// The identity the simulators serve (nil: their own).
+        func serverIdentity(directory: String) throws -> SimulatorCertificates.IssuedIdentity? {
+            let day: TimeInterval = 86_400
+            let now = Date()
+            switch self {
+            case .otherCA:
+                return nil
+            case .otherHost:
+                return try SimulatorCertificates.issue(
+                    in: directory, commonName: "push.example.net", purpose: .server(dnsNames: ["push.example.net"], ipv4Addresses: [[10, 9, 8, 7]]))
+            case .expired:
+                return try SimulatorCertificates.issue(
+                    in: directory, commonName: "localhost", purpose: .loopbackServer, validity: now.addingTimeInterval(-30 * day)...now.addingTimeInterval(-day))
+            case .notYetValid:
+                return try SimulatorCertificates.issue(
+                    in: directory, commonName: "localhost", purpose: .loopbackServer, validity: now.addingTimeInterval(day)...now.addingTimeInterval(30 * day))
+            }
+        }
+    }
+
+    /// RELIABILITY.md §2.3 #29: the simulators serve a certificate the client must refuse (another CA than the
+    /// providers file trusts, another host, out of date). The handshake fails on the certificate, which no reconnect
+    /// can fix: the run halts at once (exit 2, the reason named) instead of retrying for ever, and nothing is
+    /// delivered or deactivated.
+    @Test("a server certificate that must be refused (another CA, another host, expired, not yet valid) halts the run at once with exit 2, naming it; nothing delivered or deactivated",
+        .timeLimit(.minutes(3)), arguments: ["ios", "android"], ServerCertificateFault.allCases)
+    func refusedServerCertificate(platform: String, fault: ServerCertificateFault) async throws {
+        let environment = try await MixedTestEnvironment.start(serverIdentity: fault.serverIdentity(directory:))
         let configuration = try await TestDatabase.fresh()
         try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
             try await MixedTestEnvironment.seed(client, count: 200)
         }
-        let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
-            .replacingOccurrences(of: environment.material.caFile, with: other.caFile)
+        var providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
+        if fault == .otherCA {
+            let other = try SimulatorCertificates.generate(in: environment.directory + "/other-ca", port: 0)
+            providers = providers.replacingOccurrences(of: environment.material.caFile, with: other.caFile)
+        }
         let output = try await Self.runWithProviders(
-            providers, name: "untrusted-\(platform)", platform: platform, environment: environment, configuration: configuration)
+            providers, name: "refused-\(platform)", platform: platform, environment: environment, configuration: configuration)
         let accepted = environment.apns.accepted().count + environment.fcm.accepted().count
         try await environment.stop()
         #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
-        #expect(output.stderr.contains("the server's TLS certificate was refused"), "\(output.stderr)")
+        #expect(output.stderr.contains(fault.reason), "\(output.stderr)")
         #expect(accepted == 0)
         #expect(try await Self.inactiveDevices(configuration) == 0)
+    }
+
+    /// The providers file with APNs certificate auth: a client certificate from the simulators' CA valid over
+    /// `validity`.
+    static func certificateProviders(_ environment: MixedTestEnvironment, validity: ClosedRange<Date>) throws -> (providers: String, certificateFile: String) {
+        let client = try SimulatorCertificates.generateLegacyClient(in: environment.directory, validity: validity)
+        let material = environment.material
+        let providers = try String(contentsOfFile: material.providersFile, encoding: .utf8).replacingOccurrences(
+            of: "token: { team_id: \(material.teamID), key_id: \(material.keyID), key_file: \(material.keyFile) }",
+            with: "certificate: { cert_file: \(client.certificateFile), key_file: \(client.keyFile) }")
+        return (providers, client.certificateFile)
+    }
+
+    /// RELIABILITY.md §2.3 #29, the client half: Apple refuses an out-of-date client certificate at the handshake, so
+    /// Bugle refuses it at start-up, before the database is touched (exit 1, the file and the date named).
+    @Test("an expired or not-yet-valid APNs client certificate stops `bugle run` before any claim: exit 1 naming the file and the date; no run, nothing sent",
+        arguments: ["expired on", "is not valid before"])
+    func outOfDateClientCertificate(reason: String) async throws {
+        let environment = try await MixedTestEnvironment.start(clientCertificates: true)
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 20)
+        }
+        let now = Date()
+        let validity = reason == "expired on" ? now.addingTimeInterval(-86_400 * 400)...now.addingTimeInterval(-86_400 * 35) : now.addingTimeInterval(86_400)...now.addingTimeInterval(86_400 * 400)
+        let (providers, certificateFile) = try Self.certificateProviders(environment, validity: validity)
+        let output = try await Self.runWithProviders(providers, name: "client-cert", platform: "ios", environment: environment, configuration: configuration)
+        let accepted = environment.apns.accepted().count
+        try await environment.stop()
+                #expect(output.status == 1, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("the client certificate in \(certificateFile) \(reason) "), "\(output.stderr)")
+        #expect(accepted == 0)
+        let runs = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.runs", as: Int64.self)
+        }
+        #expect(runs == 0)
+    }
+
+    @Test("an APNs client certificate that expires within 30 days is used, with a warning naming the file and the date")
+    func clientCertificateExpiringSoon() async throws {
+        let environment = try await MixedTestEnvironment.start(clientCertificates: true)
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 20)
+        }
+        let now = Date()
+        let (providers, certificateFile) = try Self.certificateProviders(
+            environment, validity: now.addingTimeInterval(-86_400 * 300)...now.addingTimeInterval(86_400 * 10 + 3600))
+        let output = try await Self.runWithProviders(providers, name: "client-cert-soon", platform: "ios", environment: environment, configuration: configuration)
+        let accepted = environment.apns.accepted().count
+        try await environment.stop()
+        #expect(output.status == 0, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("the client certificate in \(certificateFile) expires on "), "\(output.stderr)")
+        #expect(output.stderr.contains("(in 10 days)"), "\(output.stderr)")
+        // MixedTestEnvironment.seed's 20 devices hold 10 live iOS tokens: each delivered over the certificate.
+        #expect(accepted == 10)
     }
 
     @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")

@@ -21,18 +21,32 @@ struct MixedTestEnvironment {
     static let logger = Logger(label: "bugle.test.mixed")
 
     /// Starts both simulators.
+    /// - Parameters:
+    ///   - serverIdentity: The TLS identity both simulators serve instead of their own (nil: their own), issued from
+    ///     the directory's CA (given the directory): a certificate for another host, or one out of date.
+    ///   - clientCertificates: Serve APNs in certificate mode (a client certificate from the directory's CA).
     static func start(
+        serverIdentity: (String) throws -> SimulatorCertificates.IssuedIdentity? = { _ in nil },
+        clientCertificates: Bool = false,
         apns configureAPNs: (inout APNsSimulatorConfiguration) -> Void = { _ in },
         fcm configureFCM: (inout FCMSimulatorConfiguration) -> Void = { _ in }
     ) async throws -> MixedTestEnvironment {
         let directory = NSTemporaryDirectory() + "bugle-mixed-\(UUID().uuidString)"
         let material = try SimulatorCertificates.generate(in: directory, port: 0)
+        let identity = try serverIdentity(directory)
         var apnsConfiguration = APNsSimulatorConfiguration(certificates: material)
         apnsConfiguration.threads = 1
+        if clientCertificates { apnsConfiguration.clientCAPEM = material.caPEM }
         configureAPNs(&apnsConfiguration)
         var fcmConfiguration = FCMSimulatorConfiguration(certificates: material)
         fcmConfiguration.threads = 1
         configureFCM(&fcmConfiguration)
+        if let identity {
+            apnsConfiguration.certificatePEM = identity.certificatePEM
+            apnsConfiguration.privateKeyPEM = identity.keyPEM
+            fcmConfiguration.certificatePEM = identity.certificatePEM
+            fcmConfiguration.privateKeyPEM = identity.keyPEM
+        }
         let apns = APNsSimulator(configuration: apnsConfiguration)
         let fcm = FCMSimulator(configuration: fcmConfiguration)
         let apnsPort = try await apns.start()
@@ -73,7 +87,6 @@ struct MixedTestEnvironment {
     func lanes(for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil, fcmConcurrency: Int? = nil) throws -> LanePacing.Lanes {
         var settings = try settings()
         if let fcmConcurrency { settings.fcm?.concurrency = fcmConcurrency }
-        if let c = ProcessInfo.processInfo.environment["XAPNSC"].flatMap(Int.init) { settings.apns?.concurrency = c; settings.fcm?.concurrency = c }
         // Debug builds of two simulators and Bugle share two cores with the rest of the suite: give requests
         // room, so a starved scheduler is not mistaken for a lost answer.
         settings.fcm?.timeoutSeconds = 60

@@ -136,6 +136,28 @@ struct LegacyAPNsLaneTests {
         _ = try LegacyAPNSProvider(settings: settings, options: .init(allowReadableKeys: true), logger: Environment.logger)
     }
 
+    @Test("an expired or not-yet-valid client certificate is refused when the lane is built, naming the file and the date")
+    func outOfDateClientCertificate() throws {
+        let environment = try LegacyTestEnvironment()
+        defer { environment.remove() }
+        let now = Date()
+        let settings = environment.settings(ports: .init(gateway: 1, feedback: 2))
+        for (validity, reason) in [
+            (now.addingTimeInterval(-86_400 * 400)...now.addingTimeInterval(-60), "expired on"),
+            (now.addingTimeInterval(3600)...now.addingTimeInterval(86_400 * 400), "is not valid before"),
+        ] {
+            try SimulatorCertificates.generateLegacyClient(in: environment.directory, validity: validity)
+            let error = #expect(throws: LegacyAPNSConfigurationError.self) {
+                _ = try LegacyAPNSProvider(settings: settings, logger: Environment.logger)
+            }
+            let message = error.map { String(describing: $0) } ?? ""
+            #expect(message.hasPrefix("the client certificate in \(environment.client.certificateFile) \(reason) 20"), "\(message)")
+        }
+        // A valid one again: the lane builds.
+        try SimulatorCertificates.generateLegacyClient(in: environment.directory)
+        _ = try LegacyAPNSProvider(settings: settings, logger: Environment.logger)
+    }
+
     @Test("feedback: dead tokens are accepted and listed with their acceptance time, queued tuples too; the list empties once read")
     func feedbackService() async throws {
         try await Environment.withLane(configure: { $0.wallClock = { 1_800_000_000.5 } }) { _, simulator, lane in

@@ -1,7 +1,4 @@
-import Crypto
 import Foundation
-import SwiftASN1
-import X509
 
 extension SimulatorCertificates {
     /// The client identity a legacy APNs provider presents to the legacy simulator (the stand-in for an
@@ -25,50 +22,22 @@ extension SimulatorCertificates {
     /// - Parameters:
     ///   - directory: A simulator directory.
     ///   - commonName: Subject common name (Apple's certificates carry the bundle id).
+    ///   - validity: The certificate's validity (tests write expired or not-yet-valid ones).
     /// - Returns: The two file paths.
     /// - Throws: ``Failure`` when the CA is missing or unreadable, or file-system errors.
     @discardableResult
     public static func generateLegacyClient(
         in directory: String,
-        commonName: String = "com.example.bugle"
+        commonName: String = "com.example.bugle",
+        validity: ClosedRange<Date> = defaultValidity()
     ) throws -> LegacyClientIdentity {
-        guard let caPEM = try? String(contentsOfFile: directory + "/ca.pem", encoding: .utf8),
-            let caKeyPEM = try? String(contentsOfFile: directory + "/ca.key", encoding: .utf8)
-        else {
-            throw Failure(description: "\(directory) has no ca.pem/ca.key: run `bugle-sim certs` first")
-        }
-        let caCertificate = try Certificate(pemEncoded: caPEM)
-        let caKey = try P256.Signing.PrivateKey(pemRepresentation: caKeyPEM)
-        let caSKI = Array(Insecure.SHA1.hash(data: caKey.publicKey.x963Representation))
-        let now = Date()
-        let clientKey = P256.Signing.PrivateKey()
-        let subject = try DistinguishedName {
-            OrganizationName("Bugle")
-            CommonName(commonName)
-        }
-        let certificate = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: Certificate.PublicKey(clientKey.publicKey),
-            notValidBefore: now.addingTimeInterval(-3600),
-            notValidAfter: now.addingTimeInterval(10 * 365 * 86400),
-            issuer: caCertificate.subject,
-            subject: subject,
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([.clientAuth])
-                AuthorityKeyIdentifier(keyIdentifier: caSKI[...])
-            },
-            issuerPrivateKey: Certificate.PrivateKey(caKey)
-        )
+        let issued = try issue(in: directory, commonName: commonName, purpose: .client, validity: validity)
         let identity = LegacyClientIdentity(
             certificateFile: directory + "/legacy-client.pem",
             keyFile: directory + "/legacy-client.key"
         )
-        try writeLegacyFile(try certificate.serializeAsPEM().pemString, to: identity.certificateFile, mode: 0o644)
-        try writeLegacyFile(clientKey.pemRepresentation, to: identity.keyFile, mode: 0o600)
+        try write(issued.certificatePEM, to: identity.certificateFile, mode: 0o644)
+        try write(issued.keyPEM, to: identity.keyFile, mode: 0o600)
         return identity
     }
 
@@ -106,22 +75,10 @@ extension SimulatorCertificates {
     ///   - quietPeriod: The `quiet_period` to write (seconds).
     /// - Throws: File-system errors.
     public func writeLegacyProvidersFile(gatewayPort: Int, feedbackPort: Int, quietPeriod: Double = 0.5) throws {
-        try Self.writeLegacyFile(
+        try Self.write(
             legacyProvidersYAML(gatewayPort: gatewayPort, feedbackPort: feedbackPort, quietPeriod: quietPeriod),
             to: legacyProvidersFile,
             mode: 0o644
         )
-    }
-
-    /// Creates the file with its final mode, so a key is never briefly world-readable.
-    private static func writeLegacyFile(_ text: String, to path: String, mode: Int) throws {
-        let fm = FileManager.default
-        if fm.fileExists(atPath: path) {
-            try fm.removeItem(atPath: path)
-        }
-        guard fm.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
-            throw Failure(description: "cannot write \(path)")
-        }
-        try fm.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
     }
 }

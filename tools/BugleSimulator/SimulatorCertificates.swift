@@ -97,9 +97,7 @@ public struct SimulatorCertificates: Sendable {
         fcmProjectID: String = "bugle-sim"
     ) throws -> SimulatorCertificates {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let now = Date()
-        let notBefore = now.addingTimeInterval(-3600)
-        let notAfter = now.addingTimeInterval(10 * 365 * 86400)
+        let validity = defaultValidity()
 
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName {
@@ -111,8 +109,8 @@ public struct SimulatorCertificates: Sendable {
             version: .v3,
             serialNumber: Certificate.SerialNumber(),
             publicKey: Certificate.PublicKey(caKey.publicKey),
-            notValidBefore: notBefore,
-            notValidAfter: notAfter,
+            notValidBefore: validity.lowerBound,
+            notValidAfter: validity.upperBound,
             issuer: caName,
             subject: caName,
             signatureAlgorithm: .ecdsaWithSHA256,
@@ -125,31 +123,9 @@ public struct SimulatorCertificates: Sendable {
         )
 
         let serverKey = P256.Signing.PrivateKey()
-        let serverName = try DistinguishedName {
-            OrganizationName("Bugle")
-            CommonName("localhost")
-        }
-        let serverCert = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: Certificate.PublicKey(serverKey.publicKey),
-            notValidBefore: notBefore,
-            notValidAfter: notAfter,
-            issuer: caName,
-            subject: serverName,
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames([
-                    .dnsName("localhost"),
-                    .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
-                ])
-                AuthorityKeyIdentifier(keyIdentifier: caSKI[...])
-            },
-            issuerPrivateKey: Certificate.PrivateKey(caKey)
-        )
+        let serverCert = try signLeaf(
+            publicKey: serverKey.publicKey, commonName: "localhost", purpose: .loopbackServer, validity: validity,
+            issuer: caName, issuerKey: caKey)
 
         let apnsKey = P256.Signing.PrivateKey()
         let keyID = randomIdentifier()
