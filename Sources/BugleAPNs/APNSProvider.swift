@@ -114,6 +114,11 @@ public final class APNSProvider: PushProvider {
             tls.additionalTrustRoots = [.certificates(certificates)]
         }
         if case .certificate(let certFile, let keyFile, let passphraseEnv) = settings.auth {
+            // TLS 1.2 with a client certificate: in TLS 1.3 the client's handshake completes before the server has
+            // judged the certificate, so a refused certificate would surface only as a close after requests were
+            // written (ambiguous). In TLS 1.2 the server's verdict comes within the handshake: a refusal is a
+            // handshake failure naming the certificate, and the lane halts with nothing sent.
+            tls.maximumTLSVersion = .tlsv12
             let identity = try APNSClientIdentity.load(
                 certFile: certFile, keyFile: keyFile, passphraseEnv: passphraseEnv,
                 environment: options.environment, allowReadableKeys: options.allowReadableKeys

@@ -427,14 +427,21 @@ public final class HTTP2ConnectionPool: Sendable {
                 }
             }
         bootstrap.connect(host: configuration.host, port: configuration.port)
-            .flatMap { channel in
+            .flatMap { channel -> EventLoopFuture<HTTP2Connection> in
                 channel.closeFuture.whenComplete { [self] _ in
                     completeReady(.failure(HTTP2TransportError.notWritten("connection closed during the TLS handshake")))
                     self.connectionClosed(id: id, slot: slot)
                 }
-                return readyPromise.futureResult.hop(to: channel.eventLoop).flatMapThrowing {
-                    let session = try channel.pipeline.syncOperations.handler(type: HTTP2ClientSession.self)
-                    return HTTP2Connection(id: id, channel: channel, session: session)
+                // The session is looked up now, while the pipeline is whole: a connection closed right after it
+                // became ready has an empty pipeline by the time `ready` is read.
+                let session: HTTP2ClientSession
+                do {
+                    session = try channel.pipeline.syncOperations.handler(type: HTTP2ClientSession.self)
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                return readyPromise.futureResult.hop(to: channel.eventLoop).map { _ in
+                    HTTP2Connection(id: id, channel: channel, session: session)
                 }
             }
             .whenComplete { [self] result in

@@ -1,3 +1,4 @@
+import BugleHTTP2
 import NIOCore
 import NIOTLS
 
@@ -14,6 +15,9 @@ final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
         var errorResponse: (LegacyAPNSErrorResponse) -> Void
         /// A transport or TLS error (described without secrets); the connection is being closed.
         var failed: (String) -> Void
+        /// The handshake failed on a certificate (the gateway's, or Bugle's refused by it): reconnecting cannot
+        /// help. The connection is being closed.
+        var certificateRejected: (String) -> Void
         /// The connection closed.
         var closed: () -> Void
     }
@@ -36,7 +40,11 @@ final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        events.failed(String(describing: error))
+        if let reason = TLSCertificateRejection.reason(for: error) {
+            events.certificateRejected(reason)
+        } else {
+            events.failed(String(describing: error))
+        }
         context.close(promise: nil)
     }
 

@@ -77,6 +77,8 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
     private var consecutiveConnectFailures = 0
     private var notBefore = NIODeadline.uptimeNanoseconds(0)
     private var lastConnectError = ""
+    /// Why the last handshake failed on a certificate; cleared by a handshake that succeeds.
+    private var certificateRejection: String?
     private var isShutDown = false
     private var shutdownPromise: EventLoopPromise<Void>?
     private var random = SystemRandomNumberGenerator()
@@ -164,7 +166,9 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
             }
             let now = NIODeadline.now()
             if now < notBefore {
-                if consecutiveConnectFailures >= configuration.failFastAfter {
+                if let certificateRejection {
+                    failPending(Self.refused(certificateRejection))
+                } else if consecutiveConnectFailures >= configuration.failFastAfter {
                     failPending(.retry(.provider, code: "connect_failed", after: nil))
                 } else if reconnect == nil {
                     reconnect = eventLoop.scheduleTask(deadline: notBefore) {
@@ -263,6 +267,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
                         ready: { channel in self.connectionReady(generation: generation, channel: channel) },
                         errorResponse: { response in self.errorResponse(response, generation: generation) },
                         failed: { message in self.connectionFailed(message, generation: generation) },
+                        certificateRejected: { reason in self.certificateRejected(reason, generation: generation) },
                         closed: { self.connectionClosed(generation: generation) }
                     )
                     let sync = channel.pipeline.syncOperations
@@ -294,6 +299,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         guard case .connecting(let current, _) = connection, current == generation else { return }
         connection = .ready(generation: generation, channel: channel)
         consecutiveConnectFailures = 0
+        certificateRejection = nil
         statistics.withLockedValue { $0.connections += 1 }
         logger.debug("legacy APNs connection ready", metadata: ["connection": "\(generation)"])
         if isShutDown {
@@ -311,6 +317,17 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         }
     }
 
+    private func certificateRejected(_ reason: String, generation: Int) {
+        guard case .connecting(let current, _) = connection, current == generation else { return }
+        certificateRejection = reason
+        lastConnectError = reason
+    }
+
+    /// A certificate refused in the handshake halts the run: no reconnect can fix it, and nothing was written.
+    private static func refused(_ reason: String) -> SendOutcome {
+        .halt(code: "TLSCertificateRejected", message: "cannot connect to the legacy APNs gateway: \(reason)")
+    }
+
     private func connectFailed(_ message: String, generation: Int) {
         guard case .connecting(let current, _) = connection, current == generation else { return }
         connection = .idle
@@ -321,7 +338,9 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
             "legacy APNs connect failed",
             metadata: ["error": "\(message)", "consecutive_failures": "\(consecutiveConnectFailures)"]
         )
-        if consecutiveConnectFailures >= configuration.failFastAfter {
+        if let certificateRejection {
+            failPending(Self.refused(certificateRejection))
+        } else if consecutiveConnectFailures >= configuration.failFastAfter {
             failPending(.retry(.provider, code: "connect_failed", after: nil))
         }
         drain()

@@ -214,6 +214,7 @@ public struct CampaignRunner: Sendable {
             var stop: Stop?
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
+            var lostAnswers = LostAnswerBreaker(window: window)
             // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
             // in flight under this lease and held by nobody.
             var lostClaims: [Int64] = []
@@ -416,6 +417,10 @@ public struct CampaignRunner: Sendable {
                         if case .halt(let code, let message) = raw, stop == nil {
                             logger.error("provider halted the run", metadata: ["code": "\(code)"])
                             stop = .halted(code: code, message: message)
+                        }
+                        if let message = lostAnswers.observe(raw, lane: sender.lane(for: platform)), stop == nil {
+                            logger.error("lost-answer breaker tripped", metadata: ["lost_in_a_row": "\(lostAnswers.threshold)"])
+                            stop = .halted(code: "AnswersLost", message: message)
                         }
                     case .recorded(let ok):
                         recording = 0

@@ -44,6 +44,7 @@ struct APNsCampaignTests {
         configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
         keyFile: (APNsTestEnvironment) throws -> String? = { _ in nil },
         connections: Int = 2,
+        timeout: Double = 60,
         tokenSource: (APNsTestEnvironment) throws -> (any APNSBearerTokenSource)? = { _ in nil },
         _ body: (APNsSimulator, APNSProvider) async throws -> Void
     ) async throws {
@@ -53,7 +54,7 @@ struct APNsCampaignTests {
         let port = try await simulator.start()
         let provider: APNSProvider
         do {
-            let settings = environment.settings(port: port, connections: connections, keyFile: try keyFile(environment))
+            let settings = environment.settings(port: port, connections: connections, timeout: timeout, keyFile: try keyFile(environment))
             if let source = try tokenSource(environment) {
                 provider = try APNSProvider(settings: settings, tokenSource: source, logger: APNsTestEnvironment.logger)
             } else {
@@ -292,6 +293,53 @@ struct APNsCampaignTests {
                     let duplicates = deliveries.values.reduce(0) { $0 + $1 - 1 }
                     #expect(duplicates <= cuts * 50, "\(duplicates) duplicates after \(cuts) cuts")
                 }
+            }
+        }
+    }
+
+    /// The provider takes every request and answers none: each times out, ambiguous. One cut or stall loses at most the
+    /// window W; 2 W lost in a row with nothing answered between means the provider or the path is failing, and the
+    /// run halts instead of claiming the whole segment into `unknown` (drop) or spending every recipient's attempts
+    /// (resend).
+    @Test(
+        "a provider that answers nothing: the run halts (AnswersLost) after 2 W requests lost in a row; the rest of the segment is never claimed",
+        arguments: [AmbiguousPolicy.drop, .resend]
+    )
+    func nothingAnswered(policy: AmbiguousPolicy) async throws {
+        try await Self.withLane(configure: { $0.faults = .init(hangRatio: 1) }, timeout: 1) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedLiveIOS(client, count: 2_000)
+                let (runID, result) = try await Self.run(client, Support.campaign(window: 50, policy: policy), provider: provider)
+                guard case .halted(let code, let message) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                #expect(code == "AnswersLost")
+                #expect(message.hasPrefix("the last 100 APNs requests were all lost"), "\(message)")
+                let counts = try await Support.scalar(
+                    client,
+                    """
+                    SELECT array[count(*) FILTER (WHERE state = 'unknown'), count(*) FILTER (WHERE state = 'retry_wait'),
+                                 count(*) FILTER (WHERE state = 'pending' AND attempts = 0), coalesce(sum(attempts), 0),
+                                 count(*) FILTER (WHERE state = 'sent')]::bigint[]
+                      FROM bugle.run_recipients WHERE run_id = \(runID)
+                    """,
+                    as: [Int64].self
+                ) ?? []
+                #expect(counts.count == 5)
+                guard counts.count == 5 else { return }
+                let (unknown, retrying, untouched, attempts, sent) = (counts[0], counts[1], counts[2], counts[3], counts[4])
+                // The trip at 100 lost, plus at most the 49 others in flight then.
+                #expect(attempts >= 100 && attempts < 150, "\(attempts) attempts")
+                #expect(sent == 0)
+                if policy == .drop {
+                    #expect(unknown == attempts && retrying == 0)
+                } else {
+                    #expect(unknown == 0 && retrying >= 1)
+                }
+                #expect(untouched >= 2_000 - 150, "\(untouched) recipients never claimed")
+                let status = try await Support.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
+                #expect(status == "paused")
             }
         }
     }

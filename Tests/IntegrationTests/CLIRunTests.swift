@@ -326,6 +326,38 @@ struct CLIRunTests {
         #expect(runs == 0)
     }
 
+    /// The server refuses Bugle's client certificate (revoked, or issued for another endpoint: here, by a CA it does
+    /// not trust). Bugle cannot see that before connecting; the refusal comes within the TLS 1.2 handshake, so nothing
+    /// was written: the run halts at once (exit 2, the server's alert named), nobody is `sent` or `unknown`.
+    @Test("a client certificate the APNs server refuses halts the run at once with exit 2, naming the alert; nobody sent or unknown",
+        .timeLimit(.minutes(3)))
+    func refusedClientCertificate() async throws {
+        let environment = try await MixedTestEnvironment.start(clientCertificates: true)
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 200)
+        }
+        let otherCA = environment.directory + "/other-ca"
+        try SimulatorCertificates.generate(in: otherCA, port: 0)
+        let foreign = try SimulatorCertificates.generateLegacyClient(in: otherCA)
+        let (providers, certificateFile) = try Self.certificateProviders(environment, validity: SimulatorCertificates.defaultValidity())
+        let output = try await Self.runWithProviders(
+            providers.replacingOccurrences(of: certificateFile, with: foreign.certificateFile)
+                .replacingOccurrences(of: environment.directory + "/legacy-client.key", with: foreign.keyFile),
+            name: "refused-client", platform: "ios", environment: environment, configuration: configuration)
+        let accepted = environment.apns.accepted().count
+        try await environment.stop()
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("the server refused the TLS client certificate (TLSV1_ALERT_UNKNOWN_CA)"), "\(output.stderr)")
+        #expect(accepted == 0)
+        let decided = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state IN ('sent', 'unknown')", as: Int64.self)
+        }
+        #expect(decided == 0)
+        #expect(try await Self.inactiveDevices(configuration) == 0)
+    }
+
     @Test("an APNs client certificate that expires within 30 days is used, with a warning naming the file and the date")
     func clientCertificateExpiringSoon() async throws {
         let environment = try await MixedTestEnvironment.start(clientCertificates: true)

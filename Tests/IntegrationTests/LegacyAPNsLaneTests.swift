@@ -105,7 +105,7 @@ struct LegacyAPNsLaneTests {
         }
     }
 
-    @Test("a client certificate from another CA is refused at the handshake: sends come back as provider retries, nothing accepted")
+    @Test("a client certificate from another CA is refused at the handshake: the first refusal halts the lane naming the gateway's alert, nothing accepted")
     func foreignClientCertificate() async throws {
         let other = try LegacyTestEnvironment()
         defer { other.remove() }
@@ -116,11 +116,19 @@ struct LegacyAPNsLaneTests {
                 $0.keyFile = other.client.keyFile
             }
         ) { _, simulator, lane in
-            let outcome = await lane.send(Environment.request(token: Environment.liveToken(1), seq: 1))
-            #expect(outcome == .retry(.provider, code: "connect_failed", after: nil))
+            for seq in Int64(1)...2 {
+                let outcome = await lane.send(Environment.request(token: Environment.liveToken(Int(seq)), seq: seq))
+                guard case .halt(let code, let message) = outcome else {
+                    Issue.record("expected a halt, got \(outcome)")
+                    continue
+                }
+                #expect(code == "TLSCertificateRejected")
+                #expect(message.hasPrefix("cannot connect to the legacy APNs gateway: the server refused the TLS client certificate (TLSV1_ALERT_UNKNOWN_CA)"), "\(message)")
+            }
             #expect(simulator.accepted().isEmpty)
             #expect(simulator.counters().handshakeFailures >= 1)
-            #expect(lane.statistics().connectFailures >= 3)
+            // No reconnect loop: one refused handshake per send at most.
+            #expect(lane.statistics().connectFailures <= 2)
         }
     }
 
