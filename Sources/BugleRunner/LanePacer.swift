@@ -211,11 +211,11 @@ public final class LanePacer: Sendable {
         return state.waiters.removeFirst().continuation
     }
 
+    /// Provider-level 429/5xx answers. APNs' 429 `TooManyRequests` is not one: it names one device token that got too
+    /// many notifications too fast, so only that recipient backs off; slowing or pausing the lane would not help it
+    /// and would cost every other recipient (RELIABILITY.md #24).
     private static func isThrottling(_ outcome: SendOutcome) -> Bool {
-        switch outcome {
-        case .retry(.provider, _, _): return true
-        case .retry(.recipient, let code, _): return code == "TooManyRequests"
-        default: return false
-        }
+        if case .retry(.provider, _, _) = outcome { return true }
+        return false
     }
 }
