@@ -46,9 +46,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
-                throw UsageError(
-                    "run \(runID) was interrupted while reading its segment (or is still reading it); start a new run with `bugle run`, "
-                        + "and `bugle cancel \(runID)` to close this one")
+                try await rematerialize(record, client: client, repository: repository, output: output, logger: logger)
             case .ready, .running, .paused:
                 break
             }
@@ -65,6 +63,26 @@ struct ResumeCommand: AsyncParsableCommand {
             try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
             return code
         }
+    }
+}
+
+extension ResumeCommand {
+    /// A run left `materializing`: when the process reading its segment is gone (its ``MaterializationLock`` is free),
+    /// the partial ledger is discarded and the segment read again from zero; nothing was sent from it.
+    func rematerialize(
+        _ record: RunRecord, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, logger: Logger
+    ) async throws {
+        let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
+        let console = Console(jsonOnStdout: output.json)
+        let redone = try await RunExecution.materialize(runID: record.id, campaign: campaign, client: client, wait: false, logger: logger) {
+            let discarded = try await repository.discardPartialLedger(runID: record.id)
+            console.say("run \(record.id): its segment was being read when its process ended (\(discarded) row(s) written, none sent); reading it again")
+        }
+        guard let materialized = redone else {
+            throw UsageError(
+                "run \(record.id) is still reading its segment in another process; wait for it to start sending, or `bugle cancel \(record.id)`")
+        }
+        console.say("run \(record.id): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
     }
 }
 
@@ -176,7 +194,13 @@ enum RunStatusChange {
         let logger = global.makeLogger()
         try await ExitCodes.guarding {
             let changed = try await DatabaseSession.with(global, logger: logger) { client in
-                try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: status, reason: reason)
+                let repository = RunRepository(client: client, logger: logger)
+                if status == .paused, try await repository.run(id: runID)?.status == .materializing {
+                    throw UsageError(
+                        "run \(runID) is still reading its segment; nothing is sent before the whole audience is read. "
+                            + "Pause it once it sends, or `bugle cancel \(runID)`")
+                }
+                return try await repository.setStatus(runID: runID, to: status, reason: reason)
             }
             print(changed ? "run \(runID): \(status.rawValue)" : "run \(runID): not found or already finished")
             return changed ? ExitCodes.completed : ExitCodes.usage

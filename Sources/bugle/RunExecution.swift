@@ -35,10 +35,10 @@ enum RunExecution {
         let runID = try await repository.createRun(
             campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
-        let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
-        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
         var phases = PhaseTimer()
-        let materialized = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
+        guard let materialized = try await materialize(runID: runID, campaign: campaign, client: client, wait: true, logger: logger) else {
+            throw UsageError("run \(runID): its segment is being read by another process")
+        }
         phases.end("materialize")
         if let requireRecipients, materialized.recipients == 0 {
             _ = try await repository.setStatus(runID: runID, to: .cancelled, reason: "no recipients")
@@ -60,6 +60,27 @@ enum RunExecution {
             phases: phases
         )
         return code
+    }
+
+    /// Reads the campaign's segment into run `runID`'s ledger, holding the run's ``MaterializationLock`` so that
+    /// `bugle resume` can tell a live reader from a dead one.
+    /// - Parameters:
+    ///   - wait: Wait for the lock (a new run), or return nil at once when another process holds it (a resume).
+    ///   - first: Runs under the lock before the segment is read (a resume discards the dead reader's rows).
+    static func materialize(
+        runID: Int64, campaign: Campaign, client: PostgresClient, wait: Bool, logger: Logger,
+        first: () async throws -> Void = {}
+    ) async throws -> Materializer.Report? {
+        let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
+        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
+        let failpoint = Failpoint.fromEnvironment()
+        let materializer = Materializer(client: client, logger: logger) { pages in
+            if failpoint.fires(.inMaterialize, count: pages) { failpoint.crash("\(pages) page(s) written") }
+        }
+        return try await MaterializationLock.holding(runID: runID, client: client, wait: wait, logger: logger) {
+            try await first()
+            return try await materializer.materialize(runID: runID, campaign: campaign, reader: reader)
+        }
     }
 
     /// The campaign's `delivery.not_after`, when it has passed.

@@ -109,6 +109,77 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// §2.1 #4: killed while reading its segment (after its second page is in the ledger). Nothing is sent from a
+    /// partial audience and nothing pauses it; `bugle resume` refuses while the segment's reader lives (its advisory
+    /// lock is held), and once it is gone discards the partial rows and reads the segment again from zero.
+    @Test("killed while reading its segment: nothing sent, pause refused; resume waits for a live reader, else reads it again from zero and completes with everyone once")
+    func killedInMaterialization() async throws {
+        try await CrashFixture.with(devices: 3000) { fixture in
+            let campaign = try fixture.campaign(policy: .resend, window: 200)
+            let crashed = try await fixture.bugle(["run", campaign, "--quiet"], failpoint: "crash_in_materialize:2")
+            #expect(crashed.status == SIGKILL, "expected death by SIGKILL: \(crashed.stderr)")
+            #expect(crashed.stderr.contains("bugle: failpoint crash_in_materialize: 2 page(s) written"), "\(crashed.stderr)")
+            let runID = try await fixture.latestRunID()
+            let written = try await fixture.states(runID: runID).values.reduce(0, +)
+            #expect(written >= 1_000 && written < 3_000, "\(written) rows written before the crash")
+            #expect(fixture.delivered == 0)
+            let status = { try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
+            } }
+            #expect(try await status() == "materializing")
+            // A pause would leave a partial audience that a resume then sends as if whole: refused.
+            let pause = try await fixture.bugle(["pause", "\(runID)"])
+            #expect(pause.status == 1 && pause.stderr.contains("is still reading its segment"), "\(pause.stderr)")
+            #expect(try await status() == "materializing")
+            // While the reader's lock is held (here by the test, as a live reader would), resume refuses and writes nothing.
+            let refused = try await fixture.withClient { client in
+                try await client.withConnection { connection in
+                    _ = try await connection.query("SELECT pg_advisory_lock(\(Int32(0x6275_676D)), \(Int32(runID)))", logger: CrashFixture.logger).collect()
+                    let output = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+                    _ = try await connection.query("SELECT pg_advisory_unlock(\(Int32(0x6275_676D)), \(Int32(runID)))", logger: CrashFixture.logger).collect()
+                    return output
+                }
+            }
+            #expect(refused.status == 1 && refused.stderr.contains("is still reading its segment in another process"), "\(refused.stderr)")
+            #expect(try await fixture.states(runID: runID).values.reduce(0, +) == written)
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(resumed.stdout.contains("(\(written) row(s) written, none sent); reading it again"), "\(resumed.stdout)")
+            let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
+            #expect(duplicates == 0)
+            #expect(unknown == 0)
+        }
+    }
+
+    /// §2.1 #8 (the listmonk shape: a pause and resume that skipped recipients or sent them twice): `bugle pause` from
+    /// another terminal five times mid-run, `bugle resume` each time. Each pause ends the worker paused (exit 3) with
+    /// nothing in flight; the last resume completes with nobody sent twice and nobody skipped.
+    @Test("paused by the operator five times mid-run and resumed each time: nothing sent twice, nobody skipped")
+    func operatorPauseResume() async throws {
+        try await CrashFixture.with(devices: 4000) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 200, rate: 400)
+            var running = try fixture.start(["run", campaign, "--quiet"])
+            try await fixture.waitUntil("the run to start sending") { fixture.delivered > 0 }
+            let runID = try await fixture.latestRunID()
+            for round in 1...5 {
+                try await fixture.waitUntil("\(round * 500) deliveries") { fixture.delivered >= round * 500 }
+                let pause = try await fixture.bugle(["pause", "\(runID)"])
+                #expect(pause.status == 0, "\(pause.stderr)")
+                let stopped = await running.finish()
+                #expect(stopped.status == 3, "round \(round): \(stopped.stderr)")
+                let states = try await fixture.states(runID: runID)
+                #expect(states["in_flight", default: 0] == 0, "round \(round): \(states)")
+                #expect(states["pending", default: 0] > 0, "round \(round): the run finished before the pause")
+                running = try fixture.start(["resume", "\(runID)", "--quiet"])
+            }
+            let finished = await running.finish()
+            #expect(finished.status == 0, "\(finished.stderr)")
+            let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
+            #expect(duplicates == 0)
+            #expect(unknown == 0)
+        }
+    }
+
     /// §2.1 #7: worker A is stopped (SIGSTOP) past its lease; worker B joins, reaps A and takes its in-flight
     /// recipients over; A, continued, finds its lease gone, writes nothing and stops (exit 2). Duplicates ≤ W.
     @Test("a zombie worker (SIGSTOP past its lease) is fenced after another takes over; duplicates stay within W")

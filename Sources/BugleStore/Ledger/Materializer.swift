@@ -26,12 +26,21 @@ public struct Materializer: Sendable {
     /// Every token written passes through a copy of it, to find the tokens written twice.
     private let sieve: RepeatedTokenSieve
 
-    /// - Parameter sieve: The duplicate-token sieve (tests give small ones, to see its false candidates and its
-    ///   overflow handled).
-    public init(client: PostgresClient, logger: Logger, sieve: RepeatedTokenSieve = RepeatedTokenSieve()) {
+    /// Told the number of pages written so far after each page is in the ledger (the crash tests' failpoint).
+    private let pageWritten: @Sendable (Int) -> Void
+
+    /// - Parameters:
+    ///   - sieve: The duplicate-token sieve (tests give small ones, to see its false candidates and its overflow
+    ///     handled).
+    ///   - pageWritten: Called with the count of pages written, after each page is in the ledger.
+    public init(
+        client: PostgresClient, logger: Logger, sieve: RepeatedTokenSieve = RepeatedTokenSieve(),
+        pageWritten: @escaping @Sendable (Int) -> Void = { _ in }
+    ) {
         self.client = client
         self.logger = logger
         self.sieve = sieve
+        self.pageWritten = pageWritten
     }
 
     /// Reads the segment into the run's ledger and marks the run `ready`.
@@ -46,9 +55,12 @@ public struct Materializer: Sendable {
         // Every token written as a pending recipient passes through the sieve: a token written twice is one of its
         // candidates, so the collapse below reads only the candidates' rows, and none when there are none.
         var sieve = self.sieve
+        var pages = 0
         func count(_ write: PageWrite) {
             // Every row of the page is written (invalid ones as skipped), unless the run left `materializing`.
             inserted += max(0, write.written - Int64(write.rows - write.valid))
+            pages += 1
+            pageWritten(pages)
         }
         let scan: SegmentScan
         do {

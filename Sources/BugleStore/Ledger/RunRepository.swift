@@ -139,9 +139,28 @@ public struct RunRepository: Sendable {
         return ids
     }
 
+    /// Deletes the ledger rows of a run whose materialization died part-way (status still `materializing`), so it can
+    /// be materialized again from zero. The caller holds the run's ``MaterializationLock``.
+    /// - Returns: The rows deleted.
+    public func discardPartialLedger(runID: Int64) async throws -> Int64 {
+        let rows = try await client.query(
+            """
+            WITH gone AS (
+              DELETE FROM bugle.run_recipients
+               WHERE run_id = \(runID) AND EXISTS (SELECT 1 FROM bugle.runs WHERE id = \(runID) AND status = 'materializing')
+              RETURNING 1)
+            SELECT count(*)::bigint FROM gone
+            """,
+            logger: logger
+        )
+        for try await (count,) in rows.decode((Int64,).self) { return count }
+        return 0
+    }
+
     /// Sets a run's status from outside its worker (`bugle pause`, `bugle cancel`). Running workers are fenced
     /// at their next claim. Cancel also moves unsent recipients to `cancelled`.
-    /// - Returns: false when the run does not exist or is already final.
+    /// - Returns: false when the run does not exist or is already final, or when it is still reading its segment and
+    ///   `status` is not `cancelled`: a run paused mid-materialization would later be resumed with part of its audience.
     public func setStatus(runID: Int64, to status: RunStatus, reason: String) async throws -> Bool {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection -> Bool in
@@ -150,6 +169,7 @@ public struct RunRepository: Sendable {
                 UPDATE bugle.runs SET status = \(status.rawValue), pause_reason = \(reason),
                        finished_at = CASE WHEN \(status.rawValue) = 'cancelled' THEN now() ELSE finished_at END
                  WHERE id = \(runID) AND status NOT IN ('completed', 'failed', 'cancelled')
+                   AND (status <> 'materializing' OR \(status.rawValue) = 'cancelled')
                 RETURNING id
                 """,
                 logger: logger
