@@ -45,6 +45,27 @@ struct RunLedgerTests {
         ]
     }
 
+    @Test("a run reading its segment cannot be paused (it would keep a partial audience), only cancelled; it reads every page and becomes ready")
+    func pauseRefusedWhileMaterializing() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 300)
+            let campaign = Support.campaign(pageSize: 100)
+            let repository = RunRepository(client: client, logger: Support.logger)
+            let runID = try await repository.createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            #expect(try await repository.setStatus(runID: runID, to: .paused, reason: "operator") == false)
+            #expect(try await repository.run(id: runID)?.status == .materializing)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            let report = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            #expect(report.recipients == 300)
+            #expect(try await repository.run(id: runID)?.status == .ready)
+            #expect(try await repository.setStatus(runID: runID, to: .paused, reason: "operator"))
+            // Cancel applies while materializing.
+            let other = try await repository.createRun(campaign: campaign, yaml: "name: other", periodKey: nil)
+            #expect(try await repository.setStatus(runID: other, to: .cancelled, reason: "operator"))
+            #expect(try await repository.run(id: other)?.status == .cancelled)
+        }
+    }
+
     @Test("a token listed twice, on the same page or pages apart, becomes one recipient; the rest are counted as collapsed", arguments: Relisting.cases, Sieve.cases)
     func duplicateTokensCollapseAcrossPages(_ relisting: Relisting, _ sieve: Sieve) async throws {
         try await Support.withFreshDatabase { client in
