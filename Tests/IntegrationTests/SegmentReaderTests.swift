@@ -62,11 +62,22 @@ struct SegmentReaderTests {
             "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d FOR UPDATE",
             "SELECT nextval('bugle.devices_id_seq') AS device_id, 'u' AS user_id, 't' AS token, 'ios' AS platform",
             "SELECT 1 AS device_id, 'u' AS user_id, 't' AS token, 'ios' AS platform FROM bugle.devices) s; DELETE FROM bugle.devices; SELECT * FROM (SELECT 1",
+            // RELIABILITY.md #32's escapes: read-write mode switched back on, a privileged function that writes.
+            "SELECT d.id AS device_id, d.user_id, d.token, d.platform, set_config('transaction_read_only', 'off', false) AS x FROM bugle.devices d",
+            "SELECT d.id AS device_id, d.user_id, d.token, d.platform, public.bugle_test_purge() AS x FROM bugle.devices d",
         ]
     )
     func writingSegmentsAreRefused(sql: String) async throws {
         try await LedgerTestSupport.withFreshDatabase { client in
             try await LedgerTestSupport.seed(client, count: 50)
+            // A function that deletes every device, owned by the database's owner and run with its rights.
+            _ = try await client.query(
+                """
+                CREATE FUNCTION public.bugle_test_purge() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+                AS $$ WITH gone AS (DELETE FROM bugle.devices RETURNING 1) SELECT count(*) FROM gone $$
+                """,
+                logger: LedgerTestSupport.logger
+            ).collect()
             let before = try await LedgerTestSupport.checksum(client)
             let campaign = LedgerTestSupport.campaign(sql: sql)
             let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: LedgerTestSupport.logger)
@@ -77,6 +88,45 @@ struct SegmentReaderTests {
             #expect(before == after)
             let count = try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE is_active", as: Int64.self)
             #expect(count == 50)
+        }
+    }
+
+    /// PostgreSQL checks a role change against the login, not the current role: a segment can leave
+    /// `bugle_segment_reader` with `set_config('role', …)` and act as the login (here a superuser) for the rest of its
+    /// transaction. What still holds is the READ ONLY transaction: even then, nothing can be written (the README says
+    /// so and why Bugle's login should not be a superuser).
+    @Test("a segment that takes the login's role back still writes nothing: the READ ONLY transaction holds")
+    func roleEscapeStillReadOnly() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 50)
+            let before = try await LedgerTestSupport.checksum(client)
+            let superuser = "(SELECT rolname FROM pg_roles WHERE rolsuper ORDER BY oid LIMIT 1)"
+            // Without the escape the segment runs as the reader role.
+            let plain = LedgerTestSupport.campaign(sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, current_user AS now FROM bugle.devices d")
+            var plainRows: [SegmentRow] = []
+            _ = try await SegmentReader(client: client, segment: plain.segment, useReaderRole: true, logger: LedgerTestSupport.logger).read { plainRows += $0 }
+            #expect(plainRows.count == 50 && plainRows.allSatisfy { $0.variables["now"] == .some(Migrator.segmentReaderRole) })
+            let escaped = LedgerTestSupport.campaign(
+                sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, set_config('role', \(superuser), false) AS was, current_user AS now FROM bugle.devices d")
+            var rows: [SegmentRow] = []
+            _ = try await SegmentReader(client: client, segment: escaped.segment, useReaderRole: true, logger: LedgerTestSupport.logger).read { rows += $0 }
+            // The escape itself works (this is PostgreSQL's rule, not a Bugle bug)…
+            #expect(rows.count == 50)
+            #expect(rows.allSatisfy { $0.variables["now"] != .some(Migrator.segmentReaderRole) })
+            // …but a write after it is still refused, and nothing changed.
+            let writing = LedgerTestSupport.campaign(
+                sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, set_config('role', \(superuser), false) AS was, public.bugle_test_purge() AS gone FROM bugle.devices d")
+            _ = try await client.query(
+                """
+                CREATE FUNCTION public.bugle_test_purge() RETURNS bigint LANGUAGE sql
+                AS $$ WITH gone AS (DELETE FROM bugle.devices RETURNING 1) SELECT count(*) FROM gone $$
+                """,
+                logger: LedgerTestSupport.logger
+            ).collect()
+            await #expect(throws: SegmentError.self) {
+                _ = try await SegmentReader(client: client, segment: writing.segment, useReaderRole: true, logger: LedgerTestSupport.logger).read { _ in }
+            }
+            #expect(try await LedgerTestSupport.checksum(client) == before)
         }
     }
 
