@@ -92,6 +92,37 @@ public struct Migrator: Sendable {
         return available
     }
 
+    /// Lets `bugle_segment_reader` log in (a superuser's best effort, for a cluster whose access control is the
+    /// machine's, like the embedded one): segments read through that login cannot take another role. No password is
+    /// set, so a server that asks for one still refuses the login.
+    /// - Returns: Whether the role exists and can log in.
+    public func allowSegmentReaderLogin() async throws -> Bool {
+        _ = try await self.client.query(
+            """
+            DO $$
+            BEGIN
+              IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bugle_segment_reader' AND NOT rolcanlogin)
+                 AND (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                ALTER ROLE bugle_segment_reader LOGIN;
+              END IF;
+            END $$
+            """,
+            logger: self.logger
+        ).collect()
+        return try await segmentReaderCanLogIn()
+    }
+
+    /// Whether `bugle_segment_reader` exists and can log in (nothing is changed).
+    public func segmentReaderCanLogIn() async throws -> Bool {
+        let rows = try await self.client.query(
+            "SELECT COALESCE((SELECT rolcanlogin FROM pg_roles WHERE rolname = \(Self.segmentReaderRole)), false)",
+            logger: self.logger
+        )
+        var canLogIn = false
+        for try await value in rows.decode(Bool.self) { canLogIn = value }
+        return canLogIn
+    }
+
     // MARK: - Steps
 
     private func bootstrap() async throws {

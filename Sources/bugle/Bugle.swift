@@ -12,7 +12,8 @@ struct Bugle: AsyncParsableCommand {
             3 run paused (resumable with `bugle resume RUN`).
 
             Database: BUGLE_DATABASE_URL or --database-url selects a server; with neither, Bugle starts and uses \
-            its own embedded PostgreSQL cluster under $BUGLE_HOME (default ~/.bugle).
+            its own embedded PostgreSQL cluster under $BUGLE_HOME (default ~/.bugle). Segments are read through \
+            BUGLE_SEGMENT_DATABASE_URL when set (a read-only login), else as the bugle_segment_reader role.
             """,
         version: "0.1.0",
         subcommands: [

@@ -21,6 +21,29 @@ enum DatabaseSession {
         return cluster.databaseConfiguration().taggingSessions(sessionTag)
     }
 
+    /// How segments are read: through `BUGLE_SEGMENT_DATABASE_URL` when set (a login of `bugle_segment_reader`, set up
+    /// by the database's owner), or, on the embedded cluster, through its socket as `bugle_segment_reader` (given LOGIN
+    /// here, unless `prepare` is false: commands that write nothing use the login only when it already exists); else
+    /// as the reader role through `SET LOCAL ROLE` on `client` (see ``SegmentAccess``).
+    static func segmentAccess(
+        _ options: GlobalOptions, client: PostgresClient, prepare: Bool = true, logger: Logger
+    ) async throws -> SegmentAccess {
+        let environment = ProcessInfo.processInfo.environment
+        if let url = environment["BUGLE_SEGMENT_DATABASE_URL"], !url.isEmpty {
+            return SegmentAccess(client: client, readerLogin: try DatabaseConfiguration(url: url).taggingSessions(sessionTag))
+        }
+        if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {
+            return SegmentAccess(client: client, readerLogin: nil)
+        }
+        let migrator = Migrator(client: client, logger: logger)
+        guard try await prepare ? migrator.allowSegmentReaderLogin() : migrator.segmentReaderCanLogIn() else {
+            return SegmentAccess(client: client, readerLogin: nil)
+        }
+        var login = EmbeddedCluster.defaultCluster(environment: environment).databaseConfiguration().taggingSessions(sessionTag)
+        login.username = Migrator.segmentReaderRole
+        return SegmentAccess(client: client, readerLogin: login)
+    }
+
     /// Connects, optionally migrates, and runs `body` with a client.
     static func with<R: Sendable>(
         _ options: GlobalOptions,

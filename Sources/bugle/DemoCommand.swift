@@ -78,9 +78,12 @@ struct DemoCommand: AsyncParsableCommand {
                 (code, dryReport) = try await DatabaseSession.with(global, logger: logger) { client in
                     let seeded = try await DemoSeeder(client: client, logger: logger).seed(count: count)
                     print("demo: \(seeded) demo device(s) in bugle.devices")
-                    let code = try await RunExecution.start(campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: nil, output: output, leaseTTL: 30, logger: logger)
+                    let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
+                    let code = try await RunExecution.start(
+                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: nil, output: output, leaseTTL: 30,
+                        logger: logger)
                     guard let dryCampaign else { return (code, nil) }
-                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, client: client, csvPath: nil, logger: logger)
+                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csvPath: nil, logger: logger)
                     return (code, DryRunOutcome(report: report, campaign: dryCampaign))
                 }
             } catch {

@@ -10,12 +10,12 @@ enum DryRunExecution {
     /// - Parameter validator: With `--validate`, sends each FCM recipient's message with `validate_only`.
     static func execute(
         campaign: Campaign,
-        client: PostgresClient,
+        segments: SegmentAccess,
         csvPath: String?,
         validator: DryRunValidation? = nil,
         logger: Logger
     ) async throws -> (DryRunReport, DryRunValidation?) {
-        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
+        let reader = try await segments.reader(for: campaign.segment, logger: logger)
         let writer = try csvPath.map { try AtomicFileWriter(path: $0) }
         var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
         var validation = validator

@@ -74,7 +74,8 @@ extension ResumeCommand {
     ) async throws {
         let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
         let console = Console(jsonOnStdout: output.json)
-        let redone = try await RunExecution.materialize(runID: record.id, campaign: campaign, client: client, wait: false, logger: logger) {
+        let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
+        let redone = try await RunExecution.materialize(runID: record.id, campaign: campaign, segments: segments, wait: false, logger: logger) {
             let discarded = try await repository.discardPartialLedger(runID: record.id)
             console.say("run \(record.id): its segment was being read when its process ended (\(discarded) row(s) written, none sent); reading it again")
         }

@@ -90,10 +90,12 @@ struct RunCommand: AsyncParsableCommand {
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
         let (csvPath, output, leaseTTL, noWait) = (csv, output, lease.leaseTTL, noWait)
+        let global = self.global
         return try await DatabaseSession.with(global, logger: logger) { client in
-            try await SegmentColumnsCheck.verify(campaign, client: client, logger: logger)
+            let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
+            try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
-                campaign: campaign, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: leaseTTL,
+                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: leaseTTL,
                 noWait: noWait, logger: logger)
         }
     }
@@ -121,8 +123,10 @@ struct RunCommand: AsyncParsableCommand {
         let report: DryRunReport
         let validation: DryRunValidation?
         do {
+            let global = self.global
             (report, validation) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
-                try await DryRunExecution.execute(campaign: campaign, client: client, csvPath: csvPath, validator: validator, logger: logger)
+                let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
+                return try await DryRunExecution.execute(campaign: campaign, segments: segments, csvPath: csvPath, validator: validator, logger: logger)
             }
         } catch {
             await fcm?.shutdown()

@@ -13,6 +13,7 @@ enum RunExecution {
         campaign: Campaign,
         yaml: String,
         client: PostgresClient,
+        segments: SegmentAccess,
         lanes: LanePacing.Lanes,
         csvPath: String?,
         output: RunOutputOptions,
@@ -36,7 +37,7 @@ enum RunExecution {
             campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
         var phases = PhaseTimer()
-        guard let materialized = try await materialize(runID: runID, campaign: campaign, client: client, wait: true, logger: logger) else {
+        guard let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, wait: true, logger: logger) else {
             throw UsageError("run \(runID): its segment is being read by another process")
         }
         phases.end("materialize")
@@ -68,11 +69,11 @@ enum RunExecution {
     ///   - wait: Wait for the lock (a new run), or return nil at once when another process holds it (a resume).
     ///   - first: Runs under the lock before the segment is read (a resume discards the dead reader's rows).
     static func materialize(
-        runID: Int64, campaign: Campaign, client: PostgresClient, wait: Bool, logger: Logger,
+        runID: Int64, campaign: Campaign, segments: SegmentAccess, wait: Bool, logger: Logger,
         first: () async throws -> Void = {}
     ) async throws -> Materializer.Report? {
-        let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
-        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: useRole, logger: logger)
+        let client = segments.client
+        let reader = try await segments.reader(for: campaign.segment, logger: logger)
         let failpoint = Failpoint.fromEnvironment()
         let materializer = Materializer(client: client, logger: logger) { pages in
             if failpoint.fires(.inMaterialize, count: pages) { failpoint.crash("\(pages) page(s) written") }

@@ -8,13 +8,12 @@ import PostgresNIO
 enum SegmentColumnsCheck {
     /// - Throws: ``UsageError`` naming the file, the key path where the variable is used, and the segment's columns;
     ///   a segment the server refuses is a usage error too.
-    static func verify(_ campaign: Campaign, client: PostgresClient, logger: Logger) async throws {
+    static func verify(_ campaign: Campaign, segments: SegmentAccess, logger: Logger) async throws {
         let variables = campaign.templateVariables
         guard !variables.isEmpty else { return }
-        let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
         let columns: [String]
         do {
-            columns = try await reader.columnNames()
+            columns = try await segments.reader(for: campaign.segment, logger: logger).columnNames()
         } catch let error as SegmentError {
             throw UsageError("\(campaign.sourcePath ?? campaign.name): segment.sql: \(error)")
         }

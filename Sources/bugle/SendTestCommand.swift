@@ -70,10 +70,12 @@ struct SendTestCommand: AsyncParsableCommand {
             let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
             let code: Int32
             do {
+                let global = self.global
                 code = try await DatabaseSession.with(global, logger: logger) { client in
-                    try await SegmentColumnsCheck.verify(campaign, client: client, logger: logger)
+                    let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
+                    try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                     return try await RunExecution.start(
-                        campaign: test, yaml: yaml, client: client, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: 30,
+                        campaign: test, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: 30,
                         isTest: true, requireRecipients: "no active device matches the seeds (\(Self.describe(users: users, tokens: tokens)))",
                         logger: logger)
                 }

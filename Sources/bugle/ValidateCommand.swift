@@ -48,7 +48,8 @@ struct ValidateCommand: AsyncParsableCommand {
                 } else {
                     let logger = global.makeLogger()
                     try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
-                        try await SegmentColumnsCheck.verify(campaign, client: client, logger: logger)
+                        let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
+                        try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                     }
                     columnsNote = "; template variables \(campaign.templateVariables.joined(separator: ", ")) are segment columns"
                 }

@@ -378,6 +378,41 @@ struct CLIRunTests {
         #expect(accepted == 10)
     }
 
+    /// `BUGLE_SEGMENT_DATABASE_URL` names the reader role's own login: a segment that takes the main login's role back
+    /// is refused there, while without it (`SET LOCAL ROLE` on the main login) the same segment reads.
+    @Test("BUGLE_SEGMENT_DATABASE_URL: segments read through the reader's own login, where set_config('role', …) is refused")
+    func segmentLogin() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let superuser = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 20)
+            #expect(try await Migrator(client: client, logger: TestDatabase.logger).allowSegmentReaderLogin())
+            return try await LedgerTestSupport.scalar(client, "SELECT rolname::text FROM pg_roles WHERE rolsuper ORDER BY oid LIMIT 1", as: String.self) ?? ""
+        }
+        var login = configuration
+        login.username = Migrator.segmentReaderRole
+        let campaign = try CLITests.temporaryFile(
+            "segment-login.yaml",
+            """
+            name: segment-login
+            notification_type: segment-login
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, set_config('role', '\(superuser)', false) AS was FROM bugle.devices
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Login } }
+            """
+        )
+        let url = try CLITests.url(configuration)
+        let through = try await CLITests.bugle(
+            ["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": url, "BUGLE_SEGMENT_DATABASE_URL": try CLITests.url(login)])
+        #expect(through.status != 0)
+        #expect(through.stderr.contains("permission denied to set role"), "\(through.stderr)")
+        let fallback = try await CLITests.bugle(["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(fallback.status == 0, "\(fallback.stderr)")
+        #expect(fallback.stdout.contains("20 row(s) read"), "\(fallback.stdout)")
+    }
+
     @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")
     func dryRunValidate() async throws {
         // 100 iOS and 100 Android devices; 5 of the Android tokens have the simulator's `dead` prefix.

@@ -130,6 +130,36 @@ struct SegmentReaderTests {
         }
     }
 
+    /// Read through a login of the reader role itself (what the embedded cluster and `BUGLE_SEGMENT_DATABASE_URL` give),
+    /// the session has no other role: taking the login's role back is refused, and the segment reads as the reader.
+    @Test("through the reader role's own login a segment cannot take another role: set_config('role', …) is refused; plain reads work")
+    func readerLoginHasNoRoleToTake() async throws {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: LedgerTestSupport.logger) { client in
+            try await LedgerTestSupport.seed(client, count: 50)
+            guard try await Migrator(client: client, logger: LedgerTestSupport.logger).allowSegmentReaderLogin() else {
+                Issue.record("the test server's login cannot let bugle_segment_reader log in")
+                return
+            }
+            var login = configuration
+            login.username = Migrator.segmentReaderRole
+            let access = SegmentAccess(client: client, readerLogin: login)
+            let plain = LedgerTestSupport.campaign(sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, session_user AS login FROM bugle.devices d")
+            var rows: [SegmentRow] = []
+            _ = try await access.reader(for: plain.segment, logger: LedgerTestSupport.logger).read { rows += $0 }
+            #expect(rows.count == 50 && rows.allSatisfy { $0.variables["login"] == .some(Migrator.segmentReaderRole) })
+            let superuser = "(SELECT rolname FROM pg_roles WHERE rolsuper ORDER BY oid LIMIT 1)"
+            let escape = LedgerTestSupport.campaign(
+                sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, set_config('role', \(superuser), false) AS was FROM bugle.devices d")
+            let error = await #expect(throws: SegmentError.self) {
+                _ = try await access.reader(for: escape.segment, logger: LedgerTestSupport.logger).read { _ in }
+            }
+            #expect(error.map { String(describing: $0).contains("permission denied to set role") } == true, "\(String(describing: error))")
+            // The dry run's column check goes the same way.
+            #expect(try await access.reader(for: plain.segment, logger: LedgerTestSupport.logger).columnNames().contains("login"))
+        }
+    }
+
     @Test("a missing required column is a clear error")
     func missingColumn() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in

@@ -19,14 +19,46 @@ public struct SegmentReader: Sendable {
     private let segment: Segment
     private let logger: Logger
     private let useReaderRole: Bool
+    private let readerLogin: DatabaseConfiguration?
 
     /// - Parameters:
-    ///   - useReaderRole: run as `bugle_segment_reader` (see ``Migrator``) when available.
-    public init(client: PostgresClient, segment: Segment, useReaderRole: Bool, logger: Logger) {
+    ///   - useReaderRole: run as `bugle_segment_reader` (see ``Migrator``) when available, through `SET LOCAL ROLE`
+    ///     on a connection of `client`. PostgreSQL checks role changes against the login, so a segment could take
+    ///     the login's role back (`set_config('role', …)`); ``readerLogin`` closes that.
+    ///   - readerLogin: When given, every read runs on its own connection logged in with it (the reader role itself):
+    ///     the session has no other role to take.
+    public init(client: PostgresClient, segment: Segment, useReaderRole: Bool, readerLogin: DatabaseConfiguration? = nil, logger: Logger) {
         self.client = client
         self.segment = segment
         self.useReaderRole = useReaderRole
+        self.readerLogin = readerLogin
         self.logger = logger
+    }
+
+    /// Runs `body` on a connection for the segment: a fresh one logged in as ``readerLogin`` when given (closed
+    /// afterwards), else one of `client`'s.
+    private func withSegmentConnection<T: Sendable>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        guard let readerLogin else {
+            return try await client.withConnection(isolation: isolation) { connection in try await body(connection) }
+        }
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(
+                configuration: try readerLogin.postgresConnectionConfiguration(), id: 0, logger: logger)
+        } catch {
+            throw SegmentError("cannot log in as \(readerLogin.username) to read the segment: " + Self.serverMessage(error))
+        }
+        do {
+            let result = try await body(connection)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
     }
 
     /// Reads every page and hands it to `onPage`, in `device_id` order (it may write elsewhere; the next pages are
@@ -40,7 +72,7 @@ public struct SegmentReader: Sendable {
         isolation: isolated (any Actor)? = #isolation,
         _ onPage: ([SegmentRow]) async throws -> Void
     ) async throws -> SegmentScan {
-        try await client.withConnection(isolation: isolation) { connection in
+        try await withSegmentConnection(isolation: isolation) { connection in
             try await inReadOnlyTransaction(connection, isolation: isolation) { connection in
                 let sieve = duplicateSieve.map(SieveBox.init)
                 var scan = try await scanInTransaction(connection, sieve: sieve, isolation: isolation, onPage)
@@ -364,7 +396,7 @@ extension SegmentReader {
     /// same read-only transaction, role and timeout as a real read.
     /// - Throws: ``SegmentError`` for SQL the server refuses.
     public func columnNames() async throws -> [String] {
-        try await client.withConnection { connection in
+        try await withSegmentConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
                 let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT * FROM \(Self.wrap(segment.sql)) LIMIT 0"))
                 let names = rows.columns.map(\.name)
@@ -378,7 +410,7 @@ extension SegmentReader {
     /// database alone, in its own read-only transaction. ``read(duplicateSieve:isolation:_:)`` counts the
     /// same inside the scan, mostly without this pass.
     public func duplicateTokenCount() async throws -> Int64 {
-        try await client.withConnection { connection in
+        try await withSegmentConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
                 try await countAllDuplicateTokens(connection)
             }

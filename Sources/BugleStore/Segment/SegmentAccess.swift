@@ -1,0 +1,27 @@
+import BugleCore
+import Logging
+import PostgresNIO
+
+/// How this database's segments are read: through a login of the reader role itself when one is configured (the
+/// session then has no other role a segment could take), else as `bugle_segment_reader` through `SET LOCAL ROLE` on
+/// the main pool when the role exists (a segment can take the login's role back, see the README), else as the login.
+public struct SegmentAccess: Sendable {
+    /// The main pool (role checks, and the reads without a reader login).
+    public let client: PostgresClient
+    /// A login of `bugle_segment_reader`, or nil.
+    public let readerLogin: DatabaseConfiguration?
+
+    public init(client: PostgresClient, readerLogin: DatabaseConfiguration?) {
+        self.client = client
+        self.readerLogin = readerLogin
+    }
+
+    /// A reader for `segment`.
+    public func reader(for segment: Segment, logger: Logger) async throws -> SegmentReader {
+        if let readerLogin {
+            return SegmentReader(client: client, segment: segment, useReaderRole: false, readerLogin: readerLogin, logger: logger)
+        }
+        let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
+        return SegmentReader(client: client, segment: segment, useReaderRole: useRole, logger: logger)
+    }
+}
