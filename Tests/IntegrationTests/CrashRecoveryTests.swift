@@ -230,17 +230,41 @@ struct CrashRecoveryTests {
     }
 
     /// Scale-out: a second worker joins a running run; both send, and every recipient is delivered exactly once.
-    @Test("two workers on one run deliver each recipient exactly once, and both send")
+    /// §2.1 #10: the window W holds for the run as a whole, sampled from the ledger every 20 ms while both send.
+    @Test("two workers on one run deliver each recipient exactly once, both send, and never more than W are in flight between them")
     func twoWorkers() async throws {
         try await CrashFixture.with(devices: 4000) { fixture in
-            let campaign = try fixture.campaign(policy: .resend, window: 200, rate: 500)
+            let window = 200
+            let campaign = try fixture.campaign(policy: .resend, window: window, rate: 500)
             let first = try fixture.start(["run", campaign, "--quiet", "--lease-ttl", "6"])
             try await fixture.waitUntil("the run to start sending") { fixture.delivered >= 200 }
             let runID = try await fixture.latestRunID()
-            let second = try await fixture.bugle(["worker", "\(runID)", "--quiet", "--lease-ttl", "6"])
+            let secondProcess = try fixture.start(["worker", "\(runID)", "--quiet", "--lease-ttl", "6"])
+            let (largest, samples) = try await fixture.withClient { client -> (Int64, Int) in
+                var largest: Int64 = 0
+                var samples = 0
+                while first.process.isRunning || secondProcess.process.isRunning {
+                    let inFlight = try await LedgerTestSupport.scalar(
+                        client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'in_flight'", as: Int64.self
+                    ) ?? 0
+                    largest = max(largest, inFlight)
+                    samples += 1
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                return (largest, samples)
+            }
             let one = await first.finish()
+            let second = await secondProcess.finish()
             #expect(one.status == 0, "\(one.stderr)")
             #expect(second.status == 0, "\(second.stderr)")
+            #expect(samples >= 20, "\(samples) samples")
+            #expect(largest <= Int64(window), "\(largest) in flight at once, over W = \(window)")
+            #expect(largest >= Int64(window / 4), "the window was never used: at most \(largest) in flight")
+            // No retries happened, so no recipient was charged more than its one attempt.
+            let attempts = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(client, "SELECT max(attempts)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
+            }
+            #expect(attempts == 1)
             let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
             #expect(duplicates == 0)
             #expect(unknown == 0)
