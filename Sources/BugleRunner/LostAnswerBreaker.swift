@@ -10,7 +10,8 @@ import BugleCore
 struct LostAnswerBreaker: Sendable {
     /// Lost requests in a row (per lane) that trip it.
     let threshold: Int
-    private var lostInARow: [ProviderKind: Int] = [:]
+    /// Per lane, indexed by ``slot(_:)``: a counter update on every answer, so no hashing.
+    private var lostInARow = [Int](repeating: 0, count: 4)
 
     /// A breaker for a run whose in-flight window is `window` (W): it trips at 2 W lost in a row.
     init(window: Int) {
@@ -21,22 +22,36 @@ struct LostAnswerBreaker: Sendable {
     mutating func observe(_ outcome: SendOutcome, lane: ProviderKind) -> String? {
         switch outcome {
         case .ambiguous:
-            let lost = lostInARow[lane, default: 0] + 1
-            lostInARow[lane] = lost
+            let lost = lostInARow[Self.slot(lane)] + 1
+            lostInARow[Self.slot(lane)] = lost
             guard lost == threshold else { return nil }
             return "the last \(lost) \(Self.name(lane)) requests were all lost (the connection closed under them, or no "
                 + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
                 + "failing; those recipients are recorded as delivery.ambiguous says. Resume the run once it works"
         case .delivered, .invalidToken, .rejected:
-            lostInARow[lane] = 0
+            reset(lane)
             return nil
         case .retry(let scope, _, _):
             // A provider's 429 or 5xx is an answer: the path works. A safe retry (refused stream, not written) says
             // nothing about requests already written.
-            if scope != .safe { lostInARow[lane] = 0 }
+            if scope != .safe { reset(lane) }
             return nil
         case .halt:
             return nil
+        }
+    }
+
+    private mutating func reset(_ lane: ProviderKind) {
+        let slot = Self.slot(lane)
+        if lostInARow[slot] != 0 { lostInARow[slot] = 0 }
+    }
+
+    private static func slot(_ lane: ProviderKind) -> Int {
+        switch lane {
+        case .apns: 0
+        case .fcm: 1
+        case .legacyAPNs: 2
+        case .none: 3
         }
     }
 

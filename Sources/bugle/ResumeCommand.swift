@@ -21,6 +21,9 @@ struct ResumeCommand: AsyncParsableCommand {
             A run that still has a live worker is refused (exit 1): join it with `bugle worker RUN` instead, or wait \
             for that worker's lease to expire. A worker of this machine whose process is gone (kill -9, a crash) \
             does not count: its lease is ended at once.
+
+            A run killed while reading its segment (status materializing) has it read again from zero, then sent; \
+            that is refused (exit 1) while another process is still reading it.
             """
     )
 
@@ -166,7 +169,12 @@ final class LanesBox: Sendable {
 struct PauseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pause",
-        abstract: "Pause a run from anywhere; its workers stop at their next claim and it can be resumed."
+        abstract: "Pause a run from anywhere; its workers stop at their next claim and it can be resumed.",
+        discussion: """
+            The workers answer what is in flight, record it and exit 3; `bugle resume RUN` goes on. A run still reading \
+            its segment cannot be paused (it would keep only part of its audience): cancel it instead, or pause it \
+            once it sends.
+            """
     )
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The run id.") var run: Int64
