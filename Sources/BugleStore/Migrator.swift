@@ -112,6 +112,15 @@ public struct Migrator: Sendable {
         return try await segmentReaderCanLogIn()
     }
 
+    /// Whether the current login is a superuser (a segment read through `SET LOCAL ROLE` can take its role back).
+    public func loginIsSuperuser() async throws -> Bool {
+        let rows = try await self.client.query(
+            "SELECT COALESCE((SELECT rolsuper FROM pg_roles WHERE rolname = session_user), false)", logger: self.logger)
+        var superuser = false
+        for try await value in rows.decode(Bool.self) { superuser = value }
+        return superuser
+    }
+
     /// Whether `bugle_segment_reader` exists and can log in (nothing is changed).
     public func segmentReaderCanLogIn() async throws -> Bool {
         let rows = try await self.client.query(

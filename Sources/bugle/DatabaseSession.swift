@@ -21,6 +21,11 @@ enum DatabaseSession {
         return cluster.databaseConfiguration().taggingSessions(sessionTag)
     }
 
+    /// Logged on every command that reads a segment through `SET LOCAL ROLE` on a superuser login.
+    static let superuserLoginWarning =
+        "segments are read as bugle_segment_reader through SET LOCAL ROLE on a superuser login, which segment SQL can undo "
+        + "(set_config('role', …)); set BUGLE_SEGMENT_DATABASE_URL to a read-only login, or connect Bugle as a non-superuser"
+
     /// How segments are read: through `BUGLE_SEGMENT_DATABASE_URL` when set (a login of `bugle_segment_reader`, set up
     /// by the database's owner), or, on the embedded cluster, through its socket as `bugle_segment_reader` (given LOGIN
     /// here, unless `prepare` is false: commands that write nothing use the login only when it already exists); else
@@ -32,10 +37,13 @@ enum DatabaseSession {
         if let url = environment["BUGLE_SEGMENT_DATABASE_URL"], !url.isEmpty {
             return SegmentAccess(client: client, readerLogin: try DatabaseConfiguration(url: url).taggingSessions(sessionTag))
         }
+        let migrator = Migrator(client: client, logger: logger)
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {
+            if try await migrator.loginIsSuperuser() {
+                logger.warning("\(Self.superuserLoginWarning)")
+            }
             return SegmentAccess(client: client, readerLogin: nil)
         }
-        let migrator = Migrator(client: client, logger: logger)
         guard try await prepare ? migrator.allowSegmentReaderLogin() : migrator.segmentReaderCanLogIn() else {
             return SegmentAccess(client: client, readerLogin: nil)
         }
