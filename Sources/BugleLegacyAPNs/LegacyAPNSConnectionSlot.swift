@@ -166,10 +166,8 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
             }
             let now = NIODeadline.now()
             if now < notBefore {
-                if let certificateRejection {
-                    failPending(Self.refused(certificateRejection))
-                } else if consecutiveConnectFailures >= configuration.failFastAfter {
-                    failPending(.retry(.provider, code: "connect_failed", after: nil))
+                if let outcome = hopelessOutcome() {
+                    failPending(outcome)
                 } else if reconnect == nil {
                     reconnect = eventLoop.scheduleTask(deadline: notBefore) {
                         self.reconnect = nil
@@ -323,9 +321,14 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         lastConnectError = reason
     }
 
-    /// A certificate refused in the handshake halts the run: no reconnect can fix it, and nothing was written.
-    private static func refused(_ reason: String) -> SendOutcome {
-        .halt(code: "TLSCertificateRejected", message: "cannot connect to the legacy APNs gateway: \(reason)")
+    /// What pending sends fail with instead of waiting for the next connect: a certificate refused in the handshake
+    /// halts the run (no reconnect can fix it, and nothing was written); enough failed connects in a row hand them back
+    /// as provider retries. Nil: wait.
+    private func hopelessOutcome() -> SendOutcome? {
+        if let certificateRejection {
+            return .halt(code: "TLSCertificateRejected", message: "cannot connect to the legacy APNs gateway: \(certificateRejection)")
+        }
+        return consecutiveConnectFailures >= configuration.failFastAfter ? .retry(.provider, code: "connect_failed", after: nil) : nil
     }
 
     private func connectFailed(_ message: String, generation: Int) {
@@ -338,11 +341,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
             "legacy APNs connect failed",
             metadata: ["error": "\(message)", "consecutive_failures": "\(consecutiveConnectFailures)"]
         )
-        if let certificateRejection {
-            failPending(Self.refused(certificateRejection))
-        } else if consecutiveConnectFailures >= configuration.failFastAfter {
-            failPending(.retry(.provider, code: "connect_failed", after: nil))
-        }
+        if let outcome = hopelessOutcome() { failPending(outcome) }
         drain()
     }
 

@@ -86,7 +86,7 @@ extension ResumeCommand {
             throw UsageError(
                 "run \(record.id) is still reading its segment in another process; wait for it to start sending, or `bugle cancel \(record.id)`")
         }
-        console.say("run \(record.id): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
+        console.say(RunExecution.describe(runID: record.id, materialized))
     }
 }
 

@@ -45,7 +45,7 @@ enum RunExecution {
             _ = try await repository.setStatus(runID: runID, to: .cancelled, reason: "no recipients")
             throw UsageError("run \(runID): \(requireRecipients)")
         }
-        console.say("run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped))
+        console.say(describe(runID: runID, materialized))
         // --no-wait with send_at still ahead: nothing is due before send_at, so the run is left scheduled however close
         // send_at is (the usual grace would wait for a send_at less than 30 s away and send it).
         let sendAtAhead = campaign.delivery.sendAt.map { $0.secondsSince1970 > Date().timeIntervalSince1970 } ?? false
@@ -61,6 +61,11 @@ enum RunExecution {
             phases: phases
         )
         return code
+    }
+
+    /// `run N: R recipient(s) from S row(s); skipped: …`.
+    static func describe(runID: Int64, _ materialized: Materializer.Report) -> String {
+        "run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped)
     }
 
     /// Reads the campaign's segment into run `runID`'s ledger, holding the run's ``MaterializationLock`` so that
