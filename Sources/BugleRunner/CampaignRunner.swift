@@ -29,6 +29,11 @@ public struct CampaignRunner: Sendable {
         public var leaveWhenIdle: Duration?
         /// A crash point for tests (debug builds; see ``Failpoint``).
         public var failpoint: Failpoint = .none
+        /// How the warnings of a failed ledger operation describe its error. The store's errors may hide their detail
+        /// from `String(describing:)` (postgres-nio's do, so no query or bind can leak), so the caller that knows the
+        /// store supplies a description that is both safe and useful (for PostgreSQL: the SQLSTATE and the server's
+        /// message).
+        public var describeError: @Sendable (any Error) -> String = { String(describing: $0) }
         public init() {}
     }
 
@@ -165,7 +170,7 @@ public struct CampaignRunner: Sendable {
                     logger.notice("took over an expired worker's recipients", metadata: ["recovered_in_flight": "\(renewal.recoveredInFlight)"])
                 }
             } catch {
-                logger.warning("lease renewal failed", metadata: ["error": "\(error)"])
+                logger.warning("lease renewal failed", metadata: ["error": "\(configuration.describeError(error))"])
                 if control.secondsSinceRenewal > Double(ttl) / 2 {
                     logger.error("lease not renewed for half its TTL: no more requests")
                     control.requestStop(.leaseLost(nil))
@@ -498,7 +503,7 @@ public struct CampaignRunner: Sendable {
             }
             return (result, (0..<Int64(failures)).map { firstID + $0 })
         } catch where control.stopRequest != nil {
-            logger.warning("claim abandoned: the run is stopping", metadata: ["error": "\(error)"])
+            logger.warning("claim abandoned: the run is stopping", metadata: ["error": "\(configuration.describeError(error))"])
             return (.claimed([]), (0..<Int64(attempts.withLock { $0 })).map { firstID + $0 })
         }
     }
@@ -540,7 +545,7 @@ public struct CampaignRunner: Sendable {
             } catch {
                 attempt += 1
                 if attempt >= 35 || (giveUpOnStop && control.stopRequest != nil) { throw error }
-                logger.warning("\(what) failed; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                logger.warning("\(what) failed; retrying", metadata: ["error": "\(configuration.describeError(error))", "attempt": "\(attempt)"])
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
             }

@@ -86,7 +86,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
     public var debugDescription: String { self.description }
 
     /// A description of any error that is safe to print: for `PSQLError` the code, SQLSTATE and the server's
-    /// primary message (never `DETAIL`, the query or its binds); for ``StoreError`` its description; otherwise
+    /// primary message (never `DETAIL`, the query or its binds), also when it ended a transaction (postgres-nio's
+    /// `PostgresTransactionError` prints the statement); for ``StoreError`` its description; otherwise
     /// `String(describing:)`.
     /// - Parameter error: The error to describe.
     /// - Returns: A single line of text.
@@ -94,6 +95,12 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         switch error {
         case let error as StoreError:
             return error.description
+        case let error as PostgresTransactionError:
+            // Its own description prints the statement that failed; the error inside is what happened.
+            guard let inner = error.beginError ?? error.closureError ?? error.commitError else {
+                return error.rollbackError.map { "rolling back failed: " + safeDescription(of: $0) } ?? "transaction failed"
+            }
+            return safeDescription(of: inner)
         case let error as PSQLError:
             var parts = ["postgres error \(error.code)"]
             if let state = error.serverInfo?[.sqlState] {
@@ -113,8 +120,12 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
 
     /// The SQLSTATE of a server error, if `error` is one.
     /// - Parameter error: Any error.
-    /// - Returns: The five-character SQLSTATE, or `nil` when `error` is not a server error.
+    /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction too), or `nil` when `error` is
+    ///   not a server error.
     public static func sqlState(of error: any Error) -> String? {
-        (error as? PSQLError)?.serverInfo?[.sqlState]
+        if let transaction = error as? PostgresTransactionError {
+            return (transaction.beginError ?? transaction.closureError ?? transaction.commitError).flatMap(sqlState(of:))
+        }
+        return (error as? PSQLError)?.serverInfo?[.sqlState]
     }
 }

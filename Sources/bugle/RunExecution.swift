@@ -141,6 +141,7 @@ enum RunExecution {
         var configuration = CampaignRunner.Configuration()
         configuration.leaseTTLSeconds = leaseTTL
         configuration.failpoint = Failpoint.fromEnvironment()
+        configuration.describeError = StoreError.safeDescription(of:)
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in

@@ -98,7 +98,8 @@ enum LedgerTestSupport {
         _ client: PostgresClient,
         _ campaign: Campaign,
         providers: [ProviderKind: any PushProvider],
-        periodKey: String? = nil
+        periodKey: String? = nil,
+        runnerLogger: Logger? = nil
     ) async throws -> (Int64, RunResult) {
         let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: logger)
@@ -108,9 +109,10 @@ enum LedgerTestSupport {
         // Lease timing is tested where it is the subject (RunLedgerTests, the crash suite's 3 s leases).
         var tuning = CampaignRunner.Configuration()
         tuning.leaseTTLSeconds = 120
+        tuning.describeError = StoreError.safeDescription(of:)
         let runner = CampaignRunner(
             campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
-            providers: providers, control: RunControl(), configuration: tuning, logger: logger
+            providers: providers, control: RunControl(), configuration: tuning, logger: runnerLogger ?? logger
         )
         return (runID, try await runner.run(owner: "test-\(runID)"))
     }

@@ -90,6 +90,85 @@ struct RunLedgerTests {
         }
     }
 
+    /// RELIABILITY.md #35: one token listed for several users goes to the one registered latest (the segment's
+    /// `registered_at`), NULLs last, the first listed among equal times; a user with three devices gets three.
+    static let sharedTokens = """
+        SELECT * FROM (VALUES
+          (1::bigint, 'alice', 'aaaa0000aaaa0000', 'ios', '2026-01-01 00:00+00'::timestamptz),
+          (2, 'bob', 'aaaa0000aaaa0000', 'ios', '2026-03-01 00:00+00'),
+          (3, 'carol', 'aaaa0000aaaa0000', 'ios', NULL),
+          (4, 'dave', 'bbbb0000bbbb0000', 'ios', NULL),
+          (5, 'erin', 'bbbb0000bbbb0000', 'ios', NULL),
+          (6, 'frank', 'fcm-shared', 'android', '2026-02-01 00:00+00'),
+          (7, 'gina', 'fcm-shared', 'android', '2026-02-01 00:00+00'),
+          (8, 'hal', 'cccc0000cccc0001', 'ios', NULL),
+          (9, 'hal', 'cccc0000cccc0002', 'ios', '2025-05-05 00:00+00'),
+          (10, 'hal', 'fcm-hal-3', 'android', NULL),
+          (11, 'ivy', 'fcm-late', 'android', '2026-04-01 00:00+00'),
+          (12, 'jack', 'fcm-late', 'android', 'infinity')
+        ) AS v(device_id, user_id, token, platform, registered_at)
+        """
+
+    @Test("a token listed for several users is kept for the one registered latest (registered_at; NULLs last; first listed on a tie)", arguments: Sieve.cases)
+    func sharedTokenGoesToLatestRegistered(_ sieve: Sieve) async throws {
+        try await Support.withFreshDatabase { client in
+            let campaign = Support.campaign(sql: Self.sharedTokens, pageSize: 4)
+            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            let report = try await Materializer(client: client, logger: Support.logger, sieve: sieve.sieve).materialize(runID: runID, campaign: campaign, reader: reader)
+            #expect(report.recipients == 7)
+            #expect(report.skipped[.duplicateToken] == 5)
+            let rows = try await client.query(
+                "SELECT device_id, user_id FROM bugle.run_recipients WHERE run_id = \(runID) ORDER BY device_id", logger: Support.logger
+            )
+            var kept: [String] = []
+            for try await (device, user) in rows.decode((Int64, String).self) { kept.append("\(device):\(user)") }
+            #expect(kept == ["2:bob", "4:dave", "6:frank", "8:hal", "9:hal", "10:hal", "12:jack"])
+        }
+    }
+
+    @Test("the shared token's latest owner is the one sent and logged; a user with three devices gets three sends and one notification_log row")
+    func sharedTokenSendsAndLogs() async throws {
+        try await Support.withFreshDatabase { client in
+            let apns = FakeProvider(kind: .apns)
+            let fcm = FakeProvider(kind: .fcm)
+            let campaign = Support.campaign(sql: Self.sharedTokens, pageSize: 4, dedupe: .daily)
+            let (runID, result) = try await Support.runCampaign(client, campaign, providers: [.apns: apns, .fcm: fcm], periodKey: "d:2026-11-26")
+            #expect(result.ending == .completed)
+            let sent = (apns.delivered + fcm.delivered).map(\.deviceID).sorted()
+            #expect(sent == [2, 4, 6, 8, 9, 10, 12])
+            let logged = try await client.query(
+                "SELECT user_id, count(*)::bigint FROM bugle.notification_log WHERE status = 'sent' GROUP BY user_id ORDER BY user_id",
+                logger: Support.logger
+            )
+            var perUser: [String: Int64] = [:]
+            for try await (user, count) in logged.decode((String, Int64).self) { perUser[user] = count }
+            #expect(perUser == ["bob": 1, "dave": 1, "frank": 1, "hal": 1, "jack": 1])
+            let collapsed = try await Support.scalar(client, "SELECT duplicates_collapsed FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
+            #expect(collapsed == 5)
+        }
+    }
+
+    @Test("a registered_at column that is not a timestamp is refused before anything is written, naming the column and its type", arguments: [
+        ("'2026-01-01'::text", "text"), ("42", "integer"),
+    ])
+    func registeredAtMustBeATimestamp(_ value: String, _ type: String) async throws {
+        try await Support.withFreshDatabase { client in
+            let sql = "SELECT 1::bigint AS device_id, 'u' AS user_id, 'aaaa0000aaaa0000' AS token, 'ios' AS platform, \(value) AS registered_at"
+            let campaign = Support.campaign(sql: sql)
+            let repository = RunRepository(client: client, logger: Support.logger)
+            let runID = try await repository.createRun(campaign: campaign, yaml: "name: test", periodKey: nil)
+            let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: Support.logger)
+            let error = await #expect(throws: SegmentError.self) {
+                _ = try await Materializer(client: client, logger: Support.logger).materialize(runID: runID, campaign: campaign, reader: reader)
+            }
+            #expect(error?.message.contains("registered_at column is of type \(type)") == true, "\(String(describing: error))")
+            #expect(try await repository.run(id: runID)?.status == .failed)
+            let rows = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self)
+            #expect(rows == 0)
+        }
+    }
+
     @Test("materialized rows keep awkward text through COPY (tabs, newlines, backslashes, quotes); skipped rows finish at the writing transaction's time; a claim returns the same text, NULLs in place")
     func copiedRowsKeepTheirText() async throws {
         try await Support.withFreshDatabase { client in

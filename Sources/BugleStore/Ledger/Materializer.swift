@@ -111,7 +111,7 @@ public struct Materializer: Sendable {
         } catch {
             for write in writing { write.cancel() }
             for write in writing { _ = try? await write.value }
-            try? await markFailed(runID: runID, reason: String(describing: error))
+            try? await markFailed(runID: runID, reason: StoreError.safeDescription(of: error))
             throw error
         }
         if scan.nullDeviceIDs > 0 { skipped[.missingDeviceID, default: 0] += scan.nullDeviceIDs }
@@ -120,9 +120,11 @@ public struct Materializer: Sendable {
         _ = try await client.query("ANALYZE bugle.run_recipients", logger: logger).collect()
         let duplicates: Int64
         do {
-            duplicates = try await collapseDuplicateTokens(runID: runID, sieve: sieve)
+            duplicates = try await collapseDuplicateTokens(
+                runID: runID, sieve: sieve, latestRegistered: scan.columns.contains(SegmentReader.registeredAtColumn)
+            )
         } catch {
-            try? await markFailed(runID: runID, reason: String(describing: error))
+            try? await markFailed(runID: runID, reason: StoreError.safeDescription(of: error))
             throw error
         }
         inserted -= duplicates
@@ -165,15 +167,17 @@ public struct Materializer: Sendable {
         }
     }
 
-    /// Collapses rows of the run that share a (platform, token) into the first of them (lowest seq): the others are
-    /// deleted before the run becomes `ready`, so they are never sent. Returns how many were deleted.
+    /// Collapses rows of the run that share a (platform, token) into one: with `latestRegistered` (the segment returns
+    /// `registered_at`) the row registered latest, NULLs last; otherwise, and among equal times, the first listed
+    /// (lowest seq). The others are deleted before the run becomes `ready`, so they are never sent. Returns how many
+    /// were deleted.
     ///
     /// `sieve` saw every token written: with no candidate no token repeats, and nothing is read. With candidates,
     /// only the rows holding one are ranked (a hashed `= ANY` filter over the run's rows). When the sieve overflowed,
     /// one pass over all the run's rows groups 64-bit hashes of the keys (an integer sort: about 0.7 s at 1,000,000
     /// rows), and only rows whose hash repeats are compared by their keys. Equal keys have equal hashes, so nothing is
     /// missed; a hash shared by different tokens is only looked at more closely.
-    private func collapseDuplicateTokens(runID: Int64, sieve: RepeatedTokenSieve) async throws -> Int64 {
+    private func collapseDuplicateTokens(runID: Int64, sieve: RepeatedTokenSieve, latestRegistered: Bool) async throws -> Int64 {
         if !sieve.overflowed, sieve.candidates.isEmpty { return 0 }
         let key = "hashtextextended(r.platform || E'\\n' || r.token, 0)"
         var binds = PostgresBindings(capacity: 2)
@@ -181,19 +185,21 @@ public struct Materializer: Sendable {
         let repeated: String
         if sieve.overflowed {
             repeated = """
-                SELECT r.seq, r.platform, r.token FROM bugle.run_recipients r
+                SELECT r.seq, r.platform, r.token, r.variables FROM bugle.run_recipients r
                  WHERE r.run_id = $1 AND r.token IS NOT NULL
                    AND \(key) IN (SELECT \(key) FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token IS NOT NULL
                                    GROUP BY 1 HAVING count(*) > 1)
                 """
         } else {
             binds.append(Array(sieve.candidates))
-            repeated = "SELECT r.seq, r.platform, r.token FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token = ANY($2::text[])"
+            repeated = "SELECT r.seq, r.platform, r.token, r.variables FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token = ANY($2::text[])"
         }
+        let registered = SegmentReader.registeredAtColumn
+        let order = latestRegistered ? "(c.variables->>'\(registered)')::timestamptz DESC NULLS LAST, c.seq" : "c.seq"
         let sql = """
             WITH later AS (
               SELECT seq FROM (
-                SELECT c.seq, row_number() OVER (PARTITION BY c.platform, c.token ORDER BY c.seq) AS n FROM (\(repeated)) c) ranked
+                SELECT c.seq, row_number() OVER (PARTITION BY c.platform, c.token ORDER BY \(order)) AS n FROM (\(repeated)) c) ranked
                WHERE n > 1),
             deleted AS (
               DELETE FROM bugle.run_recipients r USING later WHERE r.run_id = $1 AND r.seq = later.seq RETURNING 1)

@@ -27,13 +27,29 @@ public struct PostgresCampaignStore: CampaignStore {
         self.logger = logger
     }
 
+    /// How long a ledger statement waits for a lock another session holds (an operator's `LOCK TABLE`, a long DDL)
+    /// before the server cancels it with SQLSTATE 55P03 (RELIABILITY.md §2.2 #14). The runner retries a failed ledger
+    /// operation with backoff, logging the reason; without a lock timeout an attempt abandoned at its deadline would
+    /// leave its backend queued on the lock, holding a pooled connection, and every retry would queue another.
+    static let lockTimeout = "5s"
+
+    /// One ledger transaction, its statements waiting at most ``lockTimeout`` for a lock (`SET LOCAL`: the pooled
+    /// session's own setting is untouched).
+    private func ledgerTransaction<T>(_ body: (PostgresConnection) async throws -> sending T) async throws -> sending T {
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SET LOCAL lock_timeout = '\(unescaped: Self.lockTimeout)'", logger: logger)
+            return try await body(connection)
+        }
+    }
+
     // MARK: Lease
 
     public func acquireLease(runID: Int64, owner: String, ttlSeconds: Int, mode: LeaseMode) async throws -> Lease? {
         let logger = self.logger
         let sessionTag = self.sessionTag
         try await endExpiredSessions(runID: runID)
-        return try await client.withTransaction(logger: logger) { connection -> Lease? in
+        return try await ledgerTransaction { connection -> Lease? in
             // The run row's FOR UPDATE serialises lease acquisitions and waits out claims in progress.
             let current = try await connection.query("SELECT status FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger)
             var status: RunStatus?
@@ -79,7 +95,7 @@ public struct PostgresCampaignStore: CampaignStore {
     public func renewLease(_ lease: Lease, ttlSeconds: Int) async throws -> LeaseRenewal {
         let logger = self.logger
         try await endExpiredSessions(runID: lease.runID)
-        return try await client.withTransaction(logger: logger) { connection -> LeaseRenewal in
+        return try await ledgerTransaction { connection -> LeaseRenewal in
             let rows = try await connection.query(
                 """
                 UPDATE bugle.run_workers w SET expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
@@ -192,7 +208,7 @@ public struct PostgresCampaignStore: CampaignStore {
         let clock = scheduleClock?()
         // Per lane: the smallest `seq` among this claim's picks due at once (`-infinity`), or `.max` when it picked
         // none. The floors rise only once the claim has committed.
-        let (result, firstImmediate) = try await client.withTransaction(logger: logger) { connection -> (ClaimResult, [String: Int64]) in
+        let (result, firstImmediate) = try await ledgerTransaction { connection -> (ClaimResult, [String: Int64]) in
             // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
             let fence = try await connection.query(
@@ -418,7 +434,7 @@ public struct PostgresCampaignStore: CampaignStore {
             }
             if outcome.state == .sent { sentSeqs.append(outcome.seq) }
         }
-        return try await client.withTransaction(logger: logger) { connection -> Bool in
+        return try await ledgerTransaction { connection -> Bool in
             // The worker row's FOR KEY SHARE conflicts with a reaper's DELETE: a takeover waits for this commit,
             // and once this worker is reaped nothing it writes lands.
             let fence = try await connection.query(
@@ -582,7 +598,7 @@ public struct PostgresCampaignStore: CampaignStore {
     @discardableResult
     public func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool {
         let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection -> Bool in
+        return try await ledgerTransaction { connection -> Bool in
             _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
             _ = try await connection.query(
                 "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",

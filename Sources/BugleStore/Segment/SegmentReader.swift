@@ -14,6 +14,12 @@ import Synchronization
 public struct SegmentReader: Sendable {
     static let required = ["device_id", "user_id", "token", "platform"]
     static let known: Set<String> = ["device_id", "user_id", "token", "platform", "locale", "timezone"]
+    /// The optional column that decides which of several rows listing one token is kept: the latest registered
+    /// (RELIABILITY.md #35: a shared token belongs to its latest-registered owner). Like any other extra column it is
+    /// also a template variable.
+    public static let registeredAtColumn = "registered_at"
+    /// The types ``registeredAtColumn`` may have (`pg_typeof`).
+    static let registeredAtTypes: Set<String> = ["timestamp with time zone", "timestamp without time zone", "date"]
 
     private let client: PostgresClient
     private let segment: Segment
@@ -131,6 +137,17 @@ public struct SegmentReader: Sendable {
         scan.columns = columns
         for name in Self.required where !columns.contains(name) {
             throw SegmentError("the segment must return a column named \(name) (it returns: \(columns.joined(separator: ", ")))")
+        }
+        if columns.contains(Self.registeredAtColumn) {
+            let typeQuery = PostgresQuery(unsafeSQL: "SELECT pg_typeof(s.\(Self.registeredAtColumn))::text FROM \(body) LIMIT 1", binds: PostgresBindings())
+            var type = ""
+            for try await (name,) in try await userQuery(connection, typeQuery).decode((String,).self) { type = name }
+            guard Self.registeredAtTypes.contains(type) else {
+                throw SegmentError(
+                    "the segment's \(Self.registeredAtColumn) column is of type \(type); it must be timestamptz, timestamp or date "
+                        + "(of several rows listing one token, the one registered latest is kept)"
+                )
+            }
         }
 
         // Read at most max_rows + 1 rows: a segment over the cap (a cross join of 10^12 rows) is refused as soon as the
