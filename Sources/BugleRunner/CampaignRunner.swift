@@ -29,6 +29,9 @@ public struct CampaignRunner: Sendable {
         public var leaveWhenIdle: Duration?
         /// A crash point for tests (debug builds; see ``Failpoint``).
         public var failpoint: Failpoint = .none
+        /// How long a lane may answer nothing but provider errors (5xx, quota) before the run halts
+        /// (``ProviderOutageBreaker``).
+        public var providerOutageLimit: Duration = .seconds(600)
         /// How the warnings of a failed ledger operation describe its error. The store's errors may hide their detail
         /// from `String(describing:)` (postgres-nio's do, so no query or bind can leak), so the caller that knows the
         /// store supplies a description that is both safe and useful (for PostgreSQL: the SQLSTATE and the server's
@@ -220,6 +223,7 @@ public struct CampaignRunner: Sendable {
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
             var lostAnswers = LostAnswerBreaker(window: window)
+            var outage = ProviderOutageBreaker(limit: configuration.providerOutageLimit)
             // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
             // in flight under this lease and held by nobody.
             var lostClaims: [Int64] = []
@@ -426,6 +430,10 @@ public struct CampaignRunner: Sendable {
                         if let message = lostAnswers.observe(raw, lane: sender.lane(for: platform)), stop == nil {
                             logger.error("lost-answer breaker tripped", metadata: ["lost_in_a_row": "\(lostAnswers.threshold)"])
                             stop = .halted(code: "AnswersLost", message: message)
+                        }
+                        if let message = outage.observe(raw, lane: sender.lane(for: platform), now: clock.now), stop == nil {
+                            logger.error("provider-outage breaker tripped", metadata: ["limit": "\(configuration.providerOutageLimit)"])
+                            stop = .halted(code: "ProviderUnavailable", message: message)
                         }
                     case .recorded(let ok):
                         recording = 0

@@ -8,6 +8,15 @@ import Synchronization
 /// - ``release(after:)`` feeds the answer back: throttling storms lower the rate (AIMD), calm windows raise
 ///   it, a `Retry-After` or a storm closes the lane for `max(Retry-After, backoff)`, and a delivery resets the
 ///   backoff.
+///
+/// A provider-level answer (5xx, FCM `QUOTA_EXCEEDED`) is the provider's when it closes the lane (a `Retry-After`, or
+/// a storm the ``RateController`` sees: three in a window and 5% of its answers) or comes while the lane is closed:
+/// then the recipient keeps its attempt (RELIABILITY.md §3.5). One that comes otherwise, sporadic on an open lane, is
+/// handed on as the recipient's (`.retry(.recipient, …)`): it spends an attempt, backs off per recipient with a growing
+/// full-jitter delay, and ends `attempts_exhausted` at the campaign's `max_attempts` (RELIABILITY.md #21). Before, a
+/// token the provider answered 500 for every time was retried for ever, charged nothing, and the run never ended.
+/// Unpaced lanes watch for storms the same way; they only have no rate to lower. A lane answered by nothing but
+/// provider errors for long halts the run (``ProviderOutageBreaker``).
 public final class LanePacer: Sendable {
     /// Limits of one lane.
     public struct Limits: Sendable, Equatable {
@@ -43,7 +52,8 @@ public final class LanePacer: Sendable {
 
     private struct State {
         var bucket: TokenBucket?
-        var controller: RateController?
+        /// Storm detection on every lane; its rate paces only a lane with a bucket.
+        var controller: RateController
         var pause: LanePause
         var inFlight = 0
         var waiters: [Waiter] = []
@@ -63,9 +73,13 @@ public final class LanePacer: Sendable {
     public init(limits: Limits, pauseBackoff: Backoff = Backoff(base: .milliseconds(250), cap: .seconds(60))) {
         self.limits = limits
         let bucket = limits.perSecond.map { TokenBucket(rate: $0, burst: limits.burst, now: 0) }
-        let controller = limits.perSecond.map { RateController(ceiling: $0) }
+        // An unpaced lane's controller only tells storms apart: its nominal rate is never applied.
+        let controller = RateController(ceiling: limits.perSecond ?? Self.unpacedNominalRate)
         self.state = Mutex(State(bucket: bucket, controller: controller, pause: LanePause(backoff: pauseBackoff)))
     }
+
+    /// The ceiling an unpaced lane's ``RateController`` counts from (never used as a rate).
+    static let unpacedNominalRate = 1_000_000.0
 
     private var now: Double {
         let (seconds, attoseconds) = (ContinuousClock.now - origin).components
@@ -131,17 +145,24 @@ public final class LanePacer: Sendable {
             let now = self.now
             var result = outcome
             let throttled = Self.isThrottling(outcome)
-            let change = state.controller?.record(throttled: throttled, now: now) ?? .none
-            if change != .none, let rate = state.controller?.rate { state.bucket?.setRate(rate / Double(state.share), now: now) }
+            let change = state.controller.record(throttled: throttled, now: now)
+            if change != .none { state.bucket?.setRate(state.controller.rate / Double(state.share), now: now) }
             switch outcome {
             case .delivered:
                 state.pause.succeeded()
             case .retry(let scope, let code, let after):
+                let paused = state.pause.wait(now: now) > 0
                 if after != nil || change == .decreased {
                     let until = state.pause.failed(now: now, retryAfter: after, using: &state.random)
                     if scope == .provider {
                         result = .retry(scope, code: code, after: .milliseconds(Int64(max(0, until - now) * 1000)))
                     }
+                } else if scope == .provider && !paused {
+                    // Sporadic on an open lane: the recipient's (see the type's notes), and no part of a storm, so the
+                    // lane's pause backoff starts over as after a delivery. Otherwise recipients refused every time, once
+                    // nothing else is left to send, make storm after storm and the lane's pauses grow to a minute each.
+                    result = .retry(.recipient, code: code, after: nil)
+                    state.pause.succeeded()
                 }
             default:
                 break
@@ -165,7 +186,10 @@ public final class LanePacer: Sendable {
     /// The current rate (this worker's share of it), slots in use and pause.
     public var snapshot: Snapshot {
         state.withLock { state in
-            Snapshot(rate: state.controller.map { $0.rate / Double(state.share) }, inFlight: state.inFlight, pausedFor: state.pause.wait(now: now))
+            Snapshot(
+                rate: state.bucket == nil ? nil : state.controller.rate / Double(state.share), inFlight: state.inFlight,
+                pausedFor: state.pause.wait(now: now)
+            )
         }
     }
 
@@ -177,7 +201,7 @@ public final class LanePacer: Sendable {
             let share = max(1, workers)
             guard share != state.share else { return }
             state.share = share
-            if let rate = state.controller?.rate { state.bucket?.setRate(rate / Double(share), now: now) }
+            state.bucket?.setRate(state.controller.rate / Double(share), now: now)
         }
     }
 

@@ -11,7 +11,7 @@ struct LostAnswerBreaker: Sendable {
     /// Lost requests in a row (per lane) that trip it.
     let threshold: Int
     /// Per lane, indexed by ``slot(_:)``: a counter update on every answer, so no hashing.
-    private var lostInARow = [Int](repeating: 0, count: 4)
+    private var lostInARow = [Int](repeating: 0, count: ProviderKind.laneSlots)
 
     /// A breaker for a run whose in-flight window is `window` (W): it trips at 2 W lost in a row.
     init(window: Int) {
@@ -22,10 +22,10 @@ struct LostAnswerBreaker: Sendable {
     mutating func observe(_ outcome: SendOutcome, lane: ProviderKind) -> String? {
         switch outcome {
         case .ambiguous:
-            let lost = lostInARow[Self.slot(lane)] + 1
-            lostInARow[Self.slot(lane)] = lost
+            let lost = lostInARow[lane.laneSlot] + 1
+            lostInARow[lane.laneSlot] = lost
             guard lost == threshold else { return nil }
-            return "the last \(lost) \(Self.name(lane)) requests were all lost (the connection closed under them, or no "
+            return "the last \(lost) \(lane.laneName) requests were all lost (the connection closed under them, or no "
                 + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
                 + "failing; those recipients are recorded as delivery.ambiguous says. Resume the run once it works"
         case .delivered, .invalidToken, .rejected:
@@ -42,25 +42,6 @@ struct LostAnswerBreaker: Sendable {
     }
 
     private mutating func reset(_ lane: ProviderKind) {
-        let slot = Self.slot(lane)
-        if lostInARow[slot] != 0 { lostInARow[slot] = 0 }
-    }
-
-    private static func slot(_ lane: ProviderKind) -> Int {
-        switch lane {
-        case .apns: 0
-        case .fcm: 1
-        case .legacyAPNs: 2
-        case .none: 3
-        }
-    }
-
-    private static func name(_ lane: ProviderKind) -> String {
-        switch lane {
-        case .apns: "APNs"
-        case .fcm: "FCM"
-        case .legacyAPNs: "legacy APNs"
-        case .none: "test"
-        }
+        if lostInARow[lane.laneSlot] != 0 { lostInARow[lane.laneSlot] = 0 }
     }
 }

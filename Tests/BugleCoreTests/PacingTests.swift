@@ -65,10 +65,12 @@ struct PacingTests {
             _ = controller.record(throttled: false, now: now + Double(second) * 1.01)
         }
         #expect(controller.rate == 1000)
-        // Never below the floor.
+        // Never below the floor; a storm there still counts as one (the lane pauses for it).
         var floor = RateController(ceiling: 1000, floor: 100)
-        for i in 0..<1000 { _ = floor.record(throttled: true, now: Double(i) * 0.001) }
+        var atFloor: [RateController.Change] = []
+        for i in 0..<1000 { atFloor.append(floor.record(throttled: true, now: Double(i) * 0.001)) }
         #expect(floor.rate == 100)
+        #expect(atFloor.suffix(100).filter { $0 == .decreased }.count == 33, "one storm per three throttling answers, at the floor too")
     }
 }
 
@@ -184,5 +186,34 @@ struct LanePacerTests {
         }
         #expect(after >= .milliseconds(4900))
         #expect(pacer.snapshot.pausedFor > 4.5)
+    }
+
+    /// RELIABILITY.md #21 and §3.5: whose a 5xx is depends on the lane's state when it comes.
+    @Test("a sporadic 5xx on an open lane is the recipient's (spends an attempt); one that makes a storm, and so pauses the lane, is the provider's", arguments: [nil, 1_000.0])
+    func isolatedOrStorm(_ perSecond: Double?) async {
+        // Sends 1–20 delivered, 21 a lone 500, 22–40 delivered, then 41 on: 503 for every send.
+        let lane = ScriptedLane { n in
+            switch n {
+            case 21: .retry(.provider, code: "InternalServerError", after: nil)
+            case 41...: .retry(.provider, code: "ServiceUnavailable", after: nil)
+            default: .delivered(providerMessageID: nil)
+            }
+        }
+        let pacer = LanePacer(limits: .init(perSecond: perSecond, concurrency: 1), pauseBackoff: Backoff(base: .milliseconds(20), cap: .milliseconds(40)))
+        let paced = PacedProvider(lane, pacer: pacer)
+        var outcomes: [SendOutcome] = []
+        for seq in 1...50 { outcomes.append(await paced.send(Self.request(Int64(seq)))) }
+        #expect(outcomes[20] == .retry(.recipient, code: "InternalServerError", after: nil), "the lone 500 is the recipient's")
+        #expect((pacer.snapshot.rate == nil) == (perSecond == nil), "an unpaced lane reports no rate")
+        // The storm: its first answer is the recipient's. By the third at the latest the window holds three throttling
+        // answers (the lone 500 may be one of them): a storm, which pauses the lane and is the provider's. After each pause
+        // the window starts empty, so every third answer of the storm pauses the lane again.
+        let storm = Array(outcomes[40...])
+        // (The pause's delay is full jitter, so it may be 0 ms.)
+        let providers = storm.indices.filter { if case .retry(.provider, "ServiceUnavailable", _?) = storm[$0] { true } else { false } }
+        #expect(storm.first == .retry(.recipient, code: "ServiceUnavailable", after: nil))
+        #expect(providers.count >= 3, "\(storm)")
+        #expect(zip(providers, providers.dropFirst()).allSatisfy { $1 - $0 <= 3 }, "a storm answer at least every third: \(providers)")
+        #expect(storm.indices.allSatisfy { providers.contains($0) || storm[$0] == .retry(.recipient, code: "ServiceUnavailable", after: nil) })
     }
 }

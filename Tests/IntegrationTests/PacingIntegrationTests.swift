@@ -105,6 +105,73 @@ struct PacingIntegrationTests {
         }
     }
 
+    /// RELIABILITY.md #21: sporadic 5xx are retried with growing, full-jitter backoff and capped attempts. Ten tokens
+    /// the simulator answers 500 `InternalServerError` every time: before, their answers charged nothing and were
+    /// retried for ever, and the run never ended.
+    @Test("tokens APNs answers 500 every time spend their attempts with growing, unsynchronised gaps and end attempts_exhausted; the run completes; everyone else once", arguments: [nil, 2_000.0])
+    func persistentServerErrors(_ rate: Double?) async throws {
+        try await MixedTestEnvironment.with { environment in
+            try await Support.withFreshDatabase { client in
+                // 1,000 iOS devices; every 100th token carries the simulator's 500 prefix.
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+                    SELECT i, 'u' || i, CASE WHEN i % 100 = 0 THEN '5000' || lpad(to_hex(i), 60, '0') ELSE lpad(to_hex(i), 64, '0') END,
+                           'ios', 'en'
+                      FROM generate_series(1, 1000) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                var campaign = Support.campaign(pageSize: 5000, window: 200)
+                if let rate { campaign.delivery.rateLimits = [.apns: rate] }
+                campaign.delivery.maxAttempts = 4
+                let lanes = try environment.lanes(for: campaign)
+                defer { Task { await lanes.shutdown() } }
+                let running = Task { try await Support.runCampaign(client, campaign, providers: lanes.providers) }
+                // Before the fix this run never ended: fail instead of hanging the suite.
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(120))
+                    running.cancel()
+                }
+                defer { watchdog.cancel() }
+                let (runID, result) = try await running.value
+                #expect(result.ending == .completed)
+                let states = try await Support.scalar(
+                    client,
+                    """
+                    SELECT array[count(*) FILTER (WHERE state = 'sent' AND attempts = 1),
+                                 count(*) FILTER (WHERE state = 'failed_permanent' AND outcome_code = 'attempts_exhausted:InternalServerError'
+                                                    AND attempts = 4 AND token LIKE '5000%')]::bigint[]
+                      FROM bugle.run_recipients WHERE run_id = \(runID)
+                    """,
+                    as: [Int64].self
+                )
+                #expect(states == [990, 10])
+                let accepted = environment.apns.accepted().map(\.token)
+                #expect(accepted.count == 990)
+                #expect(Set(accepted).count == 990)
+                // Each failing token was refused at least four times (a refusal that made a storm at the end, when only
+                // they were left, charged nothing and came again).
+                let refusals = Dictionary(grouping: environment.apns.rejections().filter { $0.reason == "InternalServerError" }) { $0.token ?? "" }
+                #expect(refusals.count == 10)
+                #expect(refusals.values.allSatisfy { $0.count >= 4 }, "\(refusals.mapValues(\.count))")
+                let gaps = refusals.values.map { answers -> [Double] in
+                    let times = answers.map(\.time).sorted()
+                    return zip(times, times.dropFirst()).map { $1 - $0 }
+                }
+                // Not synchronised: the first retry's gap differs from token to token (full jitter: a coefficient of
+                // variation near 0.58; a fixed delay gives 0).
+                let first = gaps.compactMap(\.first)
+                let mean = first.reduce(0, +) / Double(first.count)
+                let deviation = (first.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(first.count)).squareRoot()
+                #expect(deviation / mean > 0.2, "first gaps \(first)")
+                // Growing: the gap before the last attempt (up to 8 s) is longer on average than the first (up to 2 s).
+                let last = gaps.compactMap(\.last)
+                #expect(last.reduce(0, +) / Double(last.count) > mean, "first gaps \(first), last gaps \(last)")
+            }
+        }
+    }
+
     @Test("a 503 with Retry-After: 5 on FCM pauses FCM for 5 s while APNs keeps its rate")
     func retryAfterPausesOnlyFCM() async throws {
         try await MixedTestEnvironment.with(fcm: {

@@ -169,6 +169,11 @@ public final class APNsSimulator: Sendable {
         ledgerBox.withLockedValue { $0 }?.records() ?? []
     }
 
+    /// Every error answer so far, when records are kept in memory (a snapshot; the counters count them either way).
+    public func rejections() -> [APNsRejection] {
+        ledgerBox.withLockedValue { $0 }?.rejections() ?? []
+    }
+
     /// Live counters (a snapshot).
     public func counters() -> APNsSimulatorCounters {
         ledgerBox.withLockedValue { $0 }?.counters() ?? APNsSimulatorCounters()

@@ -63,14 +63,14 @@ final class APNsSimulatorCore: Sendable {
         let accepted: APNsRequestValidator.Accepted
         switch outcome {
         case .rejected(let status, let reason):
-            return reject(status: status, reason: reason, apnsID: clientAPNsID, now: now)
+            return reject(status: status, reason: reason, token: nil, apnsID: clientAPNsID, now: now)
         case .accepted(let value):
             accepted = value
         }
         let bodyBuffer = body ?? ByteBuffer()
         let digest = bodyBuffer.withUnsafeReadableBytes { SHA256.hash(data: $0) }
         guard isValidPayload(digest: digest, body: bodyBuffer) else {
-            return reject(status: 400, reason: "BadPayload", apnsID: clientAPNsID, now: now)
+            return reject(status: 400, reason: "BadPayload", token: accepted.token, apnsID: clientAPNsID, now: now)
         }
         if let script = APNsTokenScript.script(for: accepted.token) {
             switch script {
@@ -78,7 +78,7 @@ final class APNsSimulatorCore: Sendable {
                 ledger.updateCounters { $0.hung += 1 }
                 return .hang
             case .error(let status, let reason):
-                return reject(status: status, reason: reason, apnsID: clientAPNsID, now: now)
+                return reject(status: status, reason: reason, token: accepted.token, apnsID: clientAPNsID, now: now)
             }
         }
         let faults = configuration.faults
@@ -89,7 +89,7 @@ final class APNsSimulatorCore: Sendable {
                 return .hang
             }
             if draw < faults.hangRatio + faults.serviceUnavailableRatio {
-                return reject(status: 503, reason: "ServiceUnavailable", apnsID: clientAPNsID, now: now)
+                return reject(status: 503, reason: "ServiceUnavailable", token: accepted.token, apnsID: clientAPNsID, now: now)
             }
         }
         let apnsID = accepted.apnsID ?? UUID().uuidString
@@ -151,8 +151,8 @@ final class APNsSimulatorCore: Sendable {
         return valid
     }
 
-    private func reject(status: Int, reason: String, apnsID: String?, now: Double) -> Answer {
-        ledger.recordRejected(reason)
+    private func reject(status: Int, reason: String, token: Substring?, apnsID: String?, now: Double) -> Answer {
+        ledger.recordRejected(APNsRejection(time: now, token: token.map(String.init), status: status, reason: reason))
         var body = ByteBuffer()
         if status == 410 {
             body.writeString("{\"reason\":\"\(reason)\",\"timestamp\":\(Int64(now * 1000))}")

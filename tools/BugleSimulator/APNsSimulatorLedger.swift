@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 final class APNsSimulatorLedger: Sendable {
     private struct State {
         var records: [APNsRecord] = []
+        var rejections: [APNsRejection] = []
         var counters = APNsSimulatorCounters()
         var random: SplitMix64
         var nextConnectionID = 0
@@ -46,11 +47,18 @@ final class APNsSimulatorLedger: Sendable {
         recordFile?.append(record)
     }
 
-    /// Counts an error answer.
-    /// - Parameter reason: The APNs reason string.
-    func recordRejected(_ reason: String) {
-        state.withLockedValue { $0.counters.rejectedByReason[reason, default: 0] += 1 }
+    /// Counts an error answer, and keeps it when records are kept in memory.
+    /// - Parameter rejection: The answer.
+    func recordRejected(_ rejection: APNsRejection) {
+        let keep = keepRecords
+        state.withLockedValue { state in
+            state.counters.rejectedByReason[rejection.reason, default: 0] += 1
+            if keep { state.rejections.append(rejection) }
+        }
     }
+
+    /// A snapshot of the error answers kept.
+    func rejections() -> [APNsRejection] { state.withLockedValue { $0.rejections } }
 
     /// Applies a change to the counters.
     /// - Parameter body: The change.

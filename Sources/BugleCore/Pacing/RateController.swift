@@ -39,7 +39,7 @@ public struct RateController: Sendable, Equatable {
     /// What an answer did to the rate.
     public enum Change: Sendable, Equatable {
         case none
-        /// A storm: the rate was lowered.
+        /// A storm: the rate was lowered, or stays at its floor (the lane still pauses for it).
         case decreased
         /// A calm window: the rate went up.
         case increased
@@ -68,9 +68,7 @@ public struct RateController: Sendable, Equatable {
         if throttled { throttles += 1 }
         if throttles >= minimumThrottles && Double(throttles) >= threshold * Double(answers) {
             startWindow(at: now)
-            let lowered = max(floor, rate * decrease)
-            guard lowered < rate else { return .none }
-            rate = lowered
+            rate = max(floor, rate * decrease)
             return .decreased
         }
         return .none
