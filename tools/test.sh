@@ -14,7 +14,11 @@ timing=(PacingIntegrationTests LegacyAPNsCampaignTests LegacyAPNsLaneTests FCMCa
 optimized=(-c release --scratch-path .build-release -Xswiftc -enable-testing -Xswiftc -DBUGLE_FAILPOINTS)
 failed=()
 log_dir=$(mktemp -d)
-trap 'rm -rf "$log_dir"' EXIT
+# Every file the tests write under the temporary directory (campaign files, CSVs, certificates, simulator records,
+# throwaway clusters) goes to one directory of this run's own, removed at the end: they would pile up in /tmp.
+scratch=$(mktemp -d)
+trap 'rm -rf "$log_dir" "$scratch"' EXIT
+export TMPDIR="$scratch"
 
 # Runs one phase with its output also kept in a log, so the end of the script can name the failing tests
 # (a CI log often shows only its last lines).
