@@ -3,14 +3,12 @@ import BugleStore
 import Logging
 import PostgresNIO
 
-/// Checks, before anything is written, that every template variable of a campaign is a column of its segment
-/// (the segment is prepared, not read).
+/// Checks, before anything is written, that the segment's columns are usable: every template variable of the
+/// campaign is one of them, and a `registered_at` column is a timestamp (the segment is prepared, not read).
 enum SegmentColumnsCheck {
     /// - Throws: ``UsageError`` naming the file, the key path where the variable is used, and the segment's columns;
-    ///   a segment the server refuses is a usage error too.
+    ///   a segment the server refuses, or whose `registered_at` is not a timestamp, is a usage error too.
     static func verify(_ campaign: Campaign, segments: SegmentAccess, logger: Logger) async throws {
-        let variables = campaign.templateVariables
-        guard !variables.isEmpty else { return }
         let columns: [String]
         do {
             columns = try await segments.reader(for: campaign.segment, logger: logger).columnNames()

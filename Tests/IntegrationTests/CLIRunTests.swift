@@ -454,6 +454,41 @@ struct CLIRunTests {
         #expect(inactive == 0)
     }
 
+    /// The segment is prepared before a run is created: SQL the server refuses, or a `registered_at` that is not a
+    /// timestamp, is a usage error (exit 1) naming the file and `segment.sql`, and leaves no run behind.
+    @Test("bugle run refuses a segment it cannot use before writing anything (exit 1, file and segment.sql named, no run row)", arguments: [
+        ("SELECT id AS device_id, user_id, token, platform, 'soon'::text AS registered_at FROM bugle.devices",
+         "segment.sql: segment: the segment's registered_at column is of type text"),
+        ("DELETE FROM bugle.devices RETURNING id AS device_id, user_id, token, platform", "segment.sql: segment: "),
+    ])
+    func unusableSegmentRefusedFirst(_ sql: String, _ expected: String) async throws {
+        let (environment, configuration, _) = try await Self.mixedCampaign(devices: 20, name: "unusable", message: "default_locale: en")
+        let campaign = try CLITests.temporaryFile(
+            "unusable.yaml",
+            """
+            name: unusable
+            notification_type: cli-unusable
+            dedupe: none
+            segment:
+              sql: \(sql)
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Nobody } }
+            """
+        )
+        let output = try await CLITests.bugle(
+            ["run", campaign, "--providers", environment.material.providersFile], environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)])
+        try await environment.stop()
+        #expect(output.status == 1, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("\(campaign): \(expected)"), "\(output.stderr)")
+        let (runs, devices) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            (try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.runs", as: Int64.self),
+             try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices", as: Int64.self))
+        }
+        #expect(runs == 0)
+        #expect(devices == 20)
+    }
+
     /// RELIABILITY.md §2.3 #38, the file half: the report cannot be written (a file-size limit, which fails the write
     /// with EFBIG as a full disk fails it with ENOSPC, needs no privileges and touches no other test).
     @Test("the CSV cannot be written (file-size limit): exit 2 naming the file and how to write it again, the summary printed, nothing at or beside the path; `bugle report` writes it later")

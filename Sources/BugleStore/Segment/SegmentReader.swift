@@ -18,8 +18,18 @@ public struct SegmentReader: Sendable {
     /// (RELIABILITY.md #35: a shared token belongs to its latest-registered owner). Like any other extra column it is
     /// also a template variable.
     public static let registeredAtColumn = "registered_at"
-    /// The types ``registeredAtColumn`` may have (`pg_typeof`).
-    static let registeredAtTypes: Set<String> = ["timestamp with time zone", "timestamp without time zone", "date"]
+    /// The types ``registeredAtColumn`` may have.
+    static let registeredAtTypes: Set<PostgresDataType> = [.timestamptz, .timestamp, .date]
+
+    /// Refuses a ``registeredAtColumn`` among the segment's result `columns` that is not a timestamp or a date.
+    static func checkRegisteredAt(_ columns: PostgresColumns) throws {
+        guard let column = columns.first(where: { $0.name == registeredAtColumn }), !registeredAtTypes.contains(column.dataType) else { return }
+        let type = column.dataType.knownSQLName?.lowercased() ?? "oid \(column.dataType.rawValue)"
+        throw SegmentError(
+            "the segment's \(registeredAtColumn) column is of type \(type); it must be timestamptz, timestamp or date "
+                + "(of several rows listing one token, the one registered latest is kept)"
+        )
+    }
 
     private let client: PostgresClient
     private let segment: Segment
@@ -139,15 +149,10 @@ public struct SegmentReader: Sendable {
             throw SegmentError("the segment must return a column named \(name) (it returns: \(columns.joined(separator: ", ")))")
         }
         if columns.contains(Self.registeredAtColumn) {
-            let typeQuery = PostgresQuery(unsafeSQL: "SELECT pg_typeof(s.\(Self.registeredAtColumn))::text FROM \(body) LIMIT 1", binds: PostgresBindings())
-            var type = ""
-            for try await (name,) in try await userQuery(connection, typeQuery).decode((String,).self) { type = name }
-            guard Self.registeredAtTypes.contains(type) else {
-                throw SegmentError(
-                    "the segment's \(Self.registeredAtColumn) column is of type \(type); it must be timestamptz, timestamp or date "
-                        + "(of several rows listing one token, the one registered latest is kept)"
-                )
-            }
+            let typed = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT s.\(Self.registeredAtColumn) FROM \(body) LIMIT 0"))
+            let described = typed.columns
+            for try await _ in typed {}
+            try Self.checkRegisteredAt(described)
         }
 
         // Read at most max_rows + 1 rows: a segment over the cap (a cross join of 10^12 rows) is refused as soon as the
@@ -411,14 +416,15 @@ public struct SegmentReader: Sendable {
 extension SegmentReader {
     /// The segment's result columns, from preparing it (no row is read): `SELECT * FROM (<sql>) s LIMIT 0` in the
     /// same read-only transaction, role and timeout as a real read.
-    /// - Throws: ``SegmentError`` for SQL the server refuses.
+    /// - Throws: ``SegmentError`` for SQL the server refuses, or a ``registeredAtColumn`` that is not a timestamp.
     public func columnNames() async throws -> [String] {
         try await withSegmentConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
                 let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT * FROM \(Self.wrap(segment.sql)) LIMIT 0"))
-                let names = rows.columns.map(\.name)
+                let columns = rows.columns
                 for try await _ in rows {}
-                return names
+                try Self.checkRegisteredAt(columns)
+                return columns.map(\.name)
             }
         }
     }
