@@ -16,7 +16,9 @@ failed=()
 log_dir=$(mktemp -d)
 # Every file the tests write under the temporary directory (campaign files, CSVs, certificates, simulator records,
 # throwaway clusters) goes to one directory of this run's own, removed at the end: they would pile up in /tmp.
+# Traversable by others: as root, the tests' PostgreSQL clusters run as `postgres`, which must reach their directories.
 scratch=$(mktemp -d)
+chmod 755 "$scratch"
 trap 'rm -rf "$log_dir" "$scratch"' EXIT
 export TMPDIR="$scratch"
 
