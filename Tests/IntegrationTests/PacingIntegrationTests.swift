@@ -29,6 +29,19 @@ struct PacingIntegrationTests {
         ).collect()
     }
 
+    /// `count` live iOS devices; every `every`th token starts with the simulator's scripted `prefix` (APNsTokenScript).
+    static func seedIOS(_ client: PostgresClient, count: Int, scripted prefix: String, every: Int) async throws {
+        _ = try await client.query(
+            """
+            INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+            SELECT i, 'u' || i, CASE WHEN i % \(every) = 0 THEN \(prefix) || lpad(to_hex(i), 60, '0') ELSE lpad(to_hex(i), 64, '0') END,
+                   'ios', 'en'
+              FROM generate_series(1, \(count)) i
+            """,
+            logger: Support.logger
+        ).collect()
+    }
+
     /// Counts per whole second since the first event, leaving out the first and last (partial) seconds.
     static func fullSeconds(_ times: [Double]) -> [Int] {
         guard let first = times.min(), let last = times.max(), last - first >= 3 else { return [] }
@@ -67,15 +80,7 @@ struct PacingIntegrationTests {
         try await MixedTestEnvironment.with { environment in
             try await Support.withFreshDatabase { client in
                 // 6,000 iOS devices; every tenth token carries the simulator's 429 prefix.
-                _ = try await client.query(
-                    """
-                    INSERT INTO bugle.devices (id, user_id, token, platform, locale)
-                    SELECT i, 'u' || i, CASE WHEN i % 10 = 0 THEN '4290' || lpad(to_hex(i), 60, '0') ELSE lpad(to_hex(i), 64, '0') END,
-                           'ios', 'en'
-                      FROM generate_series(1, 6000) i
-                    """,
-                    logger: Support.logger
-                ).collect()
+                try await Self.seedIOS(client, count: 6_000, scripted: "4290", every: 10)
                 var campaign = Support.campaign(pageSize: 5000, window: 1000)
                 campaign.delivery.rateLimits = [.apns: 500]
                 campaign.delivery.maxAttempts = 2
@@ -113,15 +118,7 @@ struct PacingIntegrationTests {
         try await MixedTestEnvironment.with { environment in
             try await Support.withFreshDatabase { client in
                 // 1,000 iOS devices; every 100th token carries the simulator's 500 prefix.
-                _ = try await client.query(
-                    """
-                    INSERT INTO bugle.devices (id, user_id, token, platform, locale)
-                    SELECT i, 'u' || i, CASE WHEN i % 100 = 0 THEN '5000' || lpad(to_hex(i), 60, '0') ELSE lpad(to_hex(i), 64, '0') END,
-                           'ios', 'en'
-                      FROM generate_series(1, 1000) i
-                    """,
-                    logger: Support.logger
-                ).collect()
+                try await Self.seedIOS(client, count: 1_000, scripted: "5000", every: 100)
                 var campaign = Support.campaign(pageSize: 5000, window: 200)
                 if let rate { campaign.delivery.rateLimits = [.apns: rate] }
                 campaign.delivery.maxAttempts = 4
