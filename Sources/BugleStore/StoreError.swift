@@ -97,7 +97,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
             return error.description
         case let error as PostgresTransactionError:
             // Its own description prints the statement that failed; the error inside is what happened.
-            guard let inner = error.beginError ?? error.closureError ?? error.commitError else {
+            guard let inner = failure(in: error) else {
                 return error.rollbackError.map { "rolling back failed: " + safeDescription(of: $0) } ?? "transaction failed"
             }
             return safeDescription(of: inner)
@@ -118,13 +118,18 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         }
     }
 
+    /// What ended a failed transaction: its `BEGIN`, its body or its `COMMIT` (nil when only the rollback failed).
+    private static func failure(in transaction: PostgresTransactionError) -> (any Error)? {
+        transaction.beginError ?? transaction.closureError ?? transaction.commitError
+    }
+
     /// The SQLSTATE of a server error, if `error` is one.
     /// - Parameter error: Any error.
     /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction too), or `nil` when `error` is
     ///   not a server error.
     public static func sqlState(of error: any Error) -> String? {
         if let transaction = error as? PostgresTransactionError {
-            return (transaction.beginError ?? transaction.closureError ?? transaction.commitError).flatMap(sqlState(of:))
+            return failure(in: transaction).flatMap(sqlState(of:))
         }
         return (error as? PSQLError)?.serverInfo?[.sqlState]
     }

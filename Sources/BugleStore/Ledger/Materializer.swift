@@ -180,19 +180,21 @@ public struct Materializer: Sendable {
     private func collapseDuplicateTokens(runID: Int64, sieve: RepeatedTokenSieve, latestRegistered: Bool) async throws -> Int64 {
         if !sieve.overflowed, sieve.candidates.isEmpty { return 0 }
         let key = "hashtextextended(r.platform || E'\\n' || r.token, 0)"
+        // The variables are read only when they rank the rows (their `registered_at`).
+        let columns = latestRegistered ? "r.seq, r.platform, r.token, r.variables" : "r.seq, r.platform, r.token"
         var binds = PostgresBindings(capacity: 2)
         binds.append(runID)
         let repeated: String
         if sieve.overflowed {
             repeated = """
-                SELECT r.seq, r.platform, r.token, r.variables FROM bugle.run_recipients r
+                SELECT \(columns) FROM bugle.run_recipients r
                  WHERE r.run_id = $1 AND r.token IS NOT NULL
                    AND \(key) IN (SELECT \(key) FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token IS NOT NULL
                                    GROUP BY 1 HAVING count(*) > 1)
                 """
         } else {
             binds.append(Array(sieve.candidates))
-            repeated = "SELECT r.seq, r.platform, r.token, r.variables FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token = ANY($2::text[])"
+            repeated = "SELECT \(columns) FROM bugle.run_recipients r WHERE r.run_id = $1 AND r.token = ANY($2::text[])"
         }
         let registered = SegmentReader.registeredAtColumn
         let order = latestRegistered ? "(c.variables->>'\(registered)')::timestamptz DESC NULLS LAST, c.seq" : "c.seq"
