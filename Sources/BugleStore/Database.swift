@@ -9,7 +9,8 @@ public enum Database {
     ///
     /// The connectivity check (`SELECT 1`, bounded by the configuration's connect timeout plus five seconds) turns
     /// an unreachable or misconfigured server into a ``StoreError`` with code `connectionFailed` instead of a hang.
-    /// Errors thrown by `body` are rethrown unchanged.
+    /// Errors thrown by `body` are rethrown unchanged. When the server refuses Bugle's session settings as startup
+    /// parameters (a connection pooler: see ``connect(_:logger:)``), the client is made again without them.
     ///
     /// - Parameters:
     ///   - configuration: Where to connect; its TLS mode is applied as documented on ``DatabaseConfiguration/SSLMode``.
@@ -23,16 +24,38 @@ public enum Database {
         logger: Logger,
         _ body: (PostgresClient) async throws -> R
     ) async throws -> R {
-        let client = PostgresClient(
-            configuration: try configuration.postgresClientConfiguration(),
-            backgroundLogger: logger
-        )
-        // The client runs in its own task. After a connection was lost mid-query, a call the runner abandoned (see
-        // BugleRunner's OperationDeadline) can keep its connection leased and the client's `run()` from ever
-        // returning; shutting down therefore waits at most `shutdownGrace` for it, then leaves it behind.
-        let running = Task { await client.run() }
+        var configuration = configuration
+        while true {
+            let client = PostgresClient(
+                configuration: try configuration.postgresClientConfiguration(),
+                backgroundLogger: logger
+            )
+            // The client runs in its own task. After a connection was lost mid-query, a call the runner abandoned (see
+            // BugleRunner's OperationDeadline) can keep its connection leased and the client's `run()` from ever
+            // returning; shutting down therefore waits at most `shutdownGrace` for it, then leaves it behind.
+            let running = Task { await client.run() }
+            let usable: DatabaseConfiguration
+            do {
+                usable = try await Self.checkConnection(configuration, logger: logger)
+            } catch {
+                await Self.shutDown(running, logger: logger)
+                throw error
+            }
+            // The server refused Bugle's session settings at startup: a client without them (checked again).
+            guard usable.sessionSettingsAtStartup == configuration.sessionSettingsAtStartup else {
+                await Self.shutDown(running, logger: logger)
+                configuration = usable
+                continue
+            }
+            return try await Self.use(client, running: running, logger: logger, body)
+        }
+    }
+
+    /// Runs `body` with the running `client`, then shuts it down, whether `body` returns or throws.
+    private static func use<R: Sendable>(
+        _ client: PostgresClient, running: Task<Void, Never>, logger: Logger, _ body: (PostgresClient) async throws -> R
+    ) async throws -> R {
         do {
-            try await Self.checkConnection(client, configuration: configuration, logger: logger)
             let result = try await body(client)
             await Self.shutDown(running, logger: logger)
             return result
@@ -91,35 +114,29 @@ public enum Database {
 
     /// Opens and closes one direct connection, so a refused TLS upgrade, bad credentials or a missing socket are
     /// reported with their cause instead of the pool retrying silently.
-    private static func checkConnection(
-        _ client: PostgresClient,
-        configuration: DatabaseConfiguration,
-        logger: Logger
-    ) async throws {
-        let connectionConfiguration = try configuration.postgresConnectionConfiguration()
+    /// - Returns: `configuration`, without session settings at startup when the server refused them (see
+    ///   ``connect(_:logger:)``).
+    private static func checkConnection(_ configuration: DatabaseConfiguration, logger: Logger) async throws -> DatabaseConfiguration {
         let limit = configuration.connectTimeout + .seconds(5)
         do {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
+            return try await withThrowingTaskGroup(of: DatabaseConfiguration?.self) { group in
                 group.addTask {
-                    let connection = try await PostgresConnection.connect(
-                        configuration: connectionConfiguration,
-                        id: 0,
-                        logger: logger
-                    )
+                    let (connection, usable) = try await Self.connect(configuration, logger: logger)
                     try? await connection.close()
-                    return true
+                    return usable
                 }
                 group.addTask {
                     try await Task.sleep(for: limit)
-                    return false
+                    return nil
                 }
                 defer { group.cancelAll() }
-                guard let answered = try await group.next(), answered else {
+                guard let answered = try await group.next(), let usable = answered else {
                     throw StoreError(
                         .connectionFailed,
                         "no answer from \(configuration) within \(limit.components.seconds) s"
                     )
                 }
+                return usable
             }
         } catch let error as StoreError {
             throw error
@@ -128,5 +145,28 @@ public enum Database {
         } catch {
             throw StoreError(.connectionFailed, "cannot connect to \(configuration)", underlying: error)
         }
+    }
+
+    /// Opens one connection. When the server refuses one of Bugle's session settings as a startup parameter (PgBouncer
+    /// answers `unsupported startup parameter` unless its `ignore_startup_parameters` lists it), connects again
+    /// without them: ledger transactions set what they need for themselves.
+    /// - Returns: The connection, and the configuration it was opened with.
+    public static func connect(_ configuration: DatabaseConfiguration, logger: Logger) async throws -> (PostgresConnection, DatabaseConfiguration) {
+        do {
+            return (try await PostgresConnection.connect(configuration: try configuration.postgresConnectionConfiguration(), id: 0, logger: logger), configuration)
+        } catch where configuration.sessionSettingsAtStartup && refusedStartupParameter(error) {
+            var plain = configuration
+            plain.sessionSettingsAtStartup = false
+            logger.notice(
+                "the server refused a startup parameter (a connection pooler?); connecting without Bugle's session settings, which its ledger transactions set for themselves",
+                metadata: ["error": "\(StoreError.safeDescription(of: error))"])
+            return (try await PostgresConnection.connect(configuration: try plain.postgresConnectionConfiguration(), id: 0, logger: logger), plain)
+        }
+    }
+
+    /// Whether `error` is a server's refusal of a startup parameter (PgBouncer: `unsupported startup parameter: jit`).
+    static func refusedStartupParameter(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, let message = error.serverInfo?[.message] else { return false }
+        return message.hasPrefix("unsupported startup parameter")
     }
 }

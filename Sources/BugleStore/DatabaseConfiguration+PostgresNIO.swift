@@ -51,11 +51,13 @@ extension DatabaseConfiguration {
         // JIT off: Bugle's statements are short, and the planner's estimates grow with the ledger (a claim's
         // `LockRows` under `Limit 500` is costed at every due row). At 10,000,000 recipients the claim crossed
         // `jit_above_cost` and spent 40 of its 54 ms compiling (auto_explain `JIT: … Emission 37 ms`).
-        configuration.options.additionalStartupParameters = [
-            ("application_name", self.applicationName),
-            ("idle_in_transaction_session_timeout", "15000"),
-            ("jit", "off"),
-        ]
+        configuration.options.additionalStartupParameters = [("application_name", self.applicationName)]
+        if self.sessionSettingsAtStartup {
+            configuration.options.additionalStartupParameters += [
+                ("idle_in_transaction_session_timeout", PostgresCampaignStore.idleInTransactionTimeout),
+                ("jit", "off"),
+            ]
+        }
         return configuration
     }
 

@@ -71,6 +71,10 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var applicationName: String
     /// How long to wait for a TCP/Unix connection to open.
     public var connectTimeout: Duration
+    /// Whether Bugle's session settings (`jit`, `idle_in_transaction_session_timeout`) are sent as startup
+    /// parameters. ``Database`` turns it off when the server refuses them, as PgBouncer does unless told to ignore
+    /// them; ledger transactions set both for themselves either way.
+    public var sessionSettingsAtStartup = true
 
     /// Creates a configuration from its parts.
     /// - Parameters:

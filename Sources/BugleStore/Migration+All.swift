@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -245,5 +245,15 @@ extension Migration {
             "CREATE TRIGGER runs_delete_ledger AFTER DELETE ON bugle.runs FOR EACH ROW EXECUTE FUNCTION bugle.delete_run_ledger()",
             "DROP TABLE bugle.run_tokens",
         ]
+    )
+
+    /// Version 11: the lease of the process reading a run's segment (`MaterializerLease`): its owner
+    /// (`host:pid:random`) and when the lease lapses unless renewed. It replaces a session advisory lock, which behind
+    /// a transaction-pooling connection pooler (PgBouncer) is taken and released on whichever server session the
+    /// statement lands on: a live reader's lock could look free, and a dead reader's could stay held.
+    public static let materializerLease = Migration(
+        version: 11,
+        name: "materializer_lease",
+        statements: ["ALTER TABLE bugle.runs ADD COLUMN materializer text, ADD COLUMN materializer_expires_at timestamptz"]
     )
 }

@@ -49,7 +49,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
-                try await rematerialize(record, client: client, repository: repository, output: output, logger: logger)
+                try await rematerialize(record, client: client, repository: repository, output: output, leaseTTL: leaseTTL, logger: logger)
             case .ready, .running, .paused:
                 break
             }
@@ -70,21 +70,18 @@ struct ResumeCommand: AsyncParsableCommand {
 }
 
 extension ResumeCommand {
-    /// A run left `materializing`: when the process reading its segment is gone (its ``MaterializationLock`` is free),
-    /// the partial ledger is discarded and the segment read again from zero; nothing was sent from it.
+    /// A run left `materializing`: when the process reading its segment is gone (its ``MaterializerLease`` lapsed, or
+    /// its owner was a process of this host that no longer runs), the partial ledger is discarded and the segment read
+    /// again from zero; nothing was sent from it.
     func rematerialize(
-        _ record: RunRecord, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, logger: Logger
+        _ record: RunRecord, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, leaseTTL: Int, logger: Logger
     ) async throws {
         let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
         let console = Console(jsonOnStdout: output.json)
         let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
-        let redone = try await RunExecution.materialize(runID: record.id, campaign: campaign, segments: segments, wait: false, logger: logger) {
+        let materialized = try await RunExecution.materialize(runID: record.id, campaign: campaign, segments: segments, leaseTTL: leaseTTL, logger: logger) {
             let discarded = try await repository.discardPartialLedger(runID: record.id)
             console.say("run \(record.id): its segment was being read when its process ended (\(discarded) row(s) written, none sent); reading it again")
-        }
-        guard let materialized = redone else {
-            throw UsageError(
-                "run \(record.id) is still reading its segment in another process; wait for it to start sending, or `bugle cancel \(record.id)`")
         }
         console.say(RunExecution.describe(runID: record.id, materialized))
     }

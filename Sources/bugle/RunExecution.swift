@@ -37,9 +37,7 @@ enum RunExecution {
             campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
         var phases = PhaseTimer()
-        guard let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, wait: true, logger: logger) else {
-            throw UsageError("run \(runID): its segment is being read by another process")
-        }
+        let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, leaseTTL: leaseTTL, logger: logger)
         phases.end("materialize")
         if let requireRecipients, materialized.recipients == 0 {
             _ = try await repository.setStatus(runID: runID, to: .cancelled, reason: "no recipients")
@@ -68,24 +66,33 @@ enum RunExecution {
         "run \(runID): \(materialized.recipients) recipient(s) from \(materialized.scan.rowsRead) row(s)" + RunCommand.describe(materialized.skipped)
     }
 
-    /// Reads the campaign's segment into run `runID`'s ledger, holding the run's ``MaterializationLock`` so that
-    /// `bugle resume` can tell a live reader from a dead one.
+    /// Reads the campaign's segment into run `runID`'s ledger, holding the run's ``MaterializerLease`` (renewed every
+    /// sixth of `leaseTTL`) so that `bugle resume` can tell a live reader from a dead one: a lease of a process of this
+    /// host that no longer runs is taken over at once, any other once it has lapsed.
     /// - Parameters:
-    ///   - wait: Wait for the lock (a new run), or return nil at once when another process holds it (a resume).
-    ///   - first: Runs under the lock before the segment is read (a resume discards the dead reader's rows).
+    ///   - first: Runs under the lease before the segment is read (a resume discards the dead reader's rows).
+    /// - Throws: ``MaterializerLease/Held`` (as a usage error) when another live process reads the segment.
     static func materialize(
-        runID: Int64, campaign: Campaign, segments: SegmentAccess, wait: Bool, logger: Logger,
+        runID: Int64, campaign: Campaign, segments: SegmentAccess, leaseTTL: Int, logger: Logger,
         first: () async throws -> Void = {}
-    ) async throws -> Materializer.Report? {
+    ) async throws -> Materializer.Report {
         let client = segments.client
         let reader = try await segments.reader(for: campaign.segment, logger: logger)
         let failpoint = Failpoint.fromEnvironment()
         let materializer = Materializer(client: client, logger: logger) { pages in
             if failpoint.fires(.inMaterialize, count: pages) { failpoint.crash("\(pages) page(s) written") }
         }
-        return try await MaterializationLock.holding(runID: runID, client: client, wait: wait, logger: logger) {
-            try await first()
-            return try await materializer.materialize(runID: runID, campaign: campaign, reader: reader)
+        let host = ProcessInfo.processInfo.hostName
+        do {
+            return try await MaterializerLease.holding(
+                runID: runID, owner: LocalWorkers.ownerID(), ttlSeconds: leaseTTL, client: client, logger: logger,
+                ownerIsGone: { LocalWorkers.isDeadLocalProcess(owner: $0, host: host) }
+            ) { lease in
+                try await first()
+                return try await materializer.materialize(runID: runID, campaign: campaign, reader: reader, lease: lease)
+            }
+        } catch let held as MaterializerLease.Held {
+            throw UsageError("\(held); wait for it to start sending, or `bugle cancel \(runID)`")
         }
     }
 

@@ -110,8 +110,9 @@ struct CrashRecoveryTests {
     }
 
     /// §2.1 #4: killed while reading its segment (after its second page is in the ledger). Nothing is sent from a
-    /// partial audience and nothing pauses it; `bugle resume` refuses while the segment's reader lives (its advisory
-    /// lock is held), and once it is gone discards the partial rows and reads the segment again from zero.
+    /// partial audience and nothing pauses it; `bugle resume` refuses while the segment's reader holds its lease (here a
+    /// live process's, set by the test), and once its owner is a process of this host that no longer runs, takes it
+    /// over at once, discards the partial rows and reads the segment again from zero.
     @Test("killed while reading its segment: nothing sent, pause refused; resume waits for a live reader, else reads it again from zero and completes with everyone once")
     func killedInMaterialization() async throws {
         try await CrashFixture.with(devices: 3000) { fixture in
@@ -131,14 +132,22 @@ struct CrashRecoveryTests {
             let pause = try await fixture.bugle(["pause", "\(runID)"])
             #expect(pause.status == 1 && pause.stderr.contains("is still reading its segment"), "\(pause.stderr)")
             #expect(try await status() == "materializing")
-            // While the reader's lock is held (here by the test, as a live reader would), resume refuses and writes nothing.
-            let refused = try await fixture.withClient { client in
-                try await client.withConnection { connection in
-                    _ = try await connection.query("SELECT pg_advisory_lock(\(Int32(0x6275_676D)), \(Int32(runID)))", logger: CrashFixture.logger).collect()
-                    let output = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
-                    _ = try await connection.query("SELECT pg_advisory_unlock(\(Int32(0x6275_676D)), \(Int32(runID)))", logger: CrashFixture.logger).collect()
-                    return output
-                }
+            // The dead reader's lease has not lapsed; its owner names its pid on this host.
+            let deadOwner = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(
+                    client, "SELECT materializer FROM bugle.runs WHERE id = \(runID) AND materializer_expires_at > now()", as: String.self)
+            } ?? "none"
+            let ownerParts = deadOwner.split(separator: ":")
+            #expect(ownerParts.count == 3 && String(ownerParts[0]) == ProcessInfo.processInfo.hostName, "\(deadOwner)")
+            #expect(kill(pid_t(ownerParts.count == 3 ? String(ownerParts[1]) : "") ?? 0, 0) == -1, "the lease's owner \(deadOwner) still runs")
+            // While a live process holds the lease (this test's, as a live reader would), resume refuses and writes nothing.
+            let liveOwner = "\(ProcessInfo.processInfo.hostName):\(getpid()):1"
+            try await fixture.withClient { client in
+                _ = try await client.query("UPDATE bugle.runs SET materializer = \(liveOwner) WHERE id = \(runID)", logger: CrashFixture.logger).collect()
+            }
+            let refused = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            try await fixture.withClient { client in
+                _ = try await client.query("UPDATE bugle.runs SET materializer = \(deadOwner) WHERE id = \(runID)", logger: CrashFixture.logger).collect()
             }
             #expect(refused.status == 1 && refused.stderr.contains("is still reading its segment in another process"), "\(refused.stderr)")
             #expect(try await fixture.states(runID: runID).values.reduce(0, +) == written)

@@ -44,9 +44,16 @@ public struct Materializer: Sendable {
     }
 
     /// Reads the segment into the run's ledger and marks the run `ready`.
-    /// - Parameter now: when the run starts, for local-time delivery (injected in tests).
-    /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason).
-    public func materialize(runID: Int64, campaign: Campaign, reader: SegmentReader, now: Instant = Instant(secondsSince1970: Date().timeIntervalSince1970)) async throws -> Report {
+    /// - Parameters:
+    ///   - lease: The segment reader's lease this process holds (``MaterializerLease``): every page, the collapse and
+    ///     the final `ready` are written only while it is still this process's. Nil writes without that check.
+    ///   - now: when the run starts, for local-time delivery (injected in tests).
+    /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason); ``MaterializerLease/Lost`` when another
+    ///   process took the lease over (nothing more is written, and the run is left to that process).
+    public func materialize(
+        runID: Int64, campaign: Campaign, reader: SegmentReader, lease: MaterializerLease? = nil,
+        now: Instant = Instant(secondsSince1970: Date().timeIntervalSince1970)
+    ) async throws -> Report {
         let planner = RecipientPlanner(campaign: campaign, now: now)
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
@@ -105,13 +112,13 @@ public struct Materializer: Sendable {
                 // its own connection): wait for the oldest write only when that many are under way.
                 if writing.count >= Self.concurrentWrites { count(try await writing.removeFirst().value) }
                 let page = batch
-                writing.append(Task { [self] in PageWrite(rows: page.rows, valid: page.validCount, written: try await insert(runID: runID, page)) })
+                writing.append(Task { [self] in PageWrite(rows: page.rows, valid: page.validCount, written: try await insert(runID: runID, page, lease: lease)) })
             }
             for write in writing { count(try await write.value) }
         } catch {
             for write in writing { write.cancel() }
             for write in writing { _ = try? await write.value }
-            try? await markFailed(runID: runID, reason: StoreError.safeDescription(of: error))
+            if !(error is MaterializerLease.Lost) { try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error)) }
             throw error
         }
         if scan.nullDeviceIDs > 0 { skipped[.missingDeviceID, default: 0] += scan.nullDeviceIDs }
@@ -121,22 +128,31 @@ public struct Materializer: Sendable {
         let duplicates: Int64
         do {
             duplicates = try await collapseDuplicateTokens(
-                runID: runID, sieve: sieve, latestRegistered: scan.columns.contains(SegmentReader.registeredAtColumn)
+                runID: runID, sieve: sieve, latestRegistered: scan.columns.contains(SegmentReader.registeredAtColumn), lease: lease
             )
         } catch {
-            try? await markFailed(runID: runID, reason: StoreError.safeDescription(of: error))
+            if !(error is MaterializerLease.Lost) { try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error)) }
             throw error
         }
         inserted -= duplicates
         if duplicates > 0 { skipped[.duplicateToken, default: 0] += duplicates }
-        _ = try await client.query(
+        let ready = try await client.query(
             """
             UPDATE bugle.runs SET status = 'ready', recipients_total = \(inserted), rows_scanned = \(scan.rowsRead + scan.nullDeviceIDs),
-                   duplicates_collapsed = \(duplicates), upper_device_id = \(scan.upperDeviceID)
-             WHERE id = \(runID) AND status = 'materializing'
+                   duplicates_collapsed = \(duplicates), upper_device_id = \(scan.upperDeviceID),
+                   materializer = NULL, materializer_expires_at = NULL
+             WHERE id = \(runID) AND status = 'materializing' AND (\(lease?.owner)::text IS NULL OR materializer = \(lease?.owner))
+            RETURNING 1
             """,
             logger: logger
         ).collect()
+        // Not made ready: cancelled meanwhile (left as it is), or taken over by another reader.
+        if ready.isEmpty, let lease {
+            let fence = try await client.withTransaction(logger: logger) { connection in
+                try await MaterializerLease.fence(lease, runID: runID, connection, logger: logger)
+            }
+            if case .lost = fence { throw MaterializerLease.Lost(runID: runID) }
+        }
         return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
     }
 
@@ -144,17 +160,20 @@ public struct Materializer: Sendable {
     ///
     /// One transaction: it locks the run row against a concurrent cancel (the ledger has no foreign key to `runs`,
     /// whose per-row check was half the cost of an insert), then copies the page's rows in with `COPY`.
-    private func insert(runID: Int64, _ page: LedgerCopyPage) async throws -> Int64 {
-        try await client.withTransaction(logger: logger) { connection in
-            let open = try await connection.query(
-                "SELECT now()::text FROM bugle.runs WHERE id = \(runID) AND status = 'materializing' FOR SHARE",
-                logger: logger
-            )
-            var now: String?
-            for try await (text,) in open.decode((String,).self) { now = text }
-            guard let now else { return 0 }
-            // COPY quotes the table name whole, so the schema comes from the search path, for this transaction only.
-            try await connection.query("SET LOCAL search_path TO bugle", logger: logger)
+    private func insert(runID: Int64, _ page: LedgerCopyPage, lease: MaterializerLease?) async throws -> Int64 {
+        let written = try await client.withTransaction(logger: logger) { connection -> Int64? in
+            let now: String
+            switch try await MaterializerLease.fence(lease, runID: runID, connection, logger: logger) {
+            case .open(let at): now = at
+            case .closed: return 0
+            case .lost: return nil
+            }
+            // COPY quotes the table name whole, so the schema comes from the search path, for this transaction only;
+            // and a reader frozen inside it is ended after 15 s, so its lock on the run row cannot stall a cancel or a
+            // takeover (also when a connection pooler refused that setting at connection time).
+            try await connection.query(
+                "SELECT set_config('search_path', 'bugle', true), set_config('idle_in_transaction_session_timeout', '\(unescaped: PostgresCampaignStore.idleInTransactionTimeout)', true)",
+                logger: logger)
             try await connection.copyFrom(table: "run_recipients", columns: LedgerCopyPage.columns, logger: logger) { writer in
                 try await writer.write(page.pendingLines)
                 if page.hasFinishedRows {
@@ -165,6 +184,8 @@ public struct Materializer: Sendable {
             }
             return Int64(page.rows)
         }
+        guard let written else { throw MaterializerLease.Lost(runID: runID) }
+        return written
     }
 
     /// Collapses rows of the run that share a (platform, token) into one: with `latestRegistered` (the segment returns
@@ -177,7 +198,7 @@ public struct Materializer: Sendable {
     /// one pass over all the run's rows groups 64-bit hashes of the keys (an integer sort: about 0.7 s at 1,000,000
     /// rows), and only rows whose hash repeats are compared by their keys. Equal keys have equal hashes, so nothing is
     /// missed; a hash shared by different tokens is only looked at more closely.
-    private func collapseDuplicateTokens(runID: Int64, sieve: RepeatedTokenSieve, latestRegistered: Bool) async throws -> Int64 {
+    private func collapseDuplicateTokens(runID: Int64, sieve: RepeatedTokenSieve, latestRegistered: Bool, lease: MaterializerLease?) async throws -> Int64 {
         if !sieve.overflowed, sieve.candidates.isEmpty { return 0 }
         let key = "hashtextextended(r.platform || E'\\n' || r.token, 0)"
         // The variables are read only when they rank the rows (their `registered_at`).
@@ -209,13 +230,20 @@ public struct Materializer: Sendable {
             """
         // Hash or merge joins only: a nested loop over the repeated hashes would cost rows × repeated hashes when a
         // segment lists every device twice.
-        return try await client.withTransaction(logger: logger) { connection in
+        let deleted = try await client.withTransaction(logger: logger) { connection -> Int64? in
+            switch try await MaterializerLease.fence(lease, runID: runID, connection, logger: logger) {
+            case .open: break
+            case .closed: return 0
+            case .lost: return nil
+            }
             try await connection.query("SET LOCAL enable_nestloop = off", logger: logger)
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             var count: Int64 = 0
             for try await (deleted,) in rows.decode((Int64,).self) { count = deleted }
             return count
         }
+        guard let deleted else { throw MaterializerLease.Lost(runID: runID) }
+        return deleted
     }
 
     /// The copy index each of the page's users got last for this notification type (copy rotation).
@@ -231,9 +259,13 @@ public struct Materializer: Sendable {
         return last
     }
 
-    private func markFailed(runID: Int64, reason: String) async throws {
+    /// Marks the run failed, unless another reader holds its lease now.
+    private func markFailed(runID: Int64, lease: MaterializerLease?, reason: String) async throws {
         _ = try await client.query(
-            "UPDATE bugle.runs SET status = 'failed', failure_reason = \(reason), finished_at = now() WHERE id = \(runID)",
+            """
+            UPDATE bugle.runs SET status = 'failed', failure_reason = \(reason), finished_at = now(), materializer = NULL, materializer_expires_at = NULL
+             WHERE id = \(runID) AND (\(lease?.owner)::text IS NULL OR materializer = \(lease?.owner))
+            """,
             logger: logger
         ).collect()
     }

@@ -33,12 +33,27 @@ public struct PostgresCampaignStore: CampaignStore {
     /// leave its backend queued on the lock, holding a pooled connection, and every retry would queue another.
     static let lockTimeout = "5s"
 
-    /// One ledger transaction, its statements waiting at most ``lockTimeout`` for a lock (`SET LOCAL`: the pooled
-    /// session's own setting is untouched).
+    /// How long a session may sit idle inside a transaction before the server ends it (milliseconds): a worker frozen
+    /// mid-transaction (SIGSTOP, a stalled host) would otherwise hold its row locks and stall every other worker's
+    /// lease takeover. Also a startup parameter of Bugle's sessions (``DatabaseConfiguration``), unless a connection
+    /// pooler refused it.
+    public static let idleInTransactionTimeout = "15000"
+
+    /// One ledger transaction, with its settings for this transaction only (`set_config(…, true)`, one statement: the
+    /// pooled session's own settings are untouched, and behind a transaction-pooling PgBouncer, which refuses them as
+    /// startup parameters, they still apply): statements wait at most ``lockTimeout`` for a lock, a session frozen
+    /// inside the transaction is ended after ``idleInTransactionTimeout``, and JIT stays off (see
+    /// ``DatabaseConfiguration/postgresClientConfiguration()``).
     private func ledgerTransaction<T>(_ body: (PostgresConnection) async throws -> sending T) async throws -> sending T {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection in
-            try await connection.query("SET LOCAL lock_timeout = '\(unescaped: Self.lockTimeout)'", logger: logger)
+            try await connection.query(
+                """
+                SELECT set_config('lock_timeout', '\(unescaped: Self.lockTimeout)', true),
+                       set_config('idle_in_transaction_session_timeout', '\(unescaped: Self.idleInTransactionTimeout)', true),
+                       set_config('jit', 'off', true)
+                """,
+                logger: logger)
             return try await body(connection)
         }
     }

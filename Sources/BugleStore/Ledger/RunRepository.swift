@@ -140,7 +140,7 @@ public struct RunRepository: Sendable {
     }
 
     /// Deletes the ledger rows of a run whose materialization died part-way (status still `materializing`), so it can
-    /// be materialized again from zero. The caller holds the run's ``MaterializationLock``.
+    /// be materialized again from zero. The caller holds the run's ``MaterializerLease``.
     /// - Returns: The rows deleted.
     public func discardPartialLedger(runID: Int64) async throws -> Int64 {
         let rows = try await client.query(

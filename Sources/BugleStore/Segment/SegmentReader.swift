@@ -62,8 +62,7 @@ public struct SegmentReader: Sendable {
         }
         let connection: PostgresConnection
         do {
-            connection = try await PostgresConnection.connect(
-                configuration: try readerLogin.postgresConnectionConfiguration(), id: 0, logger: logger)
+            connection = try await Database.connect(readerLogin, logger: logger).0
         } catch {
             throw SegmentError("cannot log in as \(readerLogin.username) to read the segment: " + Self.serverMessage(error))
         }

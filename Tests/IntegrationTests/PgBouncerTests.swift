@@ -1,0 +1,143 @@
+import BugleCore
+import BugleStore
+import BugleTesting
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+/// Bugle behind PgBouncer in transaction pooling mode (RELIABILITY.md §3.7: "a lease in a row works behind PgBouncer
+/// transaction pooling, where session advisory locks do not"), a real pooler in front of the test server.
+@Suite("PgBouncer in transaction pooling", .enabled(if: PgBouncer.enabled, PgBouncer.reason))
+struct PgBouncerTests {
+    static let logger = Logger(label: "bugle.test.pgbouncer")
+
+    /// PgBouncer refuses startup parameters it does not know (`unsupported startup parameter: jit`): Bugle connects
+    /// again without its session settings and says so; through the same client a direct connection keeps them.
+    @Test("a pooler that refuses Bugle's startup parameters: connected without them, with a notice; directly they stay")
+    func startupParametersDropped() async throws {
+        let direct = try await TestDatabase.fresh()
+        try await PgBouncer.with(server: direct) { bouncer in
+            let pooled = bouncer.configuration(database: direct.database, of: direct)
+            let lines = RecordingLogHandler.Lines()
+            let logger = RecordingLogHandler.logger(lines, level: .notice)
+            let jit = try await Database.withClient(pooled, logger: logger) { client in
+                try await LedgerTestSupport.scalar(client, "SHOW jit", as: String.self)
+            }
+            #expect(jit == "on", "the server's default, since the pooler took no startup setting")
+            #expect(lines.all.contains { $0.contains("refused a startup parameter") && $0.contains("unsupported startup parameter") }, "\(lines.all)")
+            let directJIT = try await Database.withClient(direct, logger: Self.logger) { client in
+                try await LedgerTestSupport.scalar(client, "SHOW jit", as: String.self)
+            }
+            #expect(directJIT == "off")
+        }
+    }
+
+    /// `bugle run` through the pooler: migrations, the segment read, materialization under its lease, claims, outcome
+    /// writes and the report each in their own transactions on whichever server session the pooler gives them.
+    @Test("bugle run through PgBouncer in transaction pooling: every live token delivered once, the dead ones deactivated")
+    func campaignThroughPooler() async throws {
+        let direct = try await CrashFixture.make(devices: 2_000)
+        do {
+            try await PgBouncer.with(server: direct.configuration) { bouncer in
+                let pooled = bouncer.configuration(database: direct.configuration.database, of: direct.configuration)
+                let through = CrashFixture(
+                    environment: direct.environment, configuration: direct.configuration, databaseURL: try CLITests.url(pooled), devices: direct.devices)
+                let campaign = try through.campaign(policy: .resend, window: 200)
+                let result = try await through.bugle(["run", campaign, "--quiet"])
+                #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
+                let runID = try await direct.latestRunID()
+                let (duplicates, unknown) = try await direct.checkInvariants(runID: runID)
+                #expect(duplicates == 0 && unknown == 0)
+                let materializer = try await direct.withClient { client in
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT coalesce(materializer, 'none') FROM bugle.runs WHERE id = \(runID)", as: String.self)
+                }
+                #expect(materializer == "none", "the segment reader's lease is cleared once the run is ready")
+            }
+        } catch {
+            try await direct.stop()
+            throw error
+        }
+        try await direct.stop()
+    }
+
+    /// The segment reader's lease, through the pooler: a live reader's lease refuses a second reader; a reader whose
+    /// process is gone (or whose lease lapsed) is taken over; the reader that lost its lease writes nothing more, and
+    /// the one that took it materializes every device once.
+    @Test("the segment reader's lease: held refuses, gone or lapsed is taken over, the loser writes nothing, renewals extend it")
+    func materializerLease() async throws {
+        let direct = try await TestDatabase.fresh()
+        try await Database.withClient(direct, logger: Self.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 1_500)
+        }
+        try await PgBouncer.with(server: direct) { bouncer in
+            try await Database.withClient(bouncer.configuration(database: direct.database, of: direct), logger: Self.logger) { client in
+                let campaign = LedgerTestSupport.campaign(sql: "SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices", pageSize: 500)
+                let runID = try await RunRepository(client: client, logger: Self.logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
+                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: Self.logger)
+                let materializer = Materializer(client: client, logger: Self.logger)
+                func rows() async throws -> Int64 {
+                    try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)", as: Int64.self) ?? -1
+                }
+                func state() async throws -> String {
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT status || ' ' || coalesce(materializer, 'none') FROM bugle.runs WHERE id = \(runID)", as: String.self) ?? "gone"
+                }
+                func set(_ owner: String, expiresIn seconds: Int) async throws {
+                    _ = try await client.query(
+                        "UPDATE bugle.runs SET materializer = \(owner), materializer_expires_at = now() + make_interval(secs => \(Double(seconds))) WHERE id = \(runID)",
+                        logger: Self.logger
+                    ).collect()
+                }
+
+                // A reader on another host, its lease an hour from lapsing: refused, unless its process is known gone.
+                try await set("far:1:1", expiresIn: 3_600)
+                let held = await #expect(throws: MaterializerLease.Held.self) {
+                    try await MaterializerLease.holding(runID: runID, owner: "near:2:2", ttlSeconds: 30, client: client, logger: Self.logger) { _ in }
+                }
+                #expect(held?.owner == "far:1:1" && (held?.expiresIn ?? 0) > 3_500, "\(String(describing: held))")
+
+                // Taken over from a process known gone; inside, the lease is this reader's and refuses a third. A takeover
+                // from outside (the lease lapsed meanwhile, say) then stops this reader before its first page.
+                var lost: MaterializerLease.Lost?
+                do {
+                    try await MaterializerLease.holding(
+                        runID: runID, owner: "near:2:2", ttlSeconds: 30, client: client, logger: Self.logger, ownerIsGone: { $0 == "far:1:1" }
+                    ) { lease in
+                        #expect(try await state() == "materializing near:2:2")
+                        await #expect(throws: MaterializerLease.Held.self) {
+                            try await MaterializerLease.holding(runID: runID, owner: "other:3:3", ttlSeconds: 30, client: client, logger: Self.logger) { _ in }
+                        }
+                        try await set("thief:4:4", expiresIn: -1)
+                        _ = try await materializer.materialize(runID: runID, campaign: campaign, reader: reader, lease: lease)
+                    }
+                } catch let error as MaterializerLease.Lost {
+                    lost = error
+                }
+                #expect(lost?.runID == runID, "the reader whose lease was taken over stopped with Lost")
+                #expect(try await rows() == 0, "the reader that lost its lease wrote no page")
+                #expect(try await state() == "materializing thief:4:4", "nor marked the run failed or ready")
+
+                // The thief's lease has lapsed: taken over; renewed while held; the segment read whole, the lease cleared.
+                let report = try await MaterializerLease.holding(runID: runID, owner: "last:5:5", ttlSeconds: 3, client: client, logger: Self.logger) { lease in
+                    let expiry = { try await LedgerTestSupport.scalar(
+                        client, "SELECT extract(epoch FROM materializer_expires_at)::float8 FROM bugle.runs WHERE id = \(runID)", as: Double.self) ?? 0 }
+                    let first = try await expiry()
+                    let deadline = ContinuousClock.now + .seconds(20)
+                    while try await expiry() <= first, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+                    #expect(try await expiry() > first, "renewed within 20 s (every half second)")
+                    return try await materializer.materialize(runID: runID, campaign: campaign, reader: reader, lease: lease)
+                }
+                #expect(report.recipients == 1_500)
+                #expect(try await rows() == 1_500)
+                #expect(try await state() == "ready none")
+
+                // Too late for the thief: the run is ready, and its pages find it so.
+                let late = try await materializer.materialize(runID: runID, campaign: campaign, reader: reader, lease: MaterializerLease(runID: runID, owner: "thief:4:4"))
+                #expect(late.recipients == 0)
+                #expect(try await rows() == 1_500)
+            }
+        }
+    }
+}
