@@ -8,7 +8,7 @@ import Testing
 
 /// Bugle behind PgBouncer in transaction pooling mode (RELIABILITY.md §3.7: "a lease in a row works behind PgBouncer
 /// transaction pooling, where session advisory locks do not"), a real pooler in front of the test server.
-@Suite("PgBouncer in transaction pooling", .enabled(if: PgBouncer.enabled, PgBouncer.reason))
+@Suite("PgBouncer in front of the test server", .enabled(if: PgBouncer.enabled, PgBouncer.reason))
 struct PgBouncerTests {
     static let logger = Logger(label: "bugle.test.pgbouncer")
 
@@ -33,13 +33,14 @@ struct PgBouncerTests {
         }
     }
 
-    /// `bugle run` through the pooler: migrations, the segment read, materialization under its lease, claims, outcome
-    /// writes and the report each in their own transactions on whichever server session the pooler gives them.
-    @Test("bugle run through PgBouncer in transaction pooling: every live token delivered once, the dead ones deactivated")
-    func campaignThroughPooler() async throws {
+    /// `bugle run` through the pooler: in transaction pooling, migrations, the segment read, materialization under its
+    /// lease, claims, outcome writes and the report each in their own transactions on whichever server session the
+    /// pooler gives them; in session pooling, each of Bugle's connections on a server session of its own.
+    @Test("bugle run through PgBouncer: every live token delivered once, the dead ones deactivated", arguments: ["transaction", "session"])
+    func campaignThroughPooler(poolMode: String) async throws {
         let direct = try await CrashFixture.make(devices: 2_000)
         do {
-            try await PgBouncer.with(server: direct.configuration) { bouncer in
+            try await PgBouncer.with(server: direct.configuration, poolMode: poolMode) { bouncer in
                 let pooled = bouncer.configuration(database: direct.configuration.database, of: direct.configuration)
                 let through = CrashFixture(
                     environment: direct.environment, configuration: direct.configuration, databaseURL: try CLITests.url(pooled), devices: direct.devices)
