@@ -207,6 +207,47 @@ struct APNsCampaignTests {
         }
     }
 
+    /// PROTOCOLS.md §1.7 and §4.1 item 2: with token auth APNs allows one stream on a new connection until a request
+    /// with a valid token has been posted, then raises the limit; it has also been seen dropping the limit to 1 after
+    /// a rejected push and restoring it after the next success. The lane's connections start at one stream until the
+    /// server's SETTINGS say otherwise, follow every change, and never breach a limit.
+    @Test(
+        "one stream until a valid JWT, then the full limit; a limit dropped to 1 after every rejection and restored after every success: never exceeded, every token once",
+        arguments: [false, true]
+    )
+    func streamLimitFollowsAuthenticationAndRejections(dropAfterRejection: Bool) async throws {
+        try await Self.withLane(configure: {
+            $0.maxConcurrentStreams = 100
+            $0.streamsBeforeAuthentication = 1
+            $0.streamsAfterRejection = dropAfterRejection ? 1 : nil
+            $0.faults = .init(latency: .milliseconds(2))
+        }) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedIOS(client, count: 2_000)
+                let (runID, result) = try await Self.run(client, Support.campaign(window: 400, policy: .resend), provider: provider)
+                #expect(result.ending == .completed)
+                let counters = simulator.counters()
+                #expect(counters.maxConcurrentStreamsViolations == 0)
+                #expect(counters.maxConcurrentStreamsBeforeAuthentication == 1, "streams open at once before a valid JWT")
+                #expect(counters.maxConcurrentStreamsObserved > 1, "the raise after authentication was never used")
+                // One raise per connection; with drops, a drop and a restore around each of the 100 rejections (a
+                // rejection right after another, or a success after a success, changes nothing).
+                #expect(counters.streamLimitChanges >= counters.connections, "\(counters)")
+                if dropAfterRejection {
+                    #expect(counters.streamLimitChanges >= counters.connections + 20, "\(counters.streamLimitChanges) changes")
+                }
+                let records = simulator.accepted()
+                #expect(Set(records.map(\.token)).count == 1_900)
+                #expect(records.count == 1_900, "\(records.count - 1_900) duplicates")
+                let states = try await Support.scalar(
+                    client,
+                    "SELECT string_agg(state || ':' || n, ',' ORDER BY state) FROM (SELECT state, count(*) n FROM bugle.run_recipients WHERE run_id = \(runID) GROUP BY state) s",
+                    as: String.self)
+                #expect(states == "invalid_token:100,sent:1900")
+            }
+        }
+    }
+
     /// Waits (polling the simulator's counters) until it has accepted `count` notifications.
     static func waitForAccepted(_ simulator: APNsSimulator, atLeast count: Int) async throws {
         let deadline = ContinuousClock.now + .seconds(120)

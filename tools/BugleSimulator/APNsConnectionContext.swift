@@ -16,23 +16,45 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         var closing = false
         var currentJWT: String?
         var jwtSince: Double = 0
+        /// The `MAX_CONCURRENT_STREAMS` last sent, and the connection's full limit.
+        var advertised: Int
+        var full: Int
+        var authenticated: Bool
+        var lowered = false
+    }
+
+    /// The stream limits of a connection (see ``APNsSimulatorConfiguration``).
+    struct StreamLimits: Sendable {
+        /// The limit of an authenticated connection.
+        var full: Int
+        /// Token auth: the limit until a request carries a valid JWT (nil: `full` from the start).
+        var beforeAuthentication: Int?
+        /// The limit after a rejected request, until the next success (nil: never lowered).
+        var afterRejection: Int?
+
+        /// The limit a new connection advertises in its first SETTINGS.
+        var initial: Int { beforeAuthentication ?? full }
     }
 
     /// 1-based connection id (in accept order).
     let id: Int
     private let ledger: APNsSimulatorLedger
     private let faults: APNsSimulatorConfiguration.Faults
-    private let state = NIOLockedValueBox(State())
+    private let limits: StreamLimits
+    private let state: NIOLockedValueBox<State>
 
     /// Creates the context of a new connection.
     /// - Parameters:
     ///   - id: Connection id.
     ///   - ledger: Shared counters.
     ///   - faults: Fault settings.
-    init(id: Int, ledger: APNsSimulatorLedger, faults: APNsSimulatorConfiguration.Faults) {
+    ///   - limits: Its stream limits; the first SETTINGS carries `limits.initial`.
+    init(id: Int, ledger: APNsSimulatorLedger, faults: APNsSimulatorConfiguration.Faults, limits: StreamLimits) {
         self.id = id
         self.ledger = ledger
         self.faults = faults
+        self.limits = limits
+        self.state = NIOLockedValueBox(State(advertised: limits.initial, full: limits.full, authenticated: limits.beforeAuthentication == nil))
     }
 
     /// Binds the parent (TCP) channel.
@@ -42,25 +64,15 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
 
     func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
         let streamID = Int(id)
-        enum Action { case none, goAway(any Channel), drop(any Channel) }
-        let (open, action): (Int, Action) = state.withLockedValue { state in
-            state.openStreams += 1
-            state.totalStreams += 1
-            state.highestStreamID = max(state.highestStreamID, streamID)
-            guard !state.closing, let parent = state.channel else { return (state.openStreams, .none) }
-            if let every = faults.dropConnectionEvery, every > 0, state.totalStreams % every == 0 {
-                state.closing = true
-                return (state.openStreams, .drop(parent))
-            }
-            if let every = faults.goAwayEvery, every > 0, state.totalStreams % every == 0,
-                state.goAwayLastStreamID == nil
-            {
-                return (state.openStreams, .goAway(parent))
-            }
-            return (state.openStreams, .none)
+        let (open, unauthenticated, action): (Int, Bool, Action) = state.withLockedValue { state in
+            let (open, action) = Self.opened(streamID, &state, faults: faults)
+            return (open, !state.authenticated, action)
         }
         ledger.updateCounters { counters in
             counters.maxConcurrentStreamsObserved = max(counters.maxConcurrentStreamsObserved, open)
+            if unauthenticated {
+                counters.maxConcurrentStreamsBeforeAuthentication = max(counters.maxConcurrentStreamsBeforeAuthentication, open)
+            }
         }
         switch action {
         case .none:
@@ -73,6 +85,26 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
             // stream seen when the GOAWAY is actually written, and only those streams get processed.
             parent.eventLoop.execute { self.sendGoAway(on: parent) }
         }
+    }
+
+    private enum Action { case none, goAway(any Channel), drop(any Channel) }
+
+    /// Counts a new stream and decides the faults it triggers. - Returns: the streams open now, and the fault.
+    private static func opened(_ streamID: Int, _ state: inout State, faults: APNsSimulatorConfiguration.Faults) -> (Int, Action) {
+        state.openStreams += 1
+        state.totalStreams += 1
+        state.highestStreamID = max(state.highestStreamID, streamID)
+        guard !state.closing, let parent = state.channel else { return (state.openStreams, .none) }
+        if let every = faults.dropConnectionEvery, every > 0, state.totalStreams % every == 0 {
+            state.closing = true
+            return (state.openStreams, .drop(parent))
+        }
+        if let every = faults.goAwayEvery, every > 0, state.totalStreams % every == 0,
+            state.goAwayLastStreamID == nil
+        {
+            return (state.openStreams, .goAway(parent))
+        }
+        return (state.openStreams, .none)
     }
 
     func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
@@ -127,9 +159,48 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         try? await parent.pipeline.addHandler(InboundBlackhole(), position: .first).get()
     }
 
-    /// Sends SETTINGS with a new `MAX_CONCURRENT_STREAMS`.
+    /// A request on this connection carried a valid JWT: the first one raises the limit to the full one.
+    func authenticated() {
+        let raise: Int? = state.withLockedValue { state in
+            guard !state.authenticated else { return nil }
+            state.authenticated = true
+            return state.lowered ? nil : Self.advertise(state.full, &state)
+        }
+        if let raise { send(maxConcurrentStreams: raise) }
+    }
+
+    /// A request was answered: with ``StreamLimits/afterRejection`` set, a rejection lowers the limit and the next
+    /// success restores it.
+    func answered(success: Bool) {
+        guard let lowered = limits.afterRejection else { return }
+        let change: Int? = state.withLockedValue { state in
+            guard state.authenticated else { return nil }
+            state.lowered = !success
+            return Self.advertise(success ? state.full : lowered, &state)
+        }
+        if let change { send(maxConcurrentStreams: change) }
+    }
+
+    /// The value to send, when it differs from the one advertised.
+    private static func advertise(_ value: Int, _ state: inout State) -> Int? {
+        guard state.advertised != value else { return nil }
+        state.advertised = value
+        return value
+    }
+
+    /// Sets the connection's full limit and sends it (a mid-run change by the test or operator).
     func sendSettings(maxConcurrentStreams: Int) {
+        state.withLockedValue { state in
+            state.full = maxConcurrentStreams
+            state.advertised = maxConcurrentStreams
+        }
+        send(maxConcurrentStreams: maxConcurrentStreams)
+    }
+
+    /// Writes SETTINGS with a new `MAX_CONCURRENT_STREAMS`.
+    private func send(maxConcurrentStreams: Int) {
         guard let parent = state.withLockedValue({ $0.channel }) else { return }
+        ledger.updateCounters { $0.streamLimitChanges += 1 }
         let frame = HTTP2Frame(
             streamID: .rootStream,
             payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)]))

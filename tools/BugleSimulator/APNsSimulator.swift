@@ -89,6 +89,11 @@ public final class APNsSimulator: Sendable {
         var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
         streamConfiguration.targetWindowSize = 1 << 20
         let faults = configuration.faults
+        let limits = APNsConnectionContext.StreamLimits(
+            full: configuration.maxConcurrentStreams,
+            beforeAuthentication: configuration.clientCAPEM == nil ? configuration.streamsBeforeAuthentication : nil,
+            afterRejection: configuration.streamsAfterRejection
+        )
         let connectionSettings = connectionConfiguration
         let streamSettings = streamConfiguration
         let registry = connections
@@ -101,7 +106,7 @@ public final class APNsSimulator: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let id = ledger.connectionOpened()
-                    let context = APNsConnectionContext(id: id, ledger: ledger, faults: faults)
+                    let context = APNsConnectionContext(id: id, ledger: ledger, faults: faults, limits: limits)
                     context.bind(channel)
                     registry.withLockedValue { $0[id] = context }
                     channel.closeFuture.whenComplete { _ in
@@ -110,9 +115,14 @@ public final class APNsSimulator: Sendable {
                     }
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    // The first SETTINGS carries the connection's starting limit (1 until authenticated, with token auth).
+                    var settings = connectionSettings
+                    settings.initialSettings = settings.initialSettings.map {
+                        $0.parameter == .maxConcurrentStreams ? HTTP2Setting(parameter: .maxConcurrentStreams, value: limits.initial) : $0
+                    }
                     _ = try sync.configureHTTP2Pipeline(
                         mode: .server,
-                        connectionConfiguration: connectionSettings,
+                        connectionConfiguration: settings,
                         streamConfiguration: streamSettings,
                         streamDelegate: context
                     ) { stream in

@@ -20,6 +20,14 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var keys: [String: P256.Signing.PublicKey]
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` sent to every client (default 1000, like APNs today).
     public var maxConcurrentStreams: Int
+    /// Token auth: the stream limit a new connection starts with, until a request on it carries a valid JWT; then
+    /// ``maxConcurrentStreams`` is sent. Apple: "only one stream until a request with a valid token has been posted"
+    /// (default 1). Nil: ``maxConcurrentStreams`` from the start. Certificate connections are authorised by their
+    /// handshake and start at ``maxConcurrentStreams``.
+    public var streamsBeforeAuthentication: Int? = 1
+    /// When set, a rejected request (any non-200 answer) lowers the connection's limit to this until the next 200
+    /// restores it (seen on APNs: 500 dropped to 1 after a rejected push, restored after the next success). Nil: off.
+    public var streamsAfterRejection: Int? = nil
     /// A JWT whose `iat` is older than this gets 403 `ExpiredProviderToken` (Apple: one hour).
     public var jwtMaxAge: Duration
     /// A different JWT on one connection sooner than this after the previous gets 429

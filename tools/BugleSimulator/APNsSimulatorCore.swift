@@ -55,6 +55,17 @@ final class APNsSimulatorCore: Sendable {
         connection: APNsConnectionContext,
         streamID: Int
     ) -> Answer {
+        let answer = decide(headers: headers, body: body, connection: connection, streamID: streamID)
+        if case .respond(let response) = answer { connection.answered(success: response.body == nil) }
+        return answer
+    }
+
+    private func decide(
+        headers: HPACKHeaders,
+        body: ByteBuffer?,
+        connection: APNsConnectionContext,
+        streamID: Int
+    ) -> Answer {
         let now = configuration.wallClock()
         let clientAPNsID = headers.first(name: "apns-id")
         let outcome = validator.validate(headers: headers, body: body) { authorization in
@@ -135,6 +146,7 @@ final class APNsSimulatorCore: Sendable {
         guard connection.bindToken(jwt, now: now, minInterval: tokenUpdateMinInterval) else {
             return (429, "TooManyProviderTokenUpdates")
         }
+        connection.authenticated()
         return nil
     }
 

@@ -15,6 +15,12 @@ public struct APNsSimulatorCounters: Sendable, Equatable {
     /// Streams refused because a client exceeded `SETTINGS_MAX_CONCURRENT_STREAMS` (each such violation
     /// is also a connection error: NIOHTTP2 answers it with GOAWAY PROTOCOL_ERROR).
     public var maxConcurrentStreamsViolations: Int = 0
+    /// Largest number of streams open at once on a connection that had not yet seen a valid JWT (token auth with
+    /// `streamsBeforeAuthentication`): Apple allows one.
+    public var maxConcurrentStreamsBeforeAuthentication: Int = 0
+    /// SETTINGS frames that changed a connection's `MAX_CONCURRENT_STREAMS` after its first: raises after
+    /// authentication, drops after rejections and restorations (`streamsAfterRejection`), announced changes.
+    public var streamLimitChanges: Int = 0
     /// GOAWAY frames sent by the `goAwayEvery` fault.
     public var goAwaysSent: Int = 0
     /// Connections dropped by the `dropConnectionEvery` fault.

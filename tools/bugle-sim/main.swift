@@ -102,6 +102,18 @@ extension BugleSim {
         @Option(name: .customLong("max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS.")
         var maxStreams: Int = 1000
 
+        @Option(
+            name: .customLong("streams-before-auth"),
+            help: "Token auth: the stream limit of a new connection until a request carries a valid JWT, as APNs does (0 = --max-streams from the start)."
+        )
+        var streamsBeforeAuth: Int = 1
+
+        @Option(
+            name: .customLong("streams-after-rejection"),
+            help: "Lower a connection's stream limit to N after a rejected request, until the next success (0 = off)."
+        )
+        var streamsAfterRejection: Int = 0
+
         @Option(name: .customLong("error-ratio"), help: "Fraction of valid requests answered 503 ServiceUnavailable.")
         var errorRatio: Double = 0
 
@@ -187,6 +199,8 @@ extension BugleSim {
             }
             var configuration = APNsSimulatorConfiguration(certificates: material, port: apnsPort)
             configuration.maxConcurrentStreams = maxStreams
+            configuration.streamsBeforeAuthentication = streamsBeforeAuth > 0 ? streamsBeforeAuth : nil
+            configuration.streamsAfterRejection = streamsAfterRejection > 0 ? streamsAfterRejection : nil
             configuration.jwtMaxAge = .seconds(jwtMaxAge)
             configuration.tokenUpdateMinInterval = .seconds(tokenUpdateInterval)
             configuration.recordFile = record
