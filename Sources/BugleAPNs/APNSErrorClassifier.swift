@@ -1,4 +1,5 @@
 import BugleCore
+import Foundation
 
 /// Translates one APNs answer into a provider-neutral ``SendOutcome`` (RELIABILITY.md §3.5). Pure.
 public enum APNSErrorClassifier {
@@ -42,15 +43,36 @@ public enum APNSErrorClassifier {
                 return .retry(.provider, code: code, after: retryAfter ?? .seconds(60))
             case .expiredProviderToken:
                 return .retry(.safe, code: code, after: nil)
-            case .invalidProviderToken, .badTopic, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
-                .missingTopic, .missingProviderToken, .forbidden, .unrelatedKeyIDInToken,
-                .badEnvironmentKeyIDInToken, .badPath, .methodNotAllowed:
+            case _ where haltingReasons.contains(reason):
                 return .halt(code: code, message: haltMessage(status: status, reason: code))
             default:
                 break
             }
         }
         return classifyByStatus(status: status, code: code, timestamp: timestamp, retryAfter: retryAfter)
+    }
+
+    /// Reasons that say the providers file is wrong (key, team, topic, certificate, environment, endpoint): no request
+    /// can succeed until it is fixed, so the run halts.
+    static let haltingReasons: Set<APNSError.Reason> = [
+        .invalidProviderToken, .badTopic, .topicDisallowed, .badCertificate, .badCertificateEnvironment, .missingTopic,
+        .missingProviderToken, .forbidden, .unrelatedKeyIDInToken, .badEnvironmentKeyIDInToken, .badPath, .methodNotAllowed,
+    ]
+
+    /// What a GOAWAY's debug data means for the requests it turned away. APNs may close a connection with GOAWAY
+    /// whose debug data is `{"reason":"…"}` with the same reasons as its answers (PROTOCOLS.md §1.7): one of
+    /// ``haltingReasons`` halts the run as that answer would (rather than reconnecting to be turned away again);
+    /// anything else (`Shutdown`, `IdleTimeout`, no reason) is nil: the request is sent again.
+    /// - Parameter debugData: The GOAWAY's debug data.
+    public static func classifyGoAway(debugData: String) -> SendOutcome? {
+        struct Body: Decodable { var reason: String? }
+        guard let raw = try? JSONDecoder().decode(Body.self, from: Data(debugData.utf8)).reason,
+            haltingReasons.contains(APNSError.Reason(rawValue: raw))
+        else { return nil }
+        return .halt(
+            code: raw,
+            message: "APNs closed the connection (GOAWAY) with reason \(raw): check the apns section of the providers file (key, team id, topic, certificate, endpoint)"
+        )
     }
 
     /// Default for reasons this client does not know, by status class.

@@ -203,6 +203,9 @@ public final class APNSProvider: PushProvider {
             do {
                 response = try await pool.execute(headers: headers, body: body, deadline: deadline)
             } catch let error as HTTP2TransportError {
+                if case .goingAway(_, let debugData, _) = error, let halt = APNSErrorClassifier.classifyGoAway(debugData: debugData) {
+                    return halt
+                }
                 if error.isSafeToRetry && safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
                     safeRetries += 1
                     continue

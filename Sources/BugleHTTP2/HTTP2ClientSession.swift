@@ -65,6 +65,10 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     private var sweep: (task: Scheduled<Void>, at: NIODeadline)?
     private var nextStreamID: UInt32 = 1
     private var goAwayLastStreamID: UInt32?
+    /// The GOAWAY's code and debug data, once one arrived.
+    private var goAwayDetail: (code: UInt32, debugData: String) = (0, "")
+    /// Whether any request on this connection was answered.
+    private var answeredAny = false
     private var context: ChannelHandlerContext?
     private var isClosed = false
     private var prefaceSent = false
@@ -121,7 +125,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
             return
         }
         guard goAwayLastStreamID == nil else {
-            completion(.failure(HTTP2TransportError.notWritten("the server is closing the connection (GOAWAY)")))
+            completion(.failure(goingAway))
             return
         }
         guard nextStreamID <= Self.lastStreamID else {
@@ -458,12 +462,23 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         }
         let lastStreamID = last & 0x7FFF_FFFF
         goAwayLastStreamID = min(goAwayLastStreamID ?? lastStreamID, lastStreamID)
+        goAwayDetail = (code, Self.printable(payload.readBytes(length: min(payload.readableBytes, 256)) ?? []))
         admitWaiting()  // no stream opens any more: the waiting requests fail, unwritten
         // Streams above the last one were not processed: safe to send again elsewhere.
         for streamID in exchanges.keys where streamID > lastStreamID {
-            complete(streamID, with: .failure(HTTP2TransportError.refused))
+            complete(streamID, with: .failure(goingAway))
         }
-        context.fireChannelRead(wrapInboundOut(.goAway(lastStreamID: Int(lastStreamID), code: code)))
+        context.fireChannelRead(wrapInboundOut(.goAway(lastStreamID: Int(lastStreamID), code: code, debugData: goAwayDetail.debugData)))
+    }
+
+    /// What a request the server will not process because of its GOAWAY fails with.
+    private var goingAway: HTTP2TransportError {
+        .goingAway(code: goAwayDetail.code, debugData: goAwayDetail.debugData, connectionAnswered: answeredAny)
+    }
+
+    /// `bytes` as text that is safe to log: printable ASCII kept, anything else as `?`.
+    static func printable(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes.map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
     }
 
     private func readWindowUpdate(_ frame: HTTP2RawFrame) throws(HTTP2ProtocolViolation) {
@@ -537,13 +552,24 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         }
         unflushedStreams.removeAll()
         for streamID in Array(exchanges.keys) {
-            let refused = exchanges[streamID]?.refused == true || goAwayLastStreamID.map { streamID > $0 } == true
-            complete(streamID, with: .failure(refused ? HTTP2TransportError.refused : .lostAfterWrite("stream closed before an answer")))
+            let error: HTTP2TransportError
+            if exchanges[streamID]?.refused == true {
+                error = .refused
+            } else if goAwayLastStreamID.map({ streamID > $0 }) == true {
+                error = goingAway
+            } else {
+                error = .lostAfterWrite("stream closed before an answer")
+            }
+            complete(streamID, with: .failure(error))
         }
     }
 
     private func complete(_ streamID: UInt32) {
         guard let exchange = exchanges[streamID] else { return }
+        if !answeredAny {
+            answeredAny = true
+            context?.fireChannelRead(wrapInboundOut(.answered))
+        }
         complete(streamID, with: .success(exchange.response))
     }
 
@@ -561,8 +587,8 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     private func admitWaiting() {
         guard !waiting.isEmpty else { return }
         guard let context, !isClosed, goAwayLastStreamID == nil, nextStreamID <= Self.lastStreamID else {
-            let reason = goAwayLastStreamID == nil ? "connection closed" : "the server is closing the connection (GOAWAY)"
-            for request in waiting.removeAll() { request.completion(.failure(HTTP2TransportError.notWritten(reason))) }
+            let error = goAwayLastStreamID == nil ? HTTP2TransportError.notWritten("connection closed") : goingAway
+            for request in waiting.removeAll() { request.completion(.failure(error)) }
             return
         }
         let now = NIODeadline.now()

@@ -20,7 +20,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     struct Events: Sendable {
         var ready: @Sendable () -> Void
         var maxConcurrentStreams: @Sendable (Int) -> Void
-        var goAway: @Sendable (_ lastStreamID: Int) -> Void
+        var goAway: @Sendable (_ lastStreamID: Int, _ code: UInt32, _ debugData: String) -> Void
+        /// The connection answered its first request.
+        var answered: @Sendable () -> Void
         var failed: @Sendable (String) -> Void
         /// The TLS handshake failed on the server's certificate (see ``TLSCertificateRejection``).
         var certificateRejected: @Sendable (String) -> Void
@@ -95,8 +97,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .maxConcurrentStreams(let value):
             events.maxConcurrentStreams(value)
-        case .goAway(let lastStreamID, _):
-            events.goAway(lastStreamID)
+        case .goAway(let lastStreamID, let code, let debugData):
+            events.goAway(lastStreamID, code, debugData)
+        case .answered:
+            events.answered()
         case .pingAnswered(let data):
             if let pending = unanswered, pending.data == data {
                 pending.timeout.cancel()

@@ -12,7 +12,9 @@ import NIOSSL
 ///   server's SETTINGS arrive; decreases apply to new streams at once).
 /// - A lease goes to the least-loaded ready connection; when all are full, callers wait in FIFO order
 ///   until a stream frees up or their deadline passes.
-/// - GOAWAY: the connection takes no new streams, drains, closes; its slot reconnects at once.
+/// - GOAWAY: the connection takes no new streams, drains, closes; its slot reconnects at once, unless the connection
+///   went away (GOAWAY or close) before answering any request: then the slot backs off as after a failed connect, so
+///   a server that closes every new connection is not hammered.
 /// - Connect/TLS failures back off exponentially with full jitter (`base · 2^failures`, capped) per slot;
 ///   waiters fail fast with a safe-retry error when no connection is up or coming.
 /// - Each connection is an ``HTTP2ClientSession`` over TLS; its writes leave once per event-loop tick, so many
@@ -63,13 +65,20 @@ public final class HTTP2ConnectionPool: Sendable {
         var inFlight = 0
         var maxStreams = 1
         var goingAway = false
+        /// Whether any request on it was answered, and whether it was ever asked one.
+        var answered = false
+        var leased = false
+        /// Whether it served its purpose: it answered, or nobody asked it anything (a server closing an idle
+        /// connection is not a failure).
+        var productive: Bool { answered || !leased }
         var leasable: Bool { !goingAway && inFlight < maxStreams }
     }
 
     private enum Slot {
         case empty(failures: Int, notBefore: NIODeadline)
         case connecting(failures: Int)
-        case ready(connectionID: Int)
+        /// `failures`: the slot's count before this connection (kept until the connection answers a request).
+        case ready(connectionID: Int, failures: Int)
     }
 
     private struct Waiter {
@@ -267,6 +276,7 @@ public final class HTTP2ConnectionPool: Sendable {
         }
         guard let bestID, var entry = state.entries[bestID] else { return nil }
         entry.inFlight += 1
+        entry.leased = true
         state.entries[bestID] = entry
         return entry.connection
     }
@@ -401,7 +411,8 @@ public final class HTTP2ConnectionPool: Sendable {
         let events = HTTP2ConnectionHandler.Events(
             ready: { completeReady(.success(())) },
             maxConcurrentStreams: { [self] value in self.updateMaxStreams(id: id, value: value) },
-            goAway: { [self] lastStreamID in self.goAway(id: id, lastStreamID: lastStreamID) },
+            goAway: { [self] lastStreamID, code, debugData in self.goAway(id: id, lastStreamID: lastStreamID, code: code, debugData: debugData) },
+            answered: { [self] in self.answered(id: id) },
             failed: { [self] message in
                 self.state.withLockedValue { $0.lastConnectError = message }
             },
@@ -467,7 +478,9 @@ public final class HTTP2ConnectionPool: Sendable {
             // SETTINGS may have arrived before we got here.
             if let early = state.earlyMaxStreams.removeValue(forKey: connection.id) { entry.maxStreams = early }
             state.entries[connection.id] = entry
-            state.slots[slot] = .ready(connectionID: connection.id)
+            var failures = 0
+            if case .connecting(let before) = state.slots[slot] { failures = before }
+            state.slots[slot] = .ready(connectionID: connection.id, failures: failures)
             return Self.serveWaitersLocked(&state)
         }
         logger.debug("\(configuration.serviceName) connection ready", metadata: ["connection": "\(connection.id)"])
@@ -499,9 +512,27 @@ public final class HTTP2ConnectionPool: Sendable {
         run(effects)
     }
 
-    private func goAway(id: Int, lastStreamID: Int) {
-        let effects = state.withLockedValue { state -> [Effect] in
+    private func answered(id: Int) {
+        state.withLockedValue { state in
+            state.entries[id]?.answered = true
+        }
+    }
+
+    /// The slot of connection `id` is free again: at once when the connection answered a request, else after a backoff
+    /// (the server closed it, or is closing it, before answering anything).
+    private func slotFreedLocked(_ state: inout State, slot index: Int, id: Int, answered: Bool) {
+        guard case .ready(let connectionID, let failures) = state.slots[index], connectionID == id else { return }
+        if answered {
+            state.slots[index] = .empty(failures: 0, notBefore: .now())
+        } else {
+            state.slots[index] = .empty(failures: failures + 1, notBefore: .now() + backoff(failures: failures, random: &state.random))
+        }
+    }
+
+    private func goAway(id: Int, lastStreamID: Int, code: UInt32, debugData: String) {
+        let (effects, answered) = state.withLockedValue { state -> ([Effect], Bool) in
             var effects: [Effect] = []
+            let answered = state.entries[id]?.productive ?? true
             if var entry = state.entries[id] {
                 entry.goingAway = true
                 if entry.inFlight == 0 {
@@ -512,23 +543,26 @@ public final class HTTP2ConnectionPool: Sendable {
                 }
             }
             for index in state.slots.indices {
-                if case .ready(let connectionID) = state.slots[index], connectionID == id {
-                    state.slots[index] = .empty(failures: 0, notBefore: .now())
-                }
+                slotFreedLocked(&state, slot: index, id: id, answered: answered)
             }
-            return effects + Self.connectIfNeededLocked(&state)
+            return (effects + Self.connectIfNeededLocked(&state), answered)
         }
-        logger.debug("\(configuration.serviceName) GOAWAY", metadata: ["connection": "\(id)"])
+        // Routine (a drained connection the server retires) at debug; a GOAWAY with an error code, or before any
+        // answer, at notice, with the server's debug data (APNs: `{"reason":"…"}`).
+        let metadata: Logger.Metadata = ["connection": "\(id)", "code": "\(code)", "debug": "\(debugData)", "answered": "\(answered)"]
+        if code == 0 && answered {
+            logger.debug("\(configuration.serviceName) GOAWAY", metadata: metadata)
+        } else {
+            logger.notice("\(configuration.serviceName) closed the connection with GOAWAY", metadata: metadata)
+        }
         run(effects)
     }
 
     private func connectionClosed(id: Int, slot: Int) {
         let effects = state.withLockedValue { state -> [Effect] in
-            state.entries[id] = nil
+            let answered = state.entries.removeValue(forKey: id)?.productive ?? true
             state.earlyMaxStreams[id] = nil
-            if case .ready(let connectionID) = state.slots[slot], connectionID == id {
-                state.slots[slot] = .empty(failures: 0, notBefore: .now())
-            }
+            slotFreedLocked(&state, slot: slot, id: id, answered: answered)
             return Self.connectIfNeededLocked(&state) + Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName)
         }
         run(effects)

@@ -3,8 +3,11 @@
 enum HTTP2ConnectionSignal {
     /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` (decreases included).
     case maxConcurrentStreams(Int)
-    /// The server is closing the connection; streams above `lastStreamID` were not processed.
-    case goAway(lastStreamID: Int, code: UInt32)
+    /// The server is closing the connection; streams above `lastStreamID` were not processed. `debugData`: the
+    /// frame's debug data, printable ASCII (see ``HTTP2TransportError/goingAway(code:debugData:connectionAnswered:)``).
+    case goAway(lastStreamID: Int, code: UInt32, debugData: String)
+    /// The connection's first answer arrived (sent once per connection).
+    case answered
     /// The server acknowledged the PING carrying this data.
     case pingAnswered(UInt64)
 }

@@ -4,7 +4,7 @@ extension HTTP2TransportError {
     /// True when the server certainly did not process the request, so sending it again at once is safe.
     public var isSafeToRetry: Bool {
         switch self {
-        case .refused, .notWritten: return true
+        case .refused, .notWritten, .goingAway: return true
         case .timeout, .lostAfterWrite, .shutdown, .certificateRejected: return false
         }
     }
@@ -23,6 +23,10 @@ extension HTTP2TransportError {
     public var outcome: SendOutcome {
         switch self {
         case .refused: return .retry(.safe, code: "refused_stream", after: nil)
+        // A connection that went away before answering anything is the provider's failure (a server closing every
+        // new connection would otherwise be retried for ever); one that answered before is routine (drained).
+        case .goingAway(_, _, let answered):
+            return answered ? .retry(.safe, code: "goaway", after: nil) : .retry(.provider, code: "goaway_unanswered", after: nil)
         case .notWritten: return .retry(.safe, code: "not_written", after: nil)
         case .timeout(let written): return written ? .ambiguous(code: "timeout") : .retry(.safe, code: "timeout_before_write", after: nil)
         case .lostAfterWrite: return .ambiguous(code: "connection_lost")

@@ -2,8 +2,12 @@
 public enum HTTP2TransportError: Error, Sendable, Equatable {
     /// Nothing was written: connect/TLS failure, closed connection, no free stream. Safe to retry.
     case notWritten(String)
-    /// The server refused the stream (REFUSED_STREAM, or above a GOAWAY's last-stream-id). Safe to retry.
+    /// The server refused the stream (REFUSED_STREAM). Safe to retry.
     case refused
+    /// The server is closing the connection (GOAWAY) and did not process this request (above the last-stream-id, or
+    /// not yet written). Safe to retry. `debugData`: the GOAWAY's debug data as printable ASCII, at most 256 bytes
+    /// (APNs puts `{"reason":"…"}` there); `connectionAnswered`: whether the connection had answered any request.
+    case goingAway(code: UInt32, debugData: String, connectionAnswered: Bool)
     /// The connection closed or reset the stream after the request was written, without an answer.
     case lostAfterWrite(String)
     /// The per-request deadline passed; `written` says whether the request had reached the socket.

@@ -1,4 +1,5 @@
 @testable import BugleHTTP2
+import BugleCore
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
@@ -273,7 +274,7 @@ struct HTTP2ClientSessionTests {
         #expect(rest.last?.streamID == 3 && rest.last?.has(HTTP2Wire.Flag.endStream) == true)
     }
 
-    @Test("REFUSED_STREAM and streams above a GOAWAY's last id fail as safe to retry; other resets and closes as lost")
+    @Test("REFUSED_STREAM and streams above a GOAWAY's last id fail as safe to retry, the GOAWAY's debug data kept printable; other resets and closes as lost")
     func refusalsAndLosses() throws {
         let harness = try Harness()
         let first = try harness.request()
@@ -287,15 +288,20 @@ struct HTTP2ClientSessionTests {
         code.clear()
         code.writeInteger(HTTP2Wire.ErrorCode.cancel)
         try harness.receive(Self.frame(.rstStream, stream: 3, code))
+        // GOAWAY with APNs-style debug data, a newline and a control byte in it.
         var goAway = ByteBuffer()
-        goAway.writeHTTP2GoAway(lastStreamID: 5, code: HTTP2Wire.ErrorCode.noError)
-        try harness.receive(goAway)
+        goAway.writeInteger(UInt32(5))
+        goAway.writeInteger(HTTP2Wire.ErrorCode.noError)
+        goAway.writeString("{\"reason\":\"Shutdown\"}\n\u{1}")
+        try harness.receive(Self.frame(.goAway, stream: 0, goAway))
+        let turnedAway = HTTP2TransportError.goingAway(code: 0, debugData: "{\"reason\":\"Shutdown\"}??", connectionAnswered: false)
         #expect(Self.failure(first) == .refused)
         #expect(Self.failure(second) == .lostAfterWrite("stream reset by the server (CANCEL)"))
-        #expect(Self.failure(fourth) == .refused)
+        #expect(Self.failure(fourth) == turnedAway)
+        #expect(turnedAway.outcome == .retry(.provider, code: "goaway_unanswered", after: nil), "nothing was ever answered on this connection")
         #expect(Self.result(third) == nil, "stream 5 is at the GOAWAY's last id: its answer may still come")
         // After GOAWAY no new stream opens.
-        #expect(Self.failure(try harness.request()) == .notWritten("the server is closing the connection (GOAWAY)"))
+        #expect(Self.failure(try harness.request()) == turnedAway)
         // The connection closes with stream 5 unanswered: lost after write (it may have been processed).
         try harness.channel.close().wait()
         #expect(Self.failure(third) == .lostAfterWrite("stream closed before an answer"))
@@ -324,7 +330,9 @@ struct HTTP2ClientSessionTests {
         var goAway = ByteBuffer()
         goAway.writeHTTP2GoAway(lastStreamID: 5, code: HTTP2Wire.ErrorCode.noError)
         try harness.receive(goAway)
-        #expect(Self.failure(fourth) == .notWritten("the server is closing the connection (GOAWAY)"))
+        let drained = HTTP2TransportError.goingAway(code: 0, debugData: "", connectionAnswered: true)
+        #expect(Self.failure(fourth) == drained)
+        #expect(drained.outcome == .retry(.safe, code: "goaway", after: nil), "stream 1 was answered: a routine drain")
         #expect(Self.result(second) == nil && Self.result(third) == nil, "streams 3 and 5 may still be answered")
     }
 

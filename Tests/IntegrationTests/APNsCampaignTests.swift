@@ -248,6 +248,49 @@ struct APNsCampaignTests {
         }
     }
 
+    /// PROTOCOLS.md §1.7: APNs may end a connection with GOAWAY whose debug data is `{"reason":…}` with its answers'
+    /// reasons, or with no reason at all (seen for a certificate of the wrong environment). A server that turns every
+    /// connection away at its first request: with a configuration reason the run halts with it at once; with none, the
+    /// pool backs off between connections instead of reconnecting at once, the turned-away requests count as the
+    /// provider's failures, and the outage breaker ends the run. Nothing is sent, failed or deactivated either way.
+    @Test("every connection turned away by GOAWAY: a configuration reason halts at once; no reason backs off and trips the outage breaker", arguments: [true, false])
+    func turnedAwayByGoAway(withReason: Bool) async throws {
+        // A 5 s request deadline: a send turned away again and again gives up within it, so the breaker sees it soon.
+        try await Self.withLane(configure: {
+            $0.faults = .init(goAwayOnFirstStream: withReason ? #"{"reason":"InvalidProviderToken"}"# : "")
+        }, timeout: 5) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedLiveIOS(client, count: 300)
+                let started = ContinuousClock.now
+                let (runID, result) = try await Support.runCampaign(
+                    client, Support.campaign(window: 100), providers: [.apns: provider], tuning: { $0.providerOutageLimit = .seconds(3) })
+                let elapsed = ContinuousClock.now - started
+                guard case .halted(let code, let message) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                let counters = simulator.counters()
+                if withReason {
+                    // Halted by the GOAWAY's reason, not by the outage breaker (3 s) it would otherwise have reached.
+                    #expect(code == "InvalidProviderToken" && message.contains("GOAWAY"), "\(code): \(message)")
+                } else {
+                    #expect(code == "ProviderUnavailable", "\(code): \(message)")
+                }
+                // Two slots reconnecting at once after each GOAWAY made hundreds of connections a second; backing off
+                // (100 ms, doubling, with jitter) keeps it to a few per slot.
+                #expect(counters.connections <= 30, "\(counters.connections) connections in \(elapsed)")
+                #expect(counters.goAwaysSent + 2 >= counters.connections, "every connection but the last of each slot turned away: \(counters)")
+                #expect(counters.accepted == 0)
+                let finished = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state IN ('sent', 'failed_permanent', 'invalid_token')",
+                    as: Int64.self)
+                #expect(finished == 0)
+                let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+                #expect(inactive == 0)
+            }
+        }
+    }
+
     /// Waits (polling the simulator's counters) until it has accepted `count` notifications.
     static func waitForAccepted(_ simulator: APNsSimulator, atLeast count: Int) async throws {
         let deadline = ContinuousClock.now + .seconds(120)

@@ -200,6 +200,32 @@ struct APNsErrorClassifierTests {
         #expect(code == reason)
     }
 
+    /// A GOAWAY naming a configuration error halts as the answer would; a routine one, no reason, an unknown reason or
+    /// debug data that is not APNs' JSON sends the request again.
+    @Test(arguments: [
+        (#"{"reason":"InvalidProviderToken"}"#, "InvalidProviderToken"),
+        (#"{"reason":"BadCertificateEnvironment"}"#, "BadCertificateEnvironment"),
+        (#"{"reason":"TopicDisallowed"}"#, "TopicDisallowed"),
+        (#"{"reason":"Shutdown"}"#, nil),
+        (#"{"reason":"IdleTimeout"}"#, nil),
+        (#"{"reason":"SomethingNew"}"#, nil),
+        (#"{"reason":null}"#, nil),
+        ("", nil),
+        ("Maximum active streams violated for this endpoint.", nil),
+    ] as [(String, String?)])
+    func goAwayReasons(_ debugData: String, halts: String?) {
+        let outcome = APNSErrorClassifier.classifyGoAway(debugData: debugData)
+        guard let halts else {
+            #expect(outcome == nil, "\(String(describing: outcome))")
+            return
+        }
+        guard case .halt(let code, let message) = outcome else {
+            Issue.record("expected a halt for \(debugData), got \(String(describing: outcome))")
+            return
+        }
+        #expect(code == halts && message.contains("GOAWAY"))
+    }
+
     @Test func reasonRoundTripAndUnknown() {
         #expect(APNSError.Reason(rawValue: "Unregistered") == .unregistered)
         #expect(APNSError.Reason.badDeviceToken.rawValue == "BadDeviceToken")

@@ -99,7 +99,8 @@ enum LedgerTestSupport {
         _ campaign: Campaign,
         providers: [ProviderKind: any PushProvider],
         periodKey: String? = nil,
-        runnerLogger: Logger? = nil
+        runnerLogger: Logger? = nil,
+        tuning adjust: (inout CampaignRunner.Configuration) -> Void = { _ in }
     ) async throws -> (Int64, RunResult) {
         let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: true, logger: logger)
@@ -110,6 +111,7 @@ enum LedgerTestSupport {
         var tuning = CampaignRunner.Configuration()
         tuning.leaseTTLSeconds = 120
         tuning.describeError = StoreError.safeDescription(of:)
+        adjust(&tuning)
         let runner = CampaignRunner(
             campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
             providers: providers, control: RunControl(), configuration: tuning, logger: runnerLogger ?? logger

@@ -21,6 +21,8 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         var full: Int
         var authenticated: Bool
         var lowered = false
+        /// Turned away at its first stream (`goAwayOnFirstStream`): nothing on it is processed.
+        var turnedAway = false
     }
 
     /// The stream limits of a connection (see ``APNsSimulatorConfiguration``).
@@ -83,11 +85,16 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         case .goAway(let parent):
             // Deferred so we do not re-enter NIOHTTP2Handler mid-frame; the last-stream-id is the highest
             // stream seen when the GOAWAY is actually written, and only those streams get processed.
-            parent.eventLoop.execute { self.sendGoAway(on: parent) }
+            parent.eventLoop.execute { self.sendGoAway(on: parent, debugData: Self.shutdownReason) }
+        case .turnAway(let parent, let debugData):
+            parent.eventLoop.execute { self.sendGoAway(on: parent, lastStreamID: 0, debugData: debugData) }
         }
     }
 
-    private enum Action { case none, goAway(any Channel), drop(any Channel) }
+    /// The debug data of a routine GOAWAY, as APNs writes it.
+    static let shutdownReason = #"{"reason":"Shutdown"}"#
+
+    private enum Action { case none, goAway(any Channel), drop(any Channel), turnAway(any Channel, String) }
 
     /// Counts a new stream and decides the faults it triggers. - Returns: the streams open now, and the fault.
     private static func opened(_ streamID: Int, _ state: inout State, faults: APNsSimulatorConfiguration.Faults) -> (Int, Action) {
@@ -95,6 +102,10 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         state.totalStreams += 1
         state.highestStreamID = max(state.highestStreamID, streamID)
         guard !state.closing, let parent = state.channel else { return (state.openStreams, .none) }
+        if let debugData = faults.goAwayOnFirstStream, state.totalStreams == 1 {
+            state.turnedAway = true
+            return (state.openStreams, .turnAway(parent, debugData))
+        }
         if let every = faults.dropConnectionEvery, every > 0, state.totalStreams % every == 0 {
             state.closing = true
             return (state.openStreams, .drop(parent))
@@ -124,6 +135,7 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
     /// Whether a stream may be processed (false for streams above a sent GOAWAY's last-stream-id).
     func mayProcess(streamID: Int) -> Bool {
         state.withLockedValue { state in
+            guard !state.turnedAway else { return false }
             guard let last = state.goAwayLastStreamID else { return true }
             return streamID <= last
         }
@@ -208,19 +220,23 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         parent.writeAndFlush(frame, promise: nil)
     }
 
-    private func sendGoAway(on parent: any Channel) {
+    /// Sends GOAWAY NO_ERROR with `debugData`; the last-stream-id is `lastStreamID`, or the highest stream seen.
+    private func sendGoAway(on parent: any Channel, lastStreamID: Int? = nil, debugData: String) {
         let decision: (last: Int, closeNow: Bool)? = state.withLockedValue { state in
             guard state.goAwayLastStreamID == nil, !state.closing else { return nil }
-            state.goAwayLastStreamID = state.highestStreamID
+            let last = lastStreamID ?? state.highestStreamID
+            state.goAwayLastStreamID = last
             let closeNow = state.openStreams == 0
             if closeNow { state.closing = true }
-            return (state.highestStreamID, closeNow)
+            return (last, closeNow)
         }
         guard let decision else { return }
         ledger.updateCounters { $0.goAwaysSent += 1 }
         let frame = HTTP2Frame(
             streamID: .rootStream,
-            payload: .goAway(lastStreamID: HTTP2StreamID(decision.last), errorCode: .noError, opaqueData: nil)
+            payload: .goAway(
+                lastStreamID: HTTP2StreamID(decision.last), errorCode: .noError,
+                opaqueData: debugData.isEmpty ? nil : ByteBuffer(string: debugData))
         )
         parent.writeAndFlush(frame, promise: nil)
         if decision.closeNow {

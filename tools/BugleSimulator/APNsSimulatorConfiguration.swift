@@ -62,6 +62,10 @@ public struct APNsSimulatorConfiguration: Sendable {
         public var goAwayEvery: Int?
         /// Close the TCP connection abruptly when its Nth stream arrives (that stream is not answered).
         public var dropConnectionEvery: Int?
+        /// Answer each connection's first stream with GOAWAY (last-stream-id 0) carrying this debug data, and process
+        /// nothing on it: a server turning every connection away (`{"reason":"BadCertificateEnvironment"}`, or ""
+        /// for no reason, as seen from APNs for a certificate of the wrong environment).
+        public var goAwayOnFirstStream: String?
         /// Seed of the random generator.
         public var seed: UInt64
 
@@ -72,6 +76,7 @@ public struct APNsSimulatorConfiguration: Sendable {
         ///   - latency: Delay before every answer.
         ///   - goAwayEvery: GOAWAY after N streams per connection.
         ///   - dropConnectionEvery: Abrupt close at the Nth stream per connection.
+        ///   - goAwayOnFirstStream: GOAWAY with this debug data at each connection's first stream.
         ///   - seed: Random seed.
         public init(
             serviceUnavailableRatio: Double = 0,
@@ -79,8 +84,10 @@ public struct APNsSimulatorConfiguration: Sendable {
             latency: Duration? = nil,
             goAwayEvery: Int? = nil,
             dropConnectionEvery: Int? = nil,
+            goAwayOnFirstStream: String? = nil,
             seed: UInt64 = 0x5EED
         ) {
+            self.goAwayOnFirstStream = goAwayOnFirstStream
             self.serviceUnavailableRatio = serviceUnavailableRatio
             self.hangRatio = hangRatio
             self.latency = latency

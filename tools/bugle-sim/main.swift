@@ -129,6 +129,12 @@ extension BugleSim {
         @Option(name: .customLong("drop-every"), help: "Drop the TCP connection at its Nth stream.")
         var dropEvery: Int?
 
+        @Option(
+            name: .customLong("goaway-first-stream"),
+            help: "Turn every connection away at its first stream: GOAWAY (last-stream-id 0) with this debug data, e.g. '{\"reason\":\"BadCertificateEnvironment\"}' ('' for none)."
+        )
+        var goAwayFirstStream: String?
+
         @Option(name: .customLong("jwt-max-age"), help: "Seconds after which a JWT is ExpiredProviderToken.")
         var jwtMaxAge: Int = 3600
 
@@ -212,6 +218,7 @@ extension BugleSim {
                 latency: latencyMilliseconds > 0 ? .milliseconds(latencyMilliseconds) : nil,
                 goAwayEvery: goAwayEvery,
                 dropConnectionEvery: dropEvery,
+                goAwayOnFirstStream: goAwayFirstStream,
                 seed: seed
             )
             let simulator = APNsSimulator(configuration: configuration)
