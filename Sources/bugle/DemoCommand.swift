@@ -80,7 +80,7 @@ struct DemoCommand: AsyncParsableCommand {
                     print("demo: \(seeded) demo device(s) in bugle.devices")
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     let code = try await RunExecution.start(
-                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: nil, output: output, leaseTTL: 30,
+                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: nil, output: output, worker: .standard,
                         logger: logger)
                     guard let dryCampaign else { return (code, nil) }
                     let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csvPath: nil, logger: logger)

@@ -31,7 +31,7 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
-    @OptionGroup var lease: LeaseOptions
+    @OptionGroup var worker: WorkerOptions
 
     @OptionGroup var stored: StoredRunOptions
 
@@ -40,7 +40,7 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, leaseTTL) = (stored.run, csv, output, lease.leaseTTL)
+        let (runID, csvPath, output, worker) = (stored.run, csv, output, worker.settings)
         try await stored.source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
             let reportPath = csvPath ?? "bugle-run-\(runID).csv"
             switch record.status {
@@ -49,7 +49,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
-                try await rematerialize(record, client: client, repository: repository, output: output, leaseTTL: leaseTTL, logger: logger)
+                try await rematerialize(record, client: client, repository: repository, output: output, leaseTTL: worker.leaseTTL, logger: logger)
             case .ready, .running, .paused:
                 break
             }
@@ -62,7 +62,7 @@ struct ResumeCommand: AsyncParsableCommand {
                         + "join it with `bugle worker \(runID)` or resume once the lease has expired"
                 )
             }
-            let code = try await send(output, leaseTTL, .exclusive)
+            let code = try await send(output, worker, .exclusive)
             try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
             return code
         }
@@ -106,8 +106,8 @@ struct StoredRunSource {
     var providersOverride: String?
     var allowReadableKeys: Bool
 
-    /// Sends a run's recipients: (output, lease TTL, lease mode) → exit code.
-    typealias Send = (RunOutputOptions, Int, LeaseMode) async throws -> Int32
+    /// Sends a run's recipients: (output, worker settings, lease mode) → exit code.
+    typealias Send = (RunOutputOptions, WorkerSettings, LeaseMode) async throws -> Int32
 
     /// The frame `resume` and `worker` share: a database session, the run's record (a missing run is a usage
     /// error), and a `send` that builds the run's lanes and drives it; the lanes are shut down after the session.
@@ -122,11 +122,11 @@ struct StoredRunSource {
             let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
                 let repository = RunRepository(client: client, logger: logger)
                 guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
-                return try await body(client, repository, record) { output, leaseTTL, mode in
+                return try await body(client, repository, record) { output, worker, mode in
                     let (campaign, lanes) = try prepare(record, output: output, logger: logger)
                     lanesBox.lanes = lanes
                     return try await RunExecution.execute(
-                        campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL, mode: mode,
+                        campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker, mode: mode,
                         logger: logger
                     )
                 }

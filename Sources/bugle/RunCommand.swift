@@ -31,7 +31,7 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
-    @OptionGroup var lease: LeaseOptions
+    @OptionGroup var worker: WorkerOptions
 
     @Argument(help: "The campaign YAML file.")
     var file: String
@@ -89,13 +89,13 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
-        let (csvPath, output, leaseTTL, noWait) = (csv, output, lease.leaseTTL, noWait)
+        let (csvPath, output, worker, noWait) = (csv, output, worker.settings, noWait)
         let global = self.global
         return try await DatabaseSession.with(global, logger: logger) { client in
             let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
             try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
-                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: leaseTTL,
+                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: worker,
                 noWait: noWait, logger: logger)
         }
     }

@@ -17,7 +17,7 @@ enum RunExecution {
         lanes: LanePacing.Lanes,
         csvPath: String?,
         output: RunOutputOptions,
-        leaseTTL: Int,
+        worker: WorkerSettings,
         noWait: Bool = false,
         isTest: Bool = false,
         requireRecipients: String? = nil,
@@ -37,7 +37,7 @@ enum RunExecution {
             campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
         var phases = PhaseTimer()
-        let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, leaseTTL: leaseTTL, logger: logger)
+        let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, logger: logger)
         phases.end("materialize")
         if let requireRecipients, materialized.recipients == 0 {
             _ = try await repository.setStatus(runID: runID, to: .cancelled, reason: "no recipients")
@@ -50,7 +50,7 @@ enum RunExecution {
         // Only scheduled campaigns are left for `bugle tick`; any other run waits out its retries as usual.
         let scheduled = campaign.delivery.sendAt != nil || campaign.delivery.localTime.isActive
         let code = try await execute(
-            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL,
+            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
             leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), logger: logger
         )
         phases.end("send")
@@ -120,7 +120,7 @@ enum RunExecution {
         client: PostgresClient,
         lanes: LanePacing.Lanes,
         output: RunOutputOptions,
-        leaseTTL: Int,
+        worker: WorkerSettings,
         mode: LeaseMode = .exclusive,
         leaveWhenIdle: Bool = false,
         idleGrace: Duration = .seconds(30),
@@ -146,7 +146,8 @@ enum RunExecution {
         let board = RunProgressBoard()
         let display = output.quiet ? nil : ProgressDisplay(runID: runID, board: board, pacers: lanes.pacers, interval: output.progressInterval)
         var configuration = CampaignRunner.Configuration()
-        configuration.leaseTTLSeconds = leaseTTL
+        configuration.leaseTTLSeconds = worker.leaseTTL
+        configuration.providerOutageLimit = .seconds(worker.providerOutageLimit)
         configuration.failpoint = Failpoint.fromEnvironment()
         configuration.describeError = StoreError.safeDescription(of:)
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }

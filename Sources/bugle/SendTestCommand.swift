@@ -75,7 +75,7 @@ struct SendTestCommand: AsyncParsableCommand {
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                     return try await RunExecution.start(
-                        campaign: test, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, leaseTTL: 30,
+                        campaign: test, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: .standard,
                         isTest: true, requireRecipients: "no active device matches the seeds (\(Self.describe(users: users, tokens: tokens)))",
                         logger: logger)
                 }

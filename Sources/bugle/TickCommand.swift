@@ -27,7 +27,7 @@ struct TickCommand: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
-    @OptionGroup var lease: LeaseOptions
+    @OptionGroup var worker: WorkerOptions
 
     @Option(help: "Providers file for every run (overrides each campaign's `providers:`).")
     var providers: String?
@@ -38,7 +38,7 @@ struct TickCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger()
         let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
-        let (output, leaseTTL) = (output, lease.leaseTTL)
+        let (output, worker) = (output, worker.settings)
         try await ExitCodes.guarding {
             try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
                 let repository = RunRepository(client: client, logger: logger)
@@ -59,7 +59,7 @@ struct TickCommand: AsyncParsableCommand {
                     let code: Int32
                     do {
                         code = try await RunExecution.execute(
-                            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, leaseTTL: leaseTTL,
+                            campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
                             leaveWhenIdle: true, logger: logger)
                     } catch {
                         await lanes.shutdown()

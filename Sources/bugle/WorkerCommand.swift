@@ -28,7 +28,7 @@ struct WorkerCommand: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
-    @OptionGroup var lease: LeaseOptions
+    @OptionGroup var worker: WorkerOptions
 
     @OptionGroup var stored: StoredRunOptions
 
@@ -37,12 +37,12 @@ struct WorkerCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, leaseTTL) = (stored.run, csv, output, lease.leaseTTL)
+        let (runID, csvPath, output, worker) = (stored.run, csv, output, worker.settings)
         try await stored.source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
             guard record.status == .running else {
                 throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
             }
-            let code = try await send(output, leaseTTL, .join)
+            let code = try await send(output, worker, .join)
             if let csvPath {
                 try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)
             } else if !output.json {

@@ -114,9 +114,11 @@ struct CLIRunTests {
         }
     }
 
-    /// Runs a one-platform campaign through the built executable with `providers` (a providers file's text).
+    /// Runs a one-platform campaign through the built executable with `providers` (a providers file's text) and
+    /// `arguments` after the usual ones.
     static func runWithProviders(
-        _ providers: String, name: String, platform: String, environment: MixedTestEnvironment, configuration: DatabaseConfiguration
+        _ providers: String, name: String, platform: String, environment: MixedTestEnvironment, configuration: DatabaseConfiguration,
+        arguments: [String] = []
     ) async throws -> CLITests.Output {
         let providersFile = environment.directory + "/\(name)-providers.yaml"
         try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
@@ -135,7 +137,7 @@ struct CLIRunTests {
         )
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
         return try await CLITests.bugle(
-            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"],
+            ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"] + arguments,
             environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
         )
     }
@@ -199,6 +201,45 @@ struct CLIRunTests {
         }
         #expect(inactive == 0)
         #expect(status == "paused")
+    }
+
+    /// `--provider-outage-limit` reaches the runner: iOS devices the simulator answers 503 every time make a storm, the
+    /// lane pauses and retries (a storm charges nobody), and after the limit (2 s here, 10 min by default) the run halts.
+    /// A limit outside 1 s ... a week is refused before anything runs.
+    @Test("--provider-outage-limit: a lane answered only 503 halts the run after that long (exit 2, ProviderUnavailable, paused), nobody sent or failed; 0 is refused")
+    func providerOutageLimit() async throws {
+        let environment = try await MixedTestEnvironment.start()
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            _ = try await client.query(
+                "INSERT INTO bugle.devices (id, user_id, token, platform) SELECT i, 'u' || i, '5030' || lpad(to_hex(i), 60, '0'), 'ios' FROM generate_series(1, 200) i",
+                logger: TestDatabase.logger
+            ).collect()
+        }
+        let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
+        let refusedLimit = try await Self.runWithProviders(
+            providers, name: "outage-zero", platform: "ios", environment: environment, configuration: configuration,
+            arguments: ["--provider-outage-limit", "0"])
+        let output = try await Self.runWithProviders(
+            providers, name: "outage", platform: "ios", environment: environment, configuration: configuration,
+            arguments: ["--provider-outage-limit", "2"])
+        let unavailable = environment.apns.counters().rejectedByReason["ServiceUnavailable", default: 0]
+        let accepted = environment.apns.counters().accepted
+        try await environment.stop()
+        #expect(refusedLimit.status != 0 && refusedLimit.stderr.contains("--provider-outage-limit must be within 1...604800 seconds"), "\(refusedLimit.stderr)")
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        #expect(output.stderr.contains("ProviderUnavailable") && output.stderr.contains("has processed no request for"), "\(output.stderr)")
+        #expect(unavailable >= 1 && accepted == 0)
+        let (states, status) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            (
+                try await LedgerTestSupport.scalar(
+                    client, "SELECT string_agg(DISTINCT state, ',') || ' ' || max(attempts) FROM bugle.run_recipients", as: String.self),
+                try await LedgerTestSupport.scalar(client, "SELECT count(*)::text || ' ' || max(status) FROM bugle.runs", as: String.self)
+            )
+        }
+        #expect(states?.hasPrefix("pending") == true || states?.hasPrefix("retry_wait") == true, "\(states ?? "nil")")
+        #expect(states?.contains("sent") == false && states?.contains("failed") == false, "\(states ?? "nil")")
+        #expect(status == "1 paused", "one run (the refused limit made none), paused: \(status ?? "nil")")
     }
 
     /// Both simulators, a fresh database of `devices` mixed devices (`MixedTestEnvironment.seed`), and a campaign file

@@ -1,0 +1,43 @@
+import ArgumentParser
+
+/// How a sending command's worker holds its run and how long it waits out a provider that processes nothing.
+struct WorkerOptions: ParsableArguments {
+    @Option(
+        name: .customLong("lease-ttl"),
+        help: """
+            Seconds a worker's lease lives without renewal (renewed every sixth of it). A worker that cannot renew \
+            for half of it stops sending; a crashed worker's recipients are taken over after it. (default: 30)
+            """
+    )
+    var leaseTTL: Int = WorkerSettings.standard.leaseTTL
+
+    @Option(
+        name: .customLong("provider-outage-limit"),
+        help: """
+            Seconds a lane may process no request (only provider errors, or requests the provider did not take: \
+            connections refused or turned away) before the run halts, paused, with exit 2 (ProviderUnavailable); \
+            `bugle resume` goes on once the provider works. (default: 600)
+            """
+    )
+    var providerOutageLimit: Int = WorkerSettings.standard.providerOutageLimit
+
+    func validate() throws {
+        guard (3...3600).contains(leaseTTL) else { throw ValidationError("--lease-ttl must be within 3...3600 seconds") }
+        guard (1...604_800).contains(providerOutageLimit) else {
+            throw ValidationError("--provider-outage-limit must be within 1...604800 seconds (a week)")
+        }
+    }
+
+    /// The parsed values.
+    var settings: WorkerSettings { WorkerSettings(leaseTTL: leaseTTL, providerOutageLimit: providerOutageLimit) }
+}
+
+/// A sending worker's settings (``WorkerOptions``, or the defaults for commands without those options).
+struct WorkerSettings: Sendable {
+    /// Seconds the worker's lease (and the segment reader's) lives without renewal.
+    var leaseTTL: Int
+    /// Seconds a lane may process no request before the run halts.
+    var providerOutageLimit: Int
+
+    static let standard = WorkerSettings(leaseTTL: 30, providerOutageLimit: 600)
+}
