@@ -99,7 +99,8 @@ public final class HTTP2ConnectionPool: Sendable {
         /// a request with no usable connection fails at once (``HTTP2TransportError/certificateRejected(_:)``).
         var certificateRejection: String?
         var isShutdown = false
-        var kickScheduled = false
+        /// When the next timer that starts due connects fires (nil: none scheduled).
+        var kickAt: NIODeadline?
         var random = SystemRandomNumberGenerator()
 
         var pendingWaiters: Int { waiters.count - waiterHead }
@@ -318,8 +319,10 @@ public final class HTTP2ConnectionPool: Sendable {
                 earliest = min(earliest ?? notBefore, notBefore)
             }
         }
-        if let earliest, !state.kickScheduled {
-            state.kickScheduled = true
+        // A slot due sooner than the timer already set (one slot backing off 100 ms while another waits 20 s) gets a
+        // timer of its own: each slot reconnects when its own backoff ends.
+        if let earliest, state.kickAt.map({ earliest < $0 }) ?? true {
+            state.kickAt = earliest
             effects.append(.kick(at: earliest))
         }
         return effects
@@ -375,7 +378,7 @@ public final class HTTP2ConnectionPool: Sendable {
             case .kick(let deadline):
                 group.next().scheduleTask(deadline: deadline) { [self] in
                     let effects = self.state.withLockedValue { state -> [Effect] in
-                        state.kickScheduled = false
+                        if state.kickAt == deadline { state.kickAt = nil }
                         return Self.connectIfNeededLocked(&state)
                     }
                     self.run(effects)
