@@ -164,9 +164,14 @@ public final class APNSProvider: PushProvider {
             case .outcome(let outcome): completion(outcome)
             case .expiredToken: Task { completion(await send(request, rejectedBearer: bearer)) }
             }
-        } unanswered: { [self] outcome in
-            // Known not processed (nil): sent again from the start, with its own retries and deadline.
-            if let outcome { completion(outcome) } else { Task { completion(await send(request, rejectedBearer: nil)) } }
+        } unanswered: { [self] error in
+            // A GOAWAY naming a configuration error halts; known not processed (nil): sent again from the start, with
+            // its own retries and deadline.
+            if let outcome = Self.goAwayHalt(error) ?? HTTP2TransportError.outcomeWithoutRetry(of: error) {
+                completion(outcome)
+            } else {
+                Task { completion(await send(request, rejectedBearer: nil)) }
+            }
         }
         return true
     }
@@ -203,9 +208,7 @@ public final class APNSProvider: PushProvider {
             do {
                 response = try await pool.execute(headers: headers, body: body, deadline: deadline)
             } catch let error as HTTP2TransportError {
-                if case .goingAway(_, let debugData, _) = error, let halt = APNSErrorClassifier.classifyGoAway(debugData: debugData) {
-                    return halt
-                }
+                if let halt = Self.goAwayHalt(error) { return halt }
                 if error.isSafeToRetry && safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {
                     safeRetries += 1
                     continue
@@ -222,6 +225,12 @@ public final class APNSProvider: PushProvider {
                 expired = bearer
             }
         }
+    }
+
+    /// The halt a GOAWAY naming a configuration error means for the request it turned away (nil for any other error).
+    private static func goAwayHalt(_ error: any Error) -> SendOutcome? {
+        guard case .goingAway(_, let debugData, _) = error as? HTTP2TransportError else { return nil }
+        return APNSErrorClassifier.classifyGoAway(debugData: debugData)
     }
 
     /// What an answer means: an outcome, or an expired JWT to replace and send again.

@@ -164,9 +164,13 @@ public final class FCMProvider: PushProvider {
             case .outcome(let outcome): completion(outcome)
             case .unauthorized: Task { completion(await send(request, refused: bearer)) }
             }
-        } unanswered: { [self] outcome in
+        } unanswered: { [self] error in
             // Known not processed (nil): sent again from the start, with its own retries and deadline.
-            if let outcome { completion(outcome) } else { Task { completion(await send(request, refused: nil)) } }
+            if let outcome = HTTP2TransportError.outcomeWithoutRetry(of: error) {
+                completion(outcome)
+            } else {
+                Task { completion(await send(request, refused: nil)) }
+            }
         }
         return true
     }

@@ -10,18 +10,18 @@ extension HTTP2ConnectionPool {
     ///   - body: Request body.
     ///   - deadline: Per-request deadline.
     ///   - answered: Called with the server's answer, on the connection's event loop.
-    ///   - unanswered: Called instead when the request failed without an answer: with its outcome, or nil when the
-    ///     server certainly did not process it (send it again) (``HTTP2TransportError/outcomeWithoutRetry(of:)``).
+    ///   - unanswered: Called instead when the request failed without an answer, with the error (an
+    ///     ``HTTP2TransportError``; ``HTTP2TransportError/outcomeWithoutRetry(of:)`` tells what it means).
     public func start(
         on connection: HTTP2Connection, headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline,
         answered: @escaping @Sendable (HTTP2Response) -> Void,
-        unanswered: @escaping @Sendable (SendOutcome?) -> Void
+        unanswered: @escaping @Sendable (any Error) -> Void
     ) {
         connection.submit(headers: headers, body: body, deadline: deadline) { [self] result in
             release(connection)
             switch result {
             case .success(let response): answered(response)
-            case .failure(let error): unanswered(HTTP2TransportError.outcomeWithoutRetry(of: error))
+            case .failure(let error): unanswered(error)
             }
         }
     }
