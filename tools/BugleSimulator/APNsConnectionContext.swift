@@ -146,20 +146,23 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
     ///   - jwt: The (verified, unexpired) token of this request.
     ///   - now: Wall-clock seconds.
     ///   - minInterval: Minimum seconds between token changes.
+    /// The connection's first valid token also authenticates it: its stream limit is raised to the full one.
     /// - Returns: false when the change comes too soon (429 TooManyProviderTokenUpdates).
     func bindToken(_ jwt: Substring, now: Double, minInterval: Double) -> Bool {
-        let (allowed, isNew): (Bool, Bool) = state.withLockedValue { state in
+        let (allowed, isNew, raise): (Bool, Bool, Int?) = state.withLockedValue { state in
+            let raise = state.authenticated ? nil : Self.authenticate(&state)
             guard let current = state.currentJWT else {
                 state.currentJWT = String(jwt)
                 state.jwtSince = now
-                return (true, true)
+                return (true, true, raise)
             }
-            if current.utf8.elementsEqual(jwt.utf8) { return (true, false) }
-            guard now - state.jwtSince >= minInterval else { return (false, false) }
+            if current.utf8.elementsEqual(jwt.utf8) { return (true, false, raise) }
+            guard now - state.jwtSince >= minInterval else { return (false, false, raise) }
             state.currentJWT = String(jwt)
             state.jwtSince = now
-            return (true, true)
+            return (true, true, raise)
         }
+        if let raise { send(maxConcurrentStreams: raise) }
         if isNew { ledger.updateCounters { $0.providerTokensAccepted += 1 } }
         return allowed
     }
@@ -171,14 +174,11 @@ final class APNsConnectionContext: NIOHTTP2StreamDelegate, Sendable {
         try? await parent.pipeline.addHandler(InboundBlackhole(), position: .first).get()
     }
 
-    /// A request on this connection carried a valid JWT: the first one raises the limit to the full one.
-    func authenticated() {
-        let raise: Int? = state.withLockedValue { state in
-            guard !state.authenticated else { return nil }
-            state.authenticated = true
-            return state.lowered ? nil : Self.advertise(state.full, &state)
-        }
-        if let raise { send(maxConcurrentStreams: raise) }
+    /// Marks the connection authenticated. - Returns: the full limit to send, unless already advertised (or lowered
+    /// after a rejection).
+    private static func authenticate(_ state: inout State) -> Int? {
+        state.authenticated = true
+        return state.lowered ? nil : advertise(state.full, &state)
     }
 
     /// A request was answered: with ``StreamLimits/afterRejection`` set, a rejection lowers the limit and the next

@@ -146,7 +146,6 @@ final class APNsSimulatorCore: Sendable {
         guard connection.bindToken(jwt, now: now, minInterval: tokenUpdateMinInterval) else {
             return (429, "TooManyProviderTokenUpdates")
         }
-        connection.authenticated()
         return nil
     }
 

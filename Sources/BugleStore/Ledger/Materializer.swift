@@ -118,7 +118,7 @@ public struct Materializer: Sendable {
         } catch {
             for write in writing { write.cancel() }
             for write in writing { _ = try? await write.value }
-            if !(error is MaterializerLease.Lost) { try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error)) }
+            try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
             throw error
         }
         if scan.nullDeviceIDs > 0 { skipped[.missingDeviceID, default: 0] += scan.nullDeviceIDs }
@@ -131,7 +131,7 @@ public struct Materializer: Sendable {
                 runID: runID, sieve: sieve, latestRegistered: scan.columns.contains(SegmentReader.registeredAtColumn), lease: lease
             )
         } catch {
-            if !(error is MaterializerLease.Lost) { try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error)) }
+            try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
             throw error
         }
         inserted -= duplicates
@@ -146,12 +146,9 @@ public struct Materializer: Sendable {
             """,
             logger: logger
         ).collect()
-        // Not made ready: cancelled meanwhile (left as it is), or taken over by another reader.
-        if ready.isEmpty, let lease {
-            let fence = try await client.withTransaction(logger: logger) { connection in
-                try await MaterializerLease.fence(lease, runID: runID, connection, logger: logger)
-            }
-            if case .lost = fence { throw MaterializerLease.Lost(runID: runID) }
+        // Not made ready: cancelled meanwhile (left as it is), or taken over by another reader (Lost).
+        if ready.isEmpty, lease != nil {
+            try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: ()) { _, _ in }
         }
         return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
     }
@@ -161,13 +158,7 @@ public struct Materializer: Sendable {
     /// One transaction: it locks the run row against a concurrent cancel (the ledger has no foreign key to `runs`,
     /// whose per-row check was half the cost of an insert), then copies the page's rows in with `COPY`.
     private func insert(runID: Int64, _ page: LedgerCopyPage, lease: MaterializerLease?) async throws -> Int64 {
-        let written = try await client.withTransaction(logger: logger) { connection -> Int64? in
-            let now: String
-            switch try await MaterializerLease.fence(lease, runID: runID, connection, logger: logger) {
-            case .open(let at): now = at
-            case .closed: return 0
-            case .lost: return nil
-            }
+        try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: 0) { connection, now in
             // COPY quotes the table name whole, so the schema comes from the search path, for this transaction only;
             // and a reader frozen inside it is ended after 15 s, so its lock on the run row cannot stall a cancel or a
             // takeover (also when a connection pooler refused that setting at connection time).
@@ -184,8 +175,6 @@ public struct Materializer: Sendable {
             }
             return Int64(page.rows)
         }
-        guard let written else { throw MaterializerLease.Lost(runID: runID) }
-        return written
     }
 
     /// Collapses rows of the run that share a (platform, token) into one: with `latestRegistered` (the segment returns
@@ -230,20 +219,13 @@ public struct Materializer: Sendable {
             """
         // Hash or merge joins only: a nested loop over the repeated hashes would cost rows × repeated hashes when a
         // segment lists every device twice.
-        let deleted = try await client.withTransaction(logger: logger) { connection -> Int64? in
-            switch try await MaterializerLease.fence(lease, runID: runID, connection, logger: logger) {
-            case .open: break
-            case .closed: return 0
-            case .lost: return nil
-            }
+        return try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: 0) { connection, _ in
             try await connection.query("SET LOCAL enable_nestloop = off", logger: logger)
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             var count: Int64 = 0
             for try await (deleted,) in rows.decode((Int64,).self) { count = deleted }
             return count
         }
-        guard let deleted else { throw MaterializerLease.Lost(runID: runID) }
-        return deleted
     }
 
     /// The copy index each of the page's users got last for this notification type (copy rotation).
@@ -259,7 +241,7 @@ public struct Materializer: Sendable {
         return last
     }
 
-    /// Marks the run failed, unless another reader holds its lease now.
+    /// Marks the run failed, unless another reader holds its lease now (one that lost it changes nothing).
     private func markFailed(runID: Int64, lease: MaterializerLease?, reason: String) async throws {
         _ = try await client.query(
             """

@@ -138,20 +138,38 @@ public struct MaterializerLease: Sendable, Equatable {
     }
 
     /// What a transaction of the reader found when it locked the run row.
-    enum Fence: Sendable {
+    private enum Fence: Sendable {
         /// Still `materializing` under this lease (or with no lease to check): the database's `now()` as text.
         case open(now: String)
         /// No longer `materializing` (cancelled, or made ready by another reader): nothing to write.
         case closed
-        /// Another process holds the lease now: this reader must stop (``Lost``, thrown once the transaction ended,
-        /// so that the caller sees it rather than postgres-nio's transaction error around it).
+        /// Another process holds the lease now: this reader must stop.
         case lost
     }
 
-    /// Checks, on `connection` inside a transaction, that run `runID` is still `materializing` under `lease` (any
-    /// holder when nil: library callers and tests materialize without one), and locks the run row (`FOR SHARE`)
-    /// until the transaction ends, so that neither a cancel nor a takeover lands halfway through what it writes.
-    static func fence(_ lease: MaterializerLease?, runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Fence {
+    /// Runs `body` in one transaction once run `runID` was found still `materializing` under `lease` (any holder when
+    /// nil: library callers and tests materialize without one), with the run row locked (`FOR SHARE`) until the
+    /// transaction ends, so that neither a cancel nor a takeover lands halfway through what `body` writes. `body` gets
+    /// the database's `now()` as text.
+    /// - Returns: `body`'s result, or `closed` when the run is no longer `materializing` (cancelled, or ready).
+    /// - Throws: ``Lost`` when another process holds the lease now (once the transaction ended, so the caller sees it
+    ///   rather than postgres-nio's transaction error around it); `body`'s errors.
+    static func inFencedTransaction<T: Sendable>(
+        _ lease: MaterializerLease?, runID: Int64, client: PostgresClient, logger: Logger, closed: T,
+        _ body: (PostgresConnection, String) async throws -> T
+    ) async throws -> T {
+        let result = try await client.withTransaction(logger: logger) { connection -> T? in
+            switch try await fence(lease, runID: runID, connection, logger: logger) {
+            case .open(let now): return try await body(connection, now)
+            case .closed: return closed
+            case .lost: return nil
+            }
+        }
+        guard let result else { throw Lost(runID: runID) }
+        return result
+    }
+
+    private static func fence(_ lease: MaterializerLease?, runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Fence {
         let rows = try await connection.query(
             "SELECT now()::text, status, materializer FROM bugle.runs WHERE id = \(runID) FOR SHARE",
             logger: logger
