@@ -1,3 +1,5 @@
+import BugleCore
+
 /// Why the APNs lane cannot start. Descriptions name files, never their contents.
 public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
     private enum Base: Sendable, Equatable {
@@ -10,6 +12,7 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
         case missingPassphrase(variable: String)
         case wrongPassphraseOrBundle(path: String, variable: String?)
         case unsupported(String)
+        case proxy(ProxyConfigurationError)
     }
 
     private let base: Base
@@ -36,6 +39,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
     }
     /// A configuration this build does not support.
     public static func unsupported(_ what: String) -> Self { Self(base: .unsupported(what)) }
+    /// The section's proxy cannot be used (its credentials variable is unset, or `https_proxy` is not a usable URL).
+    public static func proxy(_ error: ProxyConfigurationError) -> Self { Self(base: .proxy(error)) }
 
     public var description: String {
         switch base {
@@ -59,6 +64,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
                 + (variable.map { " with the passphrase in \($0): wrong passphrase, or" } ?? ":") + " not a valid key or PKCS#12 bundle"
         case .unsupported(let what):
             return "unsupported APNs configuration: \(what)"
+        case .proxy(let error):
+            return error.description
         }
     }
 }

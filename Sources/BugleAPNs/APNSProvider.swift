@@ -26,7 +26,7 @@ public final class APNSProvider: PushProvider {
         public var safeRetryLimit: Int
         /// Event loops for the connections (default: the shared singleton group).
         public var eventLoopGroup: (any EventLoopGroup)?
-        /// Where `auth.certificate.passphrase_env` is looked up.
+        /// Where `auth.certificate.passphrase_env`, `proxy_credentials_env` and `https_proxy` / `no_proxy` are looked up.
         public var environment: [String: String]
 
         /// Creates options.
@@ -127,18 +127,17 @@ public final class APNSProvider: PushProvider {
             tls.certificateChain = identity.chain.map { .certificate($0) }
             tls.privateKey = .privateKey(identity.key)
         }
+        var configuration = HTTP2ConnectionPool.Configuration(
+            host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), tls: tls, serviceName: "APNs")
+        do throws(ProxyConfigurationError) {
+            configuration.proxy = try HTTPProxy.resolve(settings.proxy, host: settings.endpoint.host, environment: options.environment)
+        } catch {
+            throw .proxy(error)
+        }
+        if let proxy = configuration.proxy { logger.info("APNs connections go through the proxy \(proxy)") }
         do {
             self.pool = try HTTP2ConnectionPool(
-                configuration: .init(
-                    host: settings.endpoint.host,
-                    port: settings.endpoint.port,
-                    connections: max(1, settings.connections),
-                    tls: tls,
-                    serviceName: "APNs"
-                ),
-                group: options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
-                logger: logger
-            )
+                configuration: configuration, group: options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, logger: logger)
         } catch {
             throw .unsupported("TLS configuration rejected: \(error)")
         }

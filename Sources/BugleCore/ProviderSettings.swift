@@ -61,6 +61,8 @@ public struct APNsSettings: Sendable, Equatable {
     /// `concurrency`: requests in flight on this lane at once (nil: connections × the provider's usual
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`, so requests wait in the pacer, not inside a connection).
     public var concurrency: Int?
+    /// `proxy:` / `proxy_credentials_env`: how connections reach the endpoint.
+    public var proxy: ProxySetting = .environment
 
     public init(endpoint: Endpoint, caFile: String?, topic: String, auth: Auth, connections: Int = 4, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.endpoint = endpoint
@@ -85,6 +87,8 @@ public struct FCMSettings: Sendable, Equatable {
     /// `concurrency`: requests in flight on this lane at once (nil: connections × the provider's usual
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`, so requests wait in the pacer, not inside a connection).
     public var concurrency: Int?
+    /// `proxy:` / `proxy_credentials_env`: how connections reach the endpoint and the token endpoint.
+    public var proxy: ProxySetting = .environment
 
     public init(serviceAccountFile: String?, endpoint: Endpoint = .fcm, caFile: String? = nil, connections: Int = 2, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.serviceAccountFile = serviceAccountFile

@@ -1,3 +1,5 @@
+import BugleCore
+
 /// Why the FCM lane cannot start. Descriptions name files and keys, never their contents.
 public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
     private enum Base: Sendable, Equatable {
@@ -7,6 +9,7 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
         case malformed(path: String, detail: String)
         case invalidCertificate(path: String)
         case unsupported(String)
+        case proxy(ProxyConfigurationError)
     }
 
     private let base: Base
@@ -25,6 +28,8 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
     /// A configuration this build does not support.
     public static func unsupported(_ what: String) -> Self { Self(base: .unsupported(what)) }
+    /// The section's proxy cannot be used (its credentials variable is unset, or `https_proxy` is not a usable URL).
+    public static func proxy(_ error: ProxyConfigurationError) -> Self { Self(base: .proxy(error)) }
 
     public var description: String {
         switch base {
@@ -41,6 +46,8 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
             return "\(path) holds no usable PEM certificate"
         case .unsupported(let what):
             return "unsupported FCM configuration: \(what)"
+        case .proxy(let error):
+            return error.description
         }
     }
 }

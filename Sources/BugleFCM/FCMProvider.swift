@@ -31,18 +31,22 @@ public final class FCMProvider: PushProvider {
         public var invalidPayloadHaltThreshold: Int
         /// Event loops (nil = the shared singleton group).
         public var eventLoopGroup: (any EventLoopGroup)?
+        /// Where `proxy_credentials_env` and `https_proxy` / `no_proxy` are looked up.
+        public var environment: [String: String]
 
         /// Creates options.
         public init(
             allowReadableKeys: Bool = false,
             safeRetryLimit: Int = 3,
             invalidPayloadHaltThreshold: Int = 10,
-            eventLoopGroup: (any EventLoopGroup)? = nil
+            eventLoopGroup: (any EventLoopGroup)? = nil,
+            environment: [String: String] = ProcessInfo.processInfo.environment
         ) {
             self.allowReadableKeys = allowReadableKeys
             self.safeRetryLimit = safeRetryLimit
             self.invalidPayloadHaltThreshold = invalidPayloadHaltThreshold
             self.eventLoopGroup = eventLoopGroup
+            self.environment = environment
         }
     }
 
@@ -117,29 +121,22 @@ public final class FCMProvider: PushProvider {
             tls.additionalTrustRoots = [.certificates(certificates)]
         }
         let group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
+        let tokenHost = account.tokenURI.host ?? ""
+        var configuration = HTTP2ConnectionPool.Configuration(
+            host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), tls: tls, serviceName: "FCM")
+        var tokenConfiguration = HTTP2ConnectionPool.Configuration(
+            host: tokenHost, port: account.tokenURI.port ?? 443, connections: 1, tls: tls, serviceName: "OAuth2 token endpoint")
+        do throws(ProxyConfigurationError) {
+            configuration.proxy = try HTTPProxy.resolve(settings.proxy, host: settings.endpoint.host, environment: options.environment)
+            tokenConfiguration.proxy = try HTTPProxy.resolve(settings.proxy, host: tokenHost, environment: options.environment)
+        } catch {
+            throw .proxy(error)
+        }
+        if let proxy = configuration.proxy { logger.info("FCM connections go through the proxy \(proxy)") }
+        if let proxy = tokenConfiguration.proxy { logger.info("OAuth2 token endpoint connections go through the proxy \(proxy)") }
         do {
-            self.pool = try HTTP2ConnectionPool(
-                configuration: .init(
-                    host: settings.endpoint.host,
-                    port: settings.endpoint.port,
-                    connections: max(1, settings.connections),
-                    tls: tls,
-                    serviceName: "FCM"
-                ),
-                group: group,
-                logger: logger
-            )
-            self.tokenPool = try HTTP2ConnectionPool(
-                configuration: .init(
-                    host: account.tokenURI.host ?? "",
-                    port: account.tokenURI.port ?? 443,
-                    connections: 1,
-                    tls: tls,
-                    serviceName: "OAuth2 token endpoint"
-                ),
-                group: group,
-                logger: logger
-            )
+            self.pool = try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
+            self.tokenPool = try HTTP2ConnectionPool(configuration: tokenConfiguration, group: group, logger: logger)
         } catch {
             throw .unsupported("TLS configuration rejected: \(error)")
         }

@@ -54,6 +54,9 @@ final class FCMTokenEndpointClient: FCMAccessTokenFetching {
         } catch HTTP2TransportError.certificateRejected(let why) {
             // Not a passing outage: no token will come from this endpoint until its TLS settings change.
             throw .rejected("token endpoint: \(why)")
+        } catch HTTP2TransportError.proxyRefused(let why) {
+            // Nor is a proxy refusing the tunnel for good (credentials, a host it does not allow).
+            throw .rejected("token endpoint: \(why)")
         } catch {
             throw .unavailable("\(error)")
         }

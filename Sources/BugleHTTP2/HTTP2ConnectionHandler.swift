@@ -24,8 +24,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         /// The connection answered its first request.
         var answered: @Sendable () -> Void
         var failed: @Sendable (String) -> Void
-        /// The TLS handshake failed on the server's certificate (see ``TLSCertificateRejection``).
-        var certificateRejected: @Sendable (String) -> Void
+        /// The connection was refused in a way reconnecting cannot fix: a certificate in the TLS handshake (see
+        /// ``TLSCertificateRejection``), or the HTTP proxy's tunnel (see ``HTTPProxyError/isConfiguration``). The error
+        /// is ``HTTP2TransportError/certificateRejected(_:)`` or ``HTTP2TransportError/proxyRefused(_:)``.
+        var rejected: @Sendable (HTTP2TransportError) -> Void
     }
 
     private let events: Events
@@ -112,7 +114,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // Error text comes from NIO, BoringSSL or the session (no tokens or JWTs are part of it).
         if let reason = TLSCertificateRejection.reason(for: error) {
-            events.certificateRejected(reason)
+            events.rejected(.certificateRejected(reason))
+        } else if let proxyError = error as? HTTPProxyError, proxyError.isConfiguration {
+            events.rejected(.proxyRefused(proxyError.description))
         } else {
             events.failed(String(describing: error))
         }

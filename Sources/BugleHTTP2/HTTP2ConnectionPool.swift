@@ -1,3 +1,4 @@
+import BugleCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -43,6 +44,9 @@ public final class HTTP2ConnectionPool: Sendable {
         public var pingInterval: TimeAmount? = .seconds(60)
         /// A PING unanswered this long closes its connection, and the pool reconnects.
         public var pingTimeout: TimeAmount = .seconds(20)
+        /// The HTTP proxy every connection tunnels through (`CONNECT host:port`), or nil to connect directly. The
+        /// proxy has `connectTimeout` to answer.
+        public var proxy: HTTPProxy?
 
         /// Creates pool settings.
         /// - Parameters:
@@ -95,9 +99,10 @@ public final class HTTP2ConnectionPool: Sendable {
         var waiterHead = 0
         var nextID = 0
         var lastConnectError = ""
-        /// Set when a handshake failed on the server's certificate, cleared by a connection that succeeds: while set,
-        /// a request with no usable connection fails at once (``HTTP2TransportError/certificateRejected(_:)``).
-        var certificateRejection: String?
+        /// Set when a connection was refused for its configuration (a certificate in the handshake, or the proxy's
+        /// tunnel), cleared by a connection that succeeds: while set, a request with no usable connection fails at once
+        /// (``HTTP2TransportError/certificateRejected(_:)``, ``HTTP2TransportError/proxyRefused(_:)``).
+        var rejection: HTTP2TransportError?
         var isShutdown = false
         /// When the next timer that starts due connects fires (nil: none scheduled).
         var kickAt: NIODeadline?
@@ -206,8 +211,8 @@ public final class HTTP2ConnectionPool: Sendable {
                 if let connection = Self.leaseLocked(&state) {
                     return [.resume(continuation, connection)]
                 }
-                // A refused certificate is not waited out: no usable connection means the request fails now.
-                if state.certificateRejection != nil, !Self.hasUsableConnectionLocked(state) {
+                // A refused certificate or proxy is not waited out: no usable connection means the request fails now.
+                if state.rejection != nil, !Self.hasUsableConnectionLocked(state) {
                     return [.fail(continuation, Self.connectError(state, serviceName: configuration.serviceName))]
                 }
                 state.waiters.append(Waiter(id: waiterID, continuation: continuation))
@@ -348,10 +353,13 @@ public final class HTTP2ConnectionPool: Sendable {
         state.entries.values.contains { !$0.goingAway }
     }
 
-    /// What a request fails with when no connection can be had: the refused certificate, or the last connect error.
+    /// What a request fails with when no connection can be had: the refusal, or the last connect error.
     private static func connectError(_ state: State, serviceName: String) -> HTTP2TransportError {
-        if let reason = state.certificateRejection { return .certificateRejected("cannot connect to \(serviceName): \(reason)") }
-        return .notWritten("cannot connect to \(serviceName): \(state.lastConnectError)")
+        switch state.rejection {
+        case .certificateRejected(let reason): return .certificateRejected("cannot connect to \(serviceName): \(reason)")
+        case .proxyRefused(let reason): return .proxyRefused("cannot connect to \(serviceName): \(reason)")
+        default: return .notWritten("cannot connect to \(serviceName): \(state.lastConnectError)")
+        }
     }
 
     private func backoff(failures: Int, random: inout SystemRandomNumberGenerator) -> TimeAmount {
@@ -403,6 +411,8 @@ public final class HTTP2ConnectionPool: Sendable {
     private func connect(slot: Int, id: Int) {
         let readyPromise = group.next().makePromise(of: Void.self)
         let readyCompleted = NIOLockedValueBox(false)
+        // Why this connection failed, when a handler said so (a refused tunnel, a TLS alert) before it closed.
+        let failure = NIOLockedValueBox<String?>(nil)
         // The promise is completed exactly once: by the handshake, by an early close, or by a failed connect.
         let completeReady: @Sendable (Result<Void, any Error>) -> Void = { result in
             let first = readyCompleted.withLockedValue { done -> Bool in
@@ -417,10 +427,11 @@ public final class HTTP2ConnectionPool: Sendable {
             goAway: { [self] lastStreamID, code, debugData in self.goAway(id: id, lastStreamID: lastStreamID, code: code, debugData: debugData) },
             answered: { [self] in self.answered(id: id) },
             failed: { [self] message in
+                failure.withLockedValue { $0 = message }
                 self.state.withLockedValue { $0.lastConnectError = message }
             },
-            certificateRejected: { [self] reason in
-                self.state.withLockedValue { $0.certificateRejection = reason }
+            rejected: { [self] rejection in
+                self.state.withLockedValue { $0.rejection = rejection }
             }
         )
         let sslContext = self.sslContext
@@ -429,21 +440,28 @@ public final class HTTP2ConnectionPool: Sendable {
             HTTP2ConnectionHandler.Keepalive(interval: $0, timeout: configuration.pingTimeout)
         }
 
+        let proxy = configuration.proxy
+        let (host, port) = (configuration.host, configuration.port)
+        let proxyTimeout = configuration.connectTimeout
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    if let proxy {
+                        try sync.addHandler(HTTPConnectTunnelHandler(proxy: proxy, host: host, port: port, timeout: proxyTimeout))
+                    }
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                     try sync.addHandler(HTTP2ClientSession())
                     try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))
                 }
             }
-        bootstrap.connect(host: configuration.host, port: configuration.port)
+        bootstrap.connect(host: proxy?.host ?? host, port: proxy?.port ?? port)
             .flatMap { channel -> EventLoopFuture<HTTP2Connection> in
                 channel.closeFuture.whenComplete { [self] _ in
-                    completeReady(.failure(HTTP2TransportError.notWritten("connection closed during the TLS handshake")))
+                    let why = failure.withLockedValue { $0 } ?? "connection closed during the TLS handshake"
+                    completeReady(.failure(HTTP2TransportError.notWritten(why)))
                     self.connectionClosed(id: id, slot: slot)
                 }
                 // The session is looked up now, while the pipeline is whole: a connection closed right after it
@@ -476,7 +494,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 state.slots[slot] = .empty(failures: 0, notBefore: .now())
                 return Self.connectIfNeededLocked(&state)
             }
-            state.certificateRejection = nil
+            state.rejection = nil
             var entry = Entry(connection: connection)
             // SETTINGS may have arrived before we got here.
             if let early = state.earlyMaxStreams.removeValue(forKey: connection.id) { entry.maxStreams = early }
@@ -491,14 +509,22 @@ public final class HTTP2ConnectionPool: Sendable {
     }
 
     private func connectFailed(slot: Int, error: any Error) {
-        let (effects, rejection) = state.withLockedValue { state -> ([Effect], String?) in
+        // This attempt's own failure (a handler's message travels as `notWritten`), never an earlier connection's.
+        let message: String
+        if case .notWritten(let why)? = error as? HTTP2TransportError { message = why } else { message = String(describing: error) }
+        let (effects, rejection) = state.withLockedValue { state -> ([Effect], HTTP2TransportError?) in
             guard case .connecting(let failures) = state.slots[slot] else { return ([], nil) }
             let delay = backoff(failures: failures, random: &state.random)
             state.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + delay)
-            if state.lastConnectError.isEmpty { state.lastConnectError = String(describing: error) }
-            return (Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName), state.certificateRejection)
+            state.lastConnectError = message
+            return (Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName), state.rejection)
         }
-        logger.warning("\(configuration.serviceName) connect failed", metadata: ["error": "\(rejection ?? String(describing: error))"])
+        let reason: String
+        switch rejection {
+        case .certificateRejected(let why)?, .proxyRefused(let why)?: reason = why
+        default: reason = message
+        }
+        logger.warning("\(configuration.serviceName) connect failed", metadata: ["error": "\(reason)"])
         run(effects)
     }
 

@@ -5,7 +5,7 @@ extension HTTP2TransportError {
     public var isSafeToRetry: Bool {
         switch self {
         case .refused, .notWritten, .goingAway: return true
-        case .timeout, .lostAfterWrite, .shutdown, .certificateRejected: return false
+        case .timeout, .lostAfterWrite, .shutdown, .certificateRejected, .proxyRefused: return false
         }
     }
 
@@ -32,6 +32,7 @@ extension HTTP2TransportError {
         case .lostAfterWrite: return .ambiguous(code: "connection_lost")
         case .shutdown: return .retry(.safe, code: "shutdown", after: nil)
         case .certificateRejected(let why): return .halt(code: "TLSCertificateRejected", message: why)
+        case .proxyRefused(let why): return .halt(code: "ProxyRefused", message: why)
         }
     }
 }

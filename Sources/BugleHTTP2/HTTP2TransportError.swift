@@ -17,4 +17,7 @@ public enum HTTP2TransportError: Error, Sendable, Equatable {
     /// Nothing was written: the server's TLS certificate was refused (untrusted CA, wrong host name, expired). A
     /// configuration error, so the request is not retried and the lane halts.
     case certificateRejected(String)
+    /// Nothing was written: the HTTP proxy refused the tunnel in a way reconnecting cannot fix (407 credentials, 403 or
+    /// 405: the host or CONNECT not allowed). A configuration error, so the request is not retried and the lane halts.
+    case proxyRefused(String)
 }

@@ -13,9 +13,12 @@ import Foundation
 ///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
 ///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 [per_second / 50] }
 ///       concurrency: requests in flight on the lane, 1...100000 [connections × 1000]
+///       proxy: none | http://host[:port] [the environment's https_proxy, minus no_proxy]
+///       proxy_credentials_env: <VAR holding user:password for the proxy>
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
 ///       ca_file   connections [2]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [connections × 100]
+///       proxy   proxy_credentials_env (as for apns; also used for the service account's token_uri)
 ///     legacy_apns:
 ///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
 ///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate   concurrency [1000]
@@ -26,11 +29,15 @@ import Foundation
 /// every provider connection uses TLS. Errors never quote values from this file.
 public enum ProviderSettingsLoader {
     static let topKeys = ["apns", "fcm", "legacy_apns"]
-    static let apnsKeys = ["endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate", "concurrency"]
+    static let apnsKeys = [
+        "endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env",
+    ]
     static let authKeys = ["token", "certificate"]
     static let tokenKeys = ["team_id", "key_id", "key_file"]
     static let certificateKeys = ["cert_file", "key_file", "p12_file", "passphrase_env"]
-    static let fcmKeys = ["service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency"]
+    static let fcmKeys = [
+        "service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env",
+    ]
     static let legacyKeys = [
         "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
         "connections", "rate", "concurrency", "quiet_period",
@@ -87,6 +94,7 @@ public enum ProviderSettingsLoader {
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
+        settings.proxy = try proxy(map)
         return settings
     }
 
@@ -134,6 +142,7 @@ public enum ProviderSettingsLoader {
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
+        settings.proxy = try proxy(map)
         return settings
     }
 
@@ -159,6 +168,35 @@ public enum ProviderSettingsLoader {
             quietPeriodSeconds: try map["quiet_period"].map(quietPeriod) ?? 0.5)
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         return settings
+    }
+
+    /// `proxy: none | http://host[:port]` and `proxy_credentials_env`; no `proxy:` key leaves it to the environment.
+    private static func proxy(_ map: ConfigurationMapping) throws -> ProxySetting {
+        let credentialsEnv = try map["proxy_credentials_env"].map(environmentVariableName)
+        guard let node = map["proxy"] else {
+            if let credentials = map["proxy_credentials_env"] {
+                throw credentials.keyError("needs proxy: http://host:port beside it (a proxy from https_proxy carries its own user:password)")
+            }
+            return .environment
+        }
+        let text = try node.string()
+        if text == "none" {
+            if let credentials = map["proxy_credentials_env"] {
+                throw credentials.keyError("makes no sense with proxy: none")
+            }
+            return .direct
+        }
+        let url: ProxyURL
+        do throws(ProxyURL.Malformed) {
+            url = try ProxyURL(parsing: text)
+        } catch {
+            throw node.error("expected none or http://host:port: \(error.problem)")
+        }
+        if url.credentials != nil {
+            throw node.error(
+                "must not hold a user name or password: put user:password in an environment variable and name it with proxy_credentials_env")
+        }
+        return .proxy(host: url.host, port: url.port, credentialsEnv: credentialsEnv)
     }
 
     private static func quietPeriod(_ node: ConfigurationNode) throws -> Double {
@@ -252,7 +290,7 @@ public enum ProviderSettingsLoader {
             value.first.map { $0 == "_" || ($0.isASCII && $0.isLetter) } == true
             && value.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
         guard isName, value.count <= 128 else {
-            throw node.error("must name an environment variable (letters, digits and _), not hold the passphrase")
+            throw node.error("must name an environment variable (letters, digits and _), not hold the secret itself")
         }
         return value
     }

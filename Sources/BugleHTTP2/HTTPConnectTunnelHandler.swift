@@ -1,0 +1,144 @@
+import BugleCore
+import NIOCore
+
+/// First handler on a connection made through an HTTP proxy: once TCP to the proxy is up it asks for a tunnel
+/// (`CONNECT host:port HTTP/1.1`, with `Proxy-Authorization` when the proxy has credentials), reads the proxy's answer,
+/// and only on a 2xx lets the handlers behind it see the channel become active, so TLS to the provider starts inside
+/// the tunnel. It then removes itself. Any other answer, a close, or no answer within `timeout` fails the connection
+/// with an ``HTTPProxyError``.
+final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// The largest proxy answer head read.
+    static let maximumResponseHead = 16 * 1024
+
+    private enum State {
+        case connecting
+        case awaitingAnswer(ByteBuffer)
+        case established
+        case failed
+    }
+
+    private let proxy: HTTPProxy
+    private let target: String
+    private let timeout: TimeAmount
+    private var state = State.connecting
+    private var timer: Scheduled<Void>?
+    /// Writes made before the tunnel was up (none are expected: the handlers behind start on channelActive).
+    private var heldWrites: [(NIOAny, EventLoopPromise<Void>?)] = []
+
+    /// - Parameters:
+    ///   - proxy: The proxy (its authorization, if any, is sent).
+    ///   - host: The provider's host.
+    ///   - port: The provider's port.
+    ///   - timeout: How long the proxy has to answer.
+    init(proxy: HTTPProxy, host: String, port: Int, timeout: TimeAmount) {
+        self.proxy = proxy
+        self.target = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        self.timeout = timeout
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
+        if let authorization = proxy.authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
+        request += "\r\n"
+        state = .awaitingAnswer(context.channel.allocator.buffer(capacity: 256))
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            let (handler, context) = loopBound.value
+            handler.fail(context: context, .noAnswer(milliseconds: handler.timeout.nanoseconds / 1_000_000))
+        }
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: request)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .awaitingAnswer(var buffer) = state else {
+            context.fireChannelRead(data)
+            return
+        }
+        var bytes = unwrapInboundIn(data)
+        buffer.writeBuffer(&bytes)
+        state = .awaitingAnswer(buffer)
+        let view = buffer.readableBytesView
+        guard let end = Self.headEnd(view) else {
+            if buffer.readableBytes > Self.maximumResponseHead { fail(context: context, .malformedAnswer) }
+            return
+        }
+        guard let status = Self.status(of: view[view.startIndex..<end]) else {
+            fail(context: context, .malformedAnswer)
+            return
+        }
+        guard (200..<300).contains(status.code) else {
+            fail(context: context, .refused(status: status.code, reason: status.reason))
+            return
+        }
+        timer?.cancel()
+        timer = nil
+        state = .established
+        buffer.moveReaderIndex(forwardBy: end - view.startIndex + 4)
+        let held = heldWrites
+        heldWrites = []
+        // The handlers behind start now: TLS begins its handshake inside the tunnel.
+        context.fireChannelActive()
+        for (data, promise) in held { context.write(data, promise: promise) }
+        if !held.isEmpty { context.flush() }
+        if buffer.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(buffer)) }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .established = state {
+            context.write(data, promise: promise)
+        } else {
+            heldWrites.append((data, promise))
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if case .established = state { context.flush() }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if case .awaitingAnswer = state { fail(context: context, .closed) }
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        let held = heldWrites
+        heldWrites = []
+        for (_, promise) in held { promise?.fail(ChannelError.ioOnClosedChannel) }
+    }
+
+    private func fail(context: ChannelHandlerContext, _ kind: HTTPProxyError.Kind) {
+        if case .failed = state { return }
+        state = .failed
+        timer?.cancel()
+        timer = nil
+        context.fireErrorCaught(HTTPProxyError(proxy: proxy.description, target: target, kind: kind))
+        context.close(promise: nil)
+    }
+
+    /// Where the head ends (the index of its blank line's `\r\n\r\n`), if it has.
+    private static func headEnd(_ view: ByteBufferView) -> Int? {
+        var index = view.startIndex
+        while index + 4 <= view.endIndex {
+            if view[index] == 13, view[index + 1] == 10, view[index + 2] == 13, view[index + 3] == 10 { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    /// `HTTP/1.x NNN reason` → the code and the reason (printable ASCII, at most 64 characters).
+    private static func status(of head: ByteBufferView.SubSequence) -> (code: Int, reason: String)? {
+        let text = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].count == 3, let code = Int(parts[1]) else { return nil }
+        let reason = parts.count > 2 ? String(parts[2].filter { $0.isASCII && ($0.asciiValue ?? 0) >= 0x20 && $0 != "\u{7F}" }.prefix(64)) : ""
+        return (code, reason)
+    }
+}

@@ -1,0 +1,47 @@
+/// A connection through an HTTP proxy that did not get its tunnel. Names the proxy (never its credentials) and the
+/// provider it was asked for.
+public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The proxy answered `CONNECT` with a non-2xx status.
+        case refused(status: Int, reason: String)
+        /// The proxy's answer was not an HTTP/1.x status line and headers.
+        case malformedAnswer
+        /// The proxy closed the connection before answering.
+        case closed
+        /// The proxy did not answer in time.
+        case noAnswer(milliseconds: Int64)
+    }
+
+    /// The proxy, as ``BugleCore/HTTPProxy/description`` shows it.
+    public var proxy: String
+    /// `host:port` the tunnel was asked for.
+    public var target: String
+    public var kind: Kind
+
+    /// Whether reconnecting cannot help until the configuration changes: the proxy wants (other) credentials (407), or
+    /// will not tunnel to this host (403, 405).
+    public var isConfiguration: Bool {
+        if case .refused(let status, _) = kind { return [403, 405, 407].contains(status) }
+        return false
+    }
+
+    public var description: String {
+        let what = "the proxy \(proxy) "
+        switch kind {
+        case .refused(status: 407, let reason):
+            return what + "refused the tunnel to \(target): 407 \(reason); "
+                + (proxy.hasSuffix("(with credentials)")
+                    ? "it did not accept the credentials (check the variable proxy_credentials_env names, or https_proxy's user:password)"
+                    : "it asks for credentials: set proxy_credentials_env in the providers file")
+        case .refused(let status, let reason):
+            return what + "refused the tunnel to \(target): \(status) \(reason)"
+                + (isConfiguration ? "; the proxy does not allow this host or CONNECT" : "")
+        case .malformedAnswer:
+            return what + "did not answer CONNECT \(target) with an HTTP/1.x status (is it an HTTP proxy?)"
+        case .closed:
+            return what + "closed the connection before answering CONNECT \(target)"
+        case .noAnswer(let milliseconds):
+            return what + "did not answer CONNECT \(target) within \(milliseconds) ms"
+        }
+    }
+}
