@@ -27,102 +27,91 @@ struct ProxyTests {
             .replacingOccurrences(of: "fcm:\n", with: "fcm:\n" + keys)
     }
 
-    /// Runs `bugle run` over every device of the mixed campaign with `providers`, the proxy password in
-    /// `BUGLE_TEST_PROXY_CREDENTIALS` as `credentials`. Returns the output and the CSV's text.
-    static func run(
-        name: String, providers: String, credentials: String, environment: MixedTestEnvironment, campaign: String, configuration: DatabaseConfiguration
-    ) async throws -> (CLITests.Output, String) {
-        let providersFile = environment.directory + "/\(name)-providers.yaml"
-        try providers.write(toFile: providersFile, atomically: true, encoding: .utf8)
+    /// What a `bugle run` through a proxy left behind.
+    struct ProxiedRun {
+        var output: CLITests.Output
+        var csv: String
+        var requests: [ConnectProxy.Request]
+        var relayed: Int
+        var proxyPort: Int
+        var apns: APNsSimulatorCounters
+        var fcm: FCMSimulatorCounters
+        var apnsTokens: [String]
+        var fcmTokens: [String]
+        var apnsTarget: String
+        var fcmTarget: String
+        var configuration: DatabaseConfiguration
+    }
+
+    /// Both simulators behind a ``ConnectProxy`` wanting `requiredAuthorization`, `devices` mixed devices, and
+    /// `bugle run` over all of them with `proxy` in both sections and the proxy password `credentials` in
+    /// `BUGLE_TEST_PROXY_CREDENTIALS`. Everything is stopped before it returns.
+    static func proxiedRun(devices: Int, name: String, requiredAuthorization: String, credentials: String) async throws -> ProxiedRun {
+        let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
+            devices: devices, name: name, message: "default_locale: en\nlocales: { en: { title: Hello, body: Through the proxy } }")
+        let proxy = try await ConnectProxy.start(requiredAuthorization: requiredAuthorization)
+        let output: CLITests.Output
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
         defer { try? FileManager.default.removeItem(atPath: csv) }
-        let output = try await CLITests.bugle(
-            ["run", campaign, "--providers", providersFile, "--csv", csv, "--log-level", "debug"],
-            environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration), "BUGLE_TEST_PROXY_CREDENTIALS": credentials]
-        )
-        return (output, (try? String(contentsOfFile: csv, encoding: .utf8)) ?? "")
+        do {
+            let providersFile = environment.directory + "/\(name)-providers.yaml"
+            try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS")
+                .write(toFile: providersFile, atomically: true, encoding: .utf8)
+            output = try await CLITests.bugle(
+                ["run", campaign, "--providers", providersFile, "--csv", csv, "--log-level", "debug"],
+                environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration), "BUGLE_TEST_PROXY_CREDENTIALS": credentials]
+            )
+        } catch {
+            await proxy.stop()
+            try await environment.stop()
+            throw error
+        }
+        let run = ProxiedRun(
+            output: output, csv: (try? String(contentsOfFile: csv, encoding: .utf8)) ?? "", requests: proxy.requests,
+            relayed: proxy.bytesRelayed, proxyPort: proxy.port, apns: environment.apns.counters(), fcm: environment.fcm.counters(),
+            apnsTokens: environment.apns.accepted().map(\.token), fcmTokens: environment.fcm.accepted().compactMap(\.token),
+            apnsTarget: "127.0.0.1:\(environment.apnsPort)", fcmTarget: "127.0.0.1:\(environment.fcmPort)", configuration: configuration)
+        await proxy.stop()
+        try await environment.stop()
+        return run
     }
 
     @Test("a mixed campaign through a proxy that wants credentials: APNs, FCM and the token endpoint all tunnel through it, every live token once, the password nowhere in the output")
     func mixedCampaignThroughProxy() async throws {
-        let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
-            devices: 400, name: "proxied", message: "default_locale: en\nlocales: { en: { title: Hello, body: Through the proxy } }")
-        let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization(Self.credentials))
-        let result: (CLITests.Output, String)
-        do {
-            let providers = try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS")
-            result = try await Self.run(
-                name: "proxied", providers: providers, credentials: Self.credentials, environment: environment, campaign: campaign,
-                configuration: configuration)
-        } catch {
-            await proxy.stop()
-            try await environment.stop()
-            throw error
-        }
-        let (output, csv) = result
-        let requests = proxy.requests
-        let relayed = proxy.bytesRelayed
-        let apns = environment.apns.counters()
-        let fcm = environment.fcm.counters()
-        let apnsTokens = environment.apns.accepted().map(\.token)
-        let fcmTokens = environment.fcm.accepted().compactMap(\.token)
-        await proxy.stop()
-        try await environment.stop()
-
-        #expect(output.status == 0, "\(output.stdout)\n\(output.stderr)")
+        let authorization = HTTPProxy.basicAuthorization(Self.credentials)
+        let run = try await Self.proxiedRun(devices: 400, name: "proxied", requiredAuthorization: authorization, credentials: Self.credentials)
+        #expect(run.output.status == 0, "\(run.output.stdout)\n\(run.output.stderr)")
         // 200 iOS and 200 Android devices, every 20th of each dead.
-        #expect(apnsTokens.count == 190 && Set(apnsTokens).count == 190, "\(apnsTokens.count) APNs deliveries")
-        #expect(fcmTokens.count == 190 && Set(fcmTokens).count == 190, "\(fcmTokens.count) FCM deliveries")
-        #expect(fcm.tokenGrants >= 1, "the token endpoint was never asked")
+        #expect(run.apnsTokens.count == 190 && Set(run.apnsTokens).count == 190, "\(run.apnsTokens.count) APNs deliveries")
+        #expect(run.fcmTokens.count == 190 && Set(run.fcmTokens).count == 190, "\(run.fcmTokens.count) FCM deliveries")
+        #expect(run.fcm.tokenGrants >= 1, "the token endpoint was never asked")
         // Every connection either simulator accepted came through a tunnel: none went around the proxy.
-        let apnsTarget = "127.0.0.1:\(environment.apnsPort)"
-        let fcmTarget = "127.0.0.1:\(environment.fcmPort)"
-        #expect(requests.allSatisfy { $0.status == 200 && $0.authorization == HTTPProxy.basicAuthorization(Self.credentials) }, "\(requests)")
-        #expect(requests.filter { $0.target == apnsTarget }.count == apns.connections, "\(requests) against \(apns.connections) APNs connections")
-        #expect(requests.filter { $0.target == fcmTarget }.count == fcm.connections, "\(requests) against \(fcm.connections) FCM connections")
-        #expect(apns.connections >= 1 && fcm.connections >= 2, "FCM sends and the token endpoint each need a connection")
-        #expect(relayed > 0)
-        let everything = output.stdout + output.stderr + csv
-        #expect(everything.contains("through the proxy http://127.0.0.1:\(proxy.port) (with credentials)"), "\(output.stderr)")
+        #expect(run.requests.allSatisfy { $0.status == 200 && $0.authorization == authorization }, "\(run.requests)")
+        #expect(run.requests.filter { $0.target == run.apnsTarget }.count == run.apns.connections, "\(run.requests), \(run.apns.connections) APNs connections")
+        #expect(run.requests.filter { $0.target == run.fcmTarget }.count == run.fcm.connections, "\(run.requests), \(run.fcm.connections) FCM connections")
+        #expect(run.apns.connections >= 1 && run.fcm.connections >= 2, "FCM sends and the token endpoint each need a connection")
+        #expect(run.relayed > 0)
+        let everything = run.output.stdout + run.output.stderr + run.csv
+        #expect(everything.contains("through the proxy http://127.0.0.1:\(run.proxyPort) (with credentials)"), "\(run.output.stderr)")
         #expect(!everything.contains(Self.password))
-        #expect(!everything.contains(HTTPProxy.basicAuthorization(Self.credentials).dropFirst("Basic ".count)))
+        #expect(!everything.contains(authorization.dropFirst("Basic ".count)))
     }
 
     @Test("a proxy refusing the credentials halts the run at once (exit 2, ProxyRefused, naming the proxy and 407): nothing sent or deactivated, the password nowhere")
     func wrongCredentials() async throws {
-        let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
-            devices: 200, name: "proxy-refused", message: "default_locale: en\nlocales: { en: { title: Hello, body: Refused } }")
-        let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization("bugle:another"))
-        let result: (CLITests.Output, String)
-        do {
-            let providers = try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS")
-            result = try await Self.run(
-                name: "proxy-refused", providers: providers, credentials: Self.credentials, environment: environment, campaign: campaign,
-                configuration: configuration)
-        } catch {
-            await proxy.stop()
-            try await environment.stop()
-            throw error
-        }
-        let (output, csv) = result
-        let requests = proxy.requests
-        let accepted = environment.apns.counters().accepted + environment.fcm.counters().accepted
-        let connections = environment.apns.counters().connections + environment.fcm.counters().connections
-        await proxy.stop()
-        try await environment.stop()
-
-        #expect(output.status == 2, "\(output.stdout)\n\(output.stderr)")
-        #expect(output.stderr.contains("ProxyRefused") && output.stderr.contains("407"), "\(output.stderr)")
-        #expect(output.stderr.contains("http://127.0.0.1:\(proxy.port)"), "\(output.stderr)")
-        #expect(!requests.isEmpty && requests.allSatisfy { $0.status == 407 }, "\(requests)")
-        #expect(accepted == 0 && connections == 0)
-        let everything = output.stdout + output.stderr + csv
-        #expect(!everything.contains(Self.password))
-        let (deactivated, sentOrFailed) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+        let run = try await Self.proxiedRun(
+            devices: 200, name: "proxy-refused", requiredAuthorization: HTTPProxy.basicAuthorization("bugle:another"), credentials: Self.credentials)
+        #expect(run.output.status == 2, "\(run.output.stdout)\n\(run.output.stderr)")
+        #expect(run.output.stderr.contains("ProxyRefused") && run.output.stderr.contains("407"), "\(run.output.stderr)")
+        #expect(run.output.stderr.contains("http://127.0.0.1:\(run.proxyPort)"), "\(run.output.stderr)")
+        #expect(!run.requests.isEmpty && run.requests.allSatisfy { $0.status == 407 }, "\(run.requests)")
+        #expect(run.apns.accepted + run.fcm.accepted == 0 && run.apns.connections + run.fcm.connections == 0)
+        #expect(!(run.output.stdout + run.output.stderr + run.csv).contains(Self.password))
+        let (deactivated, sentOrFailed) = try await Database.withClient(run.configuration, logger: TestDatabase.logger) { client in
             (
                 try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self),
                 try await LedgerTestSupport.scalar(
-                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state IN ('sent', 'failed', 'invalid_token')", as: Int64.self)
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state IN ('sent', 'failed_permanent', 'invalid_token')", as: Int64.self)
             )
         }
         #expect(deactivated == 0 && sentOrFailed == 0)
