@@ -246,32 +246,12 @@ public enum ProviderSettingsLoader {
         if rest.contains(where: { "/?#@ ".contains($0) }) {
             throw node.error("must be https://host:port with no path, query or user name")
         }
-        var host: Substring
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw node.error("expected \(expected)") }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") {
-                portText = after.dropFirst()
-            } else if !after.isEmpty {
-                throw node.error("expected \(expected)")
-            }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = rest[..<colon]
-            portText = rest[rest.index(after: colon)...]
-        } else {
-            host = rest
+        do throws(URLAuthority.Malformed) {
+            let authority = try URLAuthority(parsing: rest, defaultPort: 443)
+            return Endpoint(host: authority.host, port: authority.port)
+        } catch {
+            throw node.error("expected \(expected): \(error.problem)")
         }
-        guard !host.isEmpty else { throw node.error("expected \(expected) (the host is missing)") }
-        var port = 443
-        if let portText {
-            guard let value = Int(portText), (1...65_535).contains(value) else {
-                throw node.error("the port must be between 1 and 65535")
-            }
-            port = value
-        }
-        return Endpoint(host: String(host), port: port)
     }
 
     /// Apple team and key identifiers: exactly 10 ASCII letters or digits.

@@ -20,7 +20,7 @@ struct ProxyURL: Equatable {
         guard let schemeEnd = text.range(of: "://") else { throw Malformed(problem: "expected http://host:port") }
         let scheme = text[..<schemeEnd.lowerBound].lowercased()
         guard scheme == "http" else {
-            throw Malformed(problem: "only http:// proxies are supported (Bugle tunnels TLS through the proxy's CONNECT), not \(scheme.prefix(16))://")
+            throw Malformed(problem: "only http:// proxies are supported (Bugle tunnels TLS through the proxy's CONNECT)")
         }
         var rest = Substring(text[schemeEnd.upperBound...])
         if rest.hasSuffix("/") { rest = rest.dropLast() }
@@ -31,31 +31,13 @@ struct ProxyURL: Equatable {
             let decoded = String(userInfo).removingPercentEncoding ?? String(userInfo)
             credentials = decoded.contains(":") ? decoded : decoded + ":"
         }
-        var host: Substring
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw Malformed(problem: "an IPv6 host needs its closing ]") }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") {
-                portText = after.dropFirst()
-            } else if !after.isEmpty {
-                throw Malformed(problem: "expected :port after the IPv6 host")
-            }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = rest[..<colon]
-            portText = rest[rest.index(after: colon)...]
-        } else {
-            host = rest
+        let authority: URLAuthority
+        do throws(URLAuthority.Malformed) {
+            authority = try URLAuthority(parsing: rest, defaultPort: 80)
+        } catch {
+            throw Malformed(problem: error.problem)
         }
-        guard !host.isEmpty else { throw Malformed(problem: "the host is missing") }
-        port = 80
-        if let portText {
-            guard let value = Int(portText), (1...65_535).contains(value) else {
-                throw Malformed(problem: "the port must be between 1 and 65535")
-            }
-            port = value
-        }
-        self.host = String(host)
+        host = authority.host
+        port = authority.port
     }
 }
