@@ -18,18 +18,21 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
     public var target: String
     public var kind: Kind
 
-    /// Whether reconnecting cannot help until the configuration changes: the proxy wants (other) credentials (407), or
-    /// will not tunnel to this host (403, 405).
+    /// Whether reconnecting cannot help until the configuration changes: the proxy wants (other) credentials (407, or
+    /// 401 as tinyproxy answers wrong ones), will not tunnel to this host (403, 405), or cannot read the request (400).
+    /// Anything else (408, 429, 5xx: the provider unreachable, the proxy busy) is an outage.
     public var isConfiguration: Bool {
-        if case .refused(let status, _) = kind { return [403, 405, 407].contains(status) }
+        if case .refused(let status, _) = kind { return Self.configurationStatuses.contains(status) }
         return false
     }
+
+    static let configurationStatuses: Set<Int> = [400, 401, 403, 405, 407]
 
     public var description: String {
         let what = "the proxy \(proxy) "
         switch kind {
-        case .refused(status: 407, let reason):
-            return what + "refused the tunnel to \(target): 407 \(reason); "
+        case .refused(let status, let reason) where status == 401 || status == 407:
+            return what + "refused the tunnel to \(target): \(status) \(reason); "
                 + (proxy.hasSuffix("(with credentials)")
                     ? "it did not accept the credentials (check the variable proxy_credentials_env names, or https_proxy's user:password)"
                     : "it asks for credentials: set proxy_credentials_env in the providers file")

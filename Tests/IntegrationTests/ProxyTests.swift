@@ -1,5 +1,7 @@
+import BugleAPNs
 import BugleCore
 import BugleHTTP2
+import BugleRunner
 import BugleSimulator
 import BugleStore
 import BugleTesting
@@ -148,5 +150,55 @@ struct ProxyTests {
         }
         await forbidding.stop()
         await gateway.stop()
+    }
+
+    /// tinyproxy, a proxy written by others: its own answers (HTTP/1.0 407 with an HTML body, HTTP/1.0 200 for a
+    /// tunnel) and its own CONNECT handling, with the APNs lane and a real ledger behind it.
+    @Test(
+        "through tinyproxy: 1,000 iOS devices, every live token once, every APNs connection tunnelled; a wrong password halts with ProxyRefused (tinyproxy answers it 401)",
+        .enabled(if: Tinyproxy.enabled, Tinyproxy.reason))
+    func throughTinyproxy() async throws {
+        try await Tinyproxy.with(user: "bugle", password: Self.password) { proxy in
+            let environment = try APNsTestEnvironment()
+            defer { environment.remove() }
+            let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
+            let port = try await simulator.start()
+            var settings = environment.settings(port: port)
+            settings.proxy = .proxy(host: "127.0.0.1", port: proxy.port, credentialsEnv: "TINYPROXY_CREDENTIALS")
+            do {
+                let provider = try APNSProvider(
+                    settings: settings, options: .init(environment: ["TINYPROXY_CREDENTIALS": Self.credentials]), logger: APNsTestEnvironment.logger)
+                let refused = try APNSProvider(
+                    settings: settings, options: .init(environment: ["TINYPROXY_CREDENTIALS": "bugle:wrong"]), logger: APNsTestEnvironment.logger)
+                try await LedgerTestSupport.withFreshDatabase { client in
+                    try await APNsCampaignTests.seedIOS(client, count: 1_000)
+                    let (_, result) = try await APNsCampaignTests.run(client, LedgerTestSupport.campaign(window: 200), provider: provider)
+                    #expect(result.ending == .completed)
+                }
+                let outcome = await refused.send(APNsTestEnvironment.request(token: String(repeating: "ab", count: 32), seq: 1))
+                await provider.shutdown()
+                await refused.shutdown()
+                let tokens = simulator.accepted().map(\.token)
+                #expect(tokens.count == 950 && Set(tokens).count == 950, "\(tokens.count) deliveries")
+                let connections = simulator.counters().connections
+                // Every connection the simulator accepted is a tunnel tinyproxy opened; the refused lane asked once per
+                // slot (2) and then stopped, instead of reconnecting.
+                let asked = proxy.connectRequests(to: "127.0.0.1:\(port)")
+                #expect(connections >= 1 && proxy.establishedTunnels() == connections, "\(connections) connections; \(proxy.log().suffix(2000))")
+                #expect(asked - connections >= 1 && asked - connections <= 2, "\(asked) tunnels asked for, \(connections) opened")
+                guard case .halt(let code, let message) = outcome else {
+                    Issue.record("a refused password gave \(outcome)")
+                    try await simulator.stop()
+                    return
+                }
+                // tinyproxy answers wrong credentials 401 (407 only when none are sent).
+                #expect(code == "ProxyRefused" && message.contains("401") && message.contains("did not accept the credentials"), "\(message)")
+                #expect(!message.contains(Self.password), "\(message)")
+            } catch {
+                try await simulator.stop()
+                throw error
+            }
+            try await simulator.stop()
+        }
     }
 }
