@@ -511,7 +511,14 @@ public final class HTTP2ConnectionPool: Sendable {
     private func connectFailed(slot: Int, error: any Error) {
         // This attempt's own failure (a handler's message travels as `notWritten`), never an earlier connection's.
         let message: String
-        if case .notWritten(let why)? = error as? HTTP2TransportError { message = why } else { message = String(describing: error) }
+        if case .notWritten(let why)? = error as? HTTP2TransportError {
+            message = why
+        } else if let proxy = configuration.proxy, !(error is HTTP2TransportError) {
+            // TCP to the proxy itself failed (the tunnel's own failures arrive as `notWritten`).
+            message = "cannot reach the proxy \(proxy): \(error)"
+        } else {
+            message = String(describing: error)
+        }
         let (effects, rejection) = state.withLockedValue { state -> ([Effect], HTTP2TransportError?) in
             guard case .connecting(let failures) = state.slots[slot] else { return ([], nil) }
             let delay = backoff(failures: failures, random: &state.random)

@@ -120,32 +120,34 @@ struct ProxyTests {
     }
 
     /// The pool alone against a proxy: a refusal reconnecting cannot fix (403) fails requests at once as a
-    /// configuration error; a proxy that cannot reach the provider (502) is an outage, retried with backoff.
-    @Test("the pool through a proxy: 403 is a configuration refusal, 502 (provider unreachable) a retryable connect failure")
+    /// configuration error; a proxy that cannot reach the provider (502), and a proxy nothing answers at, are outages,
+    /// retried with backoff, and say which.
+    @Test("the pool through a proxy: 403 is a configuration refusal; 502 (provider unreachable) and an unreachable proxy are retryable connect failures naming the proxy")
     func poolRefusals() async throws {
         let forbidding = try await ConnectProxy.start(refuseWith: 403)
         let gateway = try await ConnectProxy.start()
-        // A port nothing listens on: the proxy answers 502.
+        // Ports nothing listens on: the provider behind `gateway` (which answers 502), and a proxy that is not there.
         let closedPort = try freeLoopbackPort()
+        let deadProxyPort = try freeLoopbackPort()
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.applicationProtocols = ["h2"]
         let headers = HPACKHeaders([(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
-        for (proxy, expectConfiguration) in [(forbidding, true), (gateway, false)] {
+        for (proxyPort, expected) in [(forbidding.port, "403"), (gateway.port, "502"), (deadProxyPort, "cannot reach the proxy")] {
             var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: closedPort, connections: 1, tls: tls, serviceName: "APNs")
-            configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxy.port)
+            configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxyPort)
             let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
             let error = await #expect(throws: HTTP2TransportError.self) {
                 _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + .seconds(5))
             }
             await pool.shutdown()
             switch error {
-            case .proxyRefused(let message)? where expectConfiguration:
-                #expect(message.contains("403") && message.contains("127.0.0.1:\(closedPort)") && message.contains("http://127.0.0.1:\(proxy.port)"), "\(message)")
+            case .proxyRefused(let message)? where expected == "403":
+                #expect(message.contains("403") && message.contains("127.0.0.1:\(closedPort)") && message.contains("http://127.0.0.1:\(proxyPort)"), "\(message)")
                 #expect(HTTP2TransportError.proxyRefused(message).outcome == .halt(code: "ProxyRefused", message: message))
-            case .notWritten(let message)? where !expectConfiguration:
-                #expect(message.contains("502"), "\(message)")
+            case .notWritten(let message)? where expected != "403":
+                #expect(message.contains(expected) && message.contains("http://127.0.0.1:\(proxyPort)"), "\(message)")
             default:
-                Issue.record("\(expectConfiguration ? "403" : "502"): \(String(describing: error))")
+                Issue.record("\(expected): \(String(describing: error))")
             }
         }
         await forbidding.stop()
