@@ -84,7 +84,27 @@ private actor TestServer {
     }
 }
 
-/// Stops throwaway clusters when the test process exits.
+/// Where a test process writes its throwaway files: one directory, removed when the process exits, so campaign files,
+/// CSVs and simulator records do not pile up in the temporary directory when the tests run without `tools/test.sh`'s
+/// own `TMPDIR`. (Throwaway clusters keep their short paths of their own: a Unix socket path has a length limit.)
+public enum TestScratch {
+    /// The process's scratch directory, with a trailing `/` (like `NSTemporaryDirectory()`).
+    public static let root: String = {
+        let path = NSTemporaryDirectory() + "bugle-tests-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))/"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        ExitCleanup.shared.register(directory: path)
+        return path
+    }()
+
+    /// A new directory `prefix-<uuid>` inside ``root``.
+    public static func directory(prefix: String) throws -> String {
+        let path = root + "\(prefix)-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+}
+
+/// Stops throwaway clusters, and removes scratch directories, when the test process exits.
 ///
 /// `@unchecked Sendable`: the only mutable state is guarded by `lock`; an `atexit` handler cannot await an actor.
 private final class ExitCleanup: @unchecked Sendable {
@@ -92,12 +112,21 @@ private final class ExitCleanup: @unchecked Sendable {
 
     private let lock = NSLock()
     private var clusters: [(cluster: EmbeddedCluster, removeDirectory: Bool)] = []
+    private var directories: [String] = []
     private var installed = false
 
     func register(_ cluster: EmbeddedCluster, removeDirectory: Bool) {
+        register { $0.clusters.append((cluster, removeDirectory)) }
+    }
+
+    func register(directory: String) {
+        register { $0.directories.append(directory) }
+    }
+
+    private func register(_ add: (ExitCleanup) -> Void) {
         self.lock.lock()
         defer { self.lock.unlock() }
-        self.clusters.append((cluster, removeDirectory))
+        add(self)
         if !self.installed {
             self.installed = true
             atexit {
@@ -109,8 +138,11 @@ private final class ExitCleanup: @unchecked Sendable {
     func stopAll() {
         self.lock.lock()
         let clusters = self.clusters
+        let directories = self.directories
         self.clusters = []
+        self.directories = []
         self.lock.unlock()
+        for directory in directories { try? FileManager.default.removeItem(atPath: directory) }
         for entry in clusters {
             entry.cluster.stopBlocking(mode: .immediate)
             if entry.removeDirectory {

@@ -115,7 +115,7 @@ struct APNsCampaignTests {
                 let mismatched = records.filter { ledger[$0.token] != $0.apnsID.lowercased() }.count
                 #expect(mismatched == 0)
 
-                let csvPath = NSTemporaryDirectory() + "bugle-apns-\(runID)-\(UUID().uuidString).csv"
+                let csvPath = TestScratch.root + "bugle-apns-\(runID)-\(UUID().uuidString).csv"
                 defer { try? FileManager.default.removeItem(atPath: csvPath) }
                 let rows = try await ReportExporter(client: client, logger: Support.logger).export(runID: runID, to: csvPath)
                 #expect(rows == 20_000)

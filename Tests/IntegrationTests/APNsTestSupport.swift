@@ -15,7 +15,7 @@ struct APNsTestEnvironment {
     let material: SimulatorCertificates
 
     init() throws {
-        directory = NSTemporaryDirectory() + "bugle-apns-\(UUID().uuidString)"
+        directory = TestScratch.root + "bugle-apns-\(UUID().uuidString)"
         material = try SimulatorCertificates.generate(in: directory, port: 0)
     }
 

@@ -26,7 +26,7 @@ struct CLIFeatureTests {
 
     /// A fresh report path in the temporary directory.
     static func csvPath(_ name: String) -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
+        URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
     }
 
     /// How many times each token appears in `tokens`.

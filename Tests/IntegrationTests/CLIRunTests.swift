@@ -135,7 +135,7 @@ struct CLIRunTests {
               locales: { en: { title: Hello, body: \(platform) } }
             """
         )
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
         return try await CLITests.bugle(
             ["run", campaign, "--providers", providersFile, "--csv", csv, "--quiet"] + arguments,
             environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration)]
@@ -536,7 +536,7 @@ struct CLIRunTests {
     func reportWriteFails() async throws {
         let (environment, configuration, campaign) = try await Self.mixedCampaign(
             devices: 400, name: "full-disk", message: "default_locale: en\nlocales: { en: { title: Hello, body: Disk } }")
-        let directory = NSTemporaryDirectory() + "bugle-full-\(UUID().uuidString)"
+        let directory = TestScratch.root + "bugle-full-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let csv = directory + "/report.csv"
@@ -572,7 +572,7 @@ struct CLIRunTests {
     func logLinesJSONAndMetrics() async throws {
         let fixture = try await Fixture.make(devices: 1200, rate: 300, unavailableRatio: 0.03)
         let metricsPort = try freeLoopbackPort()
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-out-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-out-\(UUID().uuidString).csv").path
         let running = try RunningBugle(
             executable: Self.binary,
             arguments: [
@@ -636,7 +636,7 @@ struct CLIRunTests {
     @Test("on a terminal: the progress block is redrawn in place")
     func terminal() async throws {
         let fixture = try await Fixture.make(devices: 800, rate: 400)
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-tty-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-tty-\(UUID().uuidString).csv").path
         let command = [
             Self.binary, "run", fixture.campaign, "--providers", fixture.providers, "--csv", csv, "--progress-interval", "0.2",
         ].map { "'" + $0 + "'" }.joined(separator: " ")

@@ -78,9 +78,7 @@ struct CLITests {
     }
 
     static func temporaryFile(_ name: String, _ contents: String) throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let path = directory.appendingPathComponent(name).path
+        let path = try TestScratch.directory(prefix: "bugle-cli") + "/" + name
         try contents.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
@@ -136,7 +134,7 @@ struct CLITests {
             try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: 300)
         }
         let before = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-preview-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-preview-\(UUID().uuidString).csv").path
         let output = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("300 row(s) read, 300 would be sent"))
@@ -178,7 +176,7 @@ struct CLITests {
             _ = try await Materializer(client: client, logger: TestDatabase.logger).materialize(runID: ready, campaign: campaign, reader: reader)
             return (completed, ready)
         }
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-resume-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-resume-\(UUID().uuidString).csv").path
         let resumed = try await Self.bugle(["resume", String(completedRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.stdout.contains("is completed; nothing to send"))

@@ -1,3 +1,4 @@
+import BugleTesting
 import Foundation
 import Testing
 
@@ -50,7 +51,7 @@ struct CSVRecordReaderTests {
     }
 
     @Test func streamsAFileInSmallChunks() throws {
-        let path = NSTemporaryDirectory() + "bugle-csv-\(UUID().uuidString).csv"
+        let path = TestScratch.root + "bugle-csv-\(UUID().uuidString).csv"
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data("h\r\n\"a\r\nb\"\r\nc\r\n".utf8).write(to: URL(fileURLWithPath: path))
         let reader = try CSVRecordReader(path: path, chunkSize: 1)

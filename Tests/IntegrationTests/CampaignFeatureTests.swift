@@ -120,7 +120,7 @@ struct CampaignFeatureTests {
                     VariantSummaryLine(variant: "bold", status: "sent", count: Int64(bold)),
                     VariantSummaryLine(variant: "control", status: "sent", count: Int64(control)),
                 ])
-                let csv = NSTemporaryDirectory() + "bugle-variants-\(runID).csv"
+                let csv = TestScratch.root + "bugle-variants-\(runID).csv"
                 defer { try? FileManager.default.removeItem(atPath: csv) }
                 try await ReportExporter(client: client, logger: Support.logger).export(runID: runID, to: csv)
                 let lines = try String(contentsOfFile: csv, encoding: .utf8).split(separator: "\r\n")

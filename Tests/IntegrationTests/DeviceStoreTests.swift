@@ -19,7 +19,7 @@ struct DeviceStoreTests {
     }
 
     private func writeCSV(_ text: String) throws -> String {
-        let path = NSTemporaryDirectory() + "bugle-devices-\(UUID().uuidString).csv"
+        let path = TestScratch.root + "bugle-devices-\(UUID().uuidString).csv"
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
         return path
     }

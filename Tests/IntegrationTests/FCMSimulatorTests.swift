@@ -20,7 +20,7 @@ struct FCMTestEnvironment {
     let privateKey: _RSA.Signing.PrivateKey
 
     init() throws {
-        directory = NSTemporaryDirectory() + "bugle-fcm-\(UUID().uuidString)"
+        directory = TestScratch.root + "bugle-fcm-\(UUID().uuidString)"
         material = try SimulatorCertificates.generate(in: directory, port: 0)
         let data = try Data(contentsOf: URL(fileURLWithPath: material.fcmServiceAccountFile))
         guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any],

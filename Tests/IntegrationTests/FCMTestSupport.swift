@@ -31,7 +31,7 @@ struct MixedTestEnvironment {
         apns configureAPNs: (inout APNsSimulatorConfiguration) -> Void = { _ in },
         fcm configureFCM: (inout FCMSimulatorConfiguration) -> Void = { _ in }
     ) async throws -> MixedTestEnvironment {
-        let directory = NSTemporaryDirectory() + "bugle-mixed-\(UUID().uuidString)"
+        let directory = TestScratch.root + "bugle-mixed-\(UUID().uuidString)"
         let material = try SimulatorCertificates.generate(in: directory, port: 0)
         let identity = try serverIdentity(directory)
         var apnsConfiguration = APNsSimulatorConfiguration(certificates: material)

@@ -182,7 +182,7 @@ struct LegacyAPNsCampaignTests {
                     en: { title: "Hello", body: "World" }
                 """
             )
-            let csv = NSTemporaryDirectory() + "bugle-legacy-\(UUID().uuidString).csv"
+            let csv = TestScratch.root + "bugle-legacy-\(UUID().uuidString).csv"
             defer { try? FileManager.default.removeItem(atPath: csv) }
             let run = try await CLITests.bugle(
                 ["run", campaign, "--providers", environment.material.legacyProvidersFile, "--csv", csv],

@@ -1,6 +1,7 @@
 import BugleCore
 import BugleLegacyAPNs
 import BugleSimulator
+import BugleTesting
 import Foundation
 import NIOCore
 import Testing
@@ -13,7 +14,7 @@ struct LegacyAPNsLaneTests {
 
     @Test("error responses mid-stream: the named tokens are invalid, every other one delivered and accepted exactly once (also in the JSONL record)")
     func errorMidStream() async throws {
-        let recordFile = NSTemporaryDirectory() + "bugle-legacy-records-\(UUID().uuidString).jsonl"
+        let recordFile = TestScratch.root + "bugle-legacy-records-\(UUID().uuidString).jsonl"
         defer { try? FileManager.default.removeItem(atPath: recordFile) }
         try await Environment.withLane(configure: { $0.recordFile = recordFile }) { _, simulator, lane in
             let tokens = (0..<300).map { $0 % 100 == 60 ? Environment.scriptedToken(prefix: "bad0", $0) : Environment.liveToken($0) }

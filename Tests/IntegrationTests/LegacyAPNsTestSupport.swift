@@ -1,6 +1,7 @@
 import BugleCore
 import BugleLegacyAPNs
 import BugleSimulator
+import BugleTesting
 import Foundation
 import Logging
 import NIOCore
@@ -12,7 +13,7 @@ struct LegacyTestEnvironment {
     let client: SimulatorCertificates.LegacyClientIdentity
 
     init() throws {
-        directory = NSTemporaryDirectory() + "bugle-legacy-\(UUID().uuidString)"
+        directory = TestScratch.root + "bugle-legacy-\(UUID().uuidString)"
         material = try SimulatorCertificates.generate(in: directory, port: 0)
         client = try SimulatorCertificates.generateLegacyClient(in: directory)
     }

@@ -53,7 +53,7 @@ struct ProxyTests {
             devices: devices, name: name, message: "default_locale: en\nlocales: { en: { title: Hello, body: Through the proxy } }")
         let proxy = try await ConnectProxy.start(requiredAuthorization: requiredAuthorization)
         let output: CLITests.Output
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
         defer { try? FileManager.default.removeItem(atPath: csv) }
         do {
             let providersFile = environment.directory + "/\(name)-providers.yaml"

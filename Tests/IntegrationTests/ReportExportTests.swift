@@ -1,5 +1,6 @@
 import BugleCore
 import BugleStore
+import BugleTesting
 import Foundation
 import PostgresNIO
 import Testing
@@ -66,7 +67,7 @@ struct ReportExportTests {
         try await Support.withFreshDatabase { client in
             _ = try await client.query(PostgresQuery(unsafeSQL: Self.insertAwkwardRows), logger: Support.logger).collect()
             let expected = try await Self.rowByRowReport(client, runID: 4242)
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-report-\(UUID().uuidString)")
+            let directory = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-report-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             // One page; a full page then a page of one row; pages that end exactly at the last row (2,500 = 5 × 500); many short pages.
@@ -89,7 +90,7 @@ struct ReportExportTests {
     @Test("a run without rows gets the header alone; a failed export leaves no file and returns its connection")
     func emptyRunAndFailure() async throws {
         try await Support.withFreshDatabase { client in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-report-\(UUID().uuidString)")
+            let directory = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-report-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let empty = directory.appendingPathComponent("empty.csv").path

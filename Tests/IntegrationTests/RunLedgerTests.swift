@@ -289,7 +289,7 @@ struct RunLedgerTests {
                 #expect(sentTotal == 1_920)
             }
 
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-csv-\(runID)-\(UUID().uuidString)")
+            let directory = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-csv-\(runID)-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let first = directory.appendingPathComponent("a.csv").path
             let second = directory.appendingPathComponent("b.csv").path

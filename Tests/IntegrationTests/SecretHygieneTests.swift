@@ -44,7 +44,7 @@ struct SecretHygieneTests {
         let plainURL = try CLITests.url(configuration)
         let url = plainURL.replacingOccurrences(of: "postgres://\(configuration.username)@", with: "postgres://\(configuration.username):\(Self.databasePassword)@")
         #expect(url != plainURL)
-        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-secrets-\(UUID().uuidString).csv").path
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-secrets-\(UUID().uuidString).csv").path
         defer { try? FileManager.default.removeItem(atPath: csv) }
         let environmentVariables = ["BUGLE_DATABASE_URL": url]
         let run = try await CLITests.bugle(
