@@ -14,6 +14,10 @@ struct Bugle: AsyncParsableCommand {
             Database: BUGLE_DATABASE_URL or --database-url selects a server; with neither, Bugle starts and uses \
             its own embedded PostgreSQL cluster under $BUGLE_HOME (default ~/.bugle). Segments are read through \
             BUGLE_SEGMENT_DATABASE_URL when set (a read-only login), else as the bugle_segment_reader role.
+
+            Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
+            credentials. APNs and FCM connections go through the HTTP proxy in https_proxy (minus no_proxy) unless \
+            the file's `proxy:` says otherwise; loopback endpoints always connect directly.
             """,
         version: "0.1.0",
         subcommands: [
