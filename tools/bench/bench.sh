@@ -47,6 +47,8 @@
 # (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
 # throwaway cluster's port, so two benchmarks can run side by side. BENCH_KEEP=PREFIX keeps each run's JSON summary,
 # the PostgreSQL log and the simulators' JSONL records; BENCH_WINDOW=W sets the pipeline campaign's in_flight_window.
+# BENCH_PROXY=tinyproxy (apns, fcm, mixed) tunnels Bugle's provider connections through a local tinyproxy; its CPU is
+# printed with the simulator's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -246,6 +248,23 @@ start_simulator() {
   sed -i 's/^fcm:$/fcm:\n  rate: { per_second: 1000000 }/' "$WORK/sim/providers.yaml"
 }
 
+# start_proxy: with BENCH_PROXY=tinyproxy (apns, fcm, mixed), a local tinyproxy that Bugle's APNs and FCM connections
+# tunnel through (`proxy:` in the providers file; h2load still connects directly); sets PROXYPID (empty without).
+start_proxy() {
+  PROXYPID=""
+  [ -n "${BENCH_PROXY:-}" ] || return 0
+  [ "$BENCH_PROXY" = tinyproxy ] || { echo "BENCH_PROXY must be tinyproxy" >&2; exit 1; }
+  command -v tinyproxy >/dev/null || { echo "tinyproxy missing: apt-get install -y tinyproxy" >&2; exit 1; }
+  local port
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 64\nLogFile "%s"\nLogLevel Warning\nPidFile "%s"\nAllow 127.0.0.1\n' \
+    "$port" "$WORK/tinyproxy.log" "$WORK/tinyproxy.pid" > "$WORK/tinyproxy.conf"
+  tinyproxy -d -c "$WORK/tinyproxy.conf" > "$WORK/tinyproxy.out" 2>&1 &
+  PROXYPID=$!; SIM_PIDS="$SIM_PIDS $PROXYPID"
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  sed -i "s|^apns:\$|apns:\n  proxy: http://127.0.0.1:$port|; s|^fcm:\$|fcm:\n  proxy: http://127.0.0.1:$port|" "$WORK/sim/providers.yaml"
+}
+
 # h2load_ceiling APNS_N FCM_N: h2load against the simulator's APNs and FCM endpoints at once (either count may be
 # 0); sets H2_RATE (2xx per second over the longer of the two), H2_OK, H2_CPU (h2load's CPU s per 10k) and
 # H2_SIM (the simulator's CPU s per 10k).
@@ -409,7 +428,9 @@ if [ "$mode" = apns ] || [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
     mixed) filter="" ;;
   esac
   mixed_campaign "$mode" "$filter AND d.id <= $((2 * n))" 2000
-  measure "$WORK/$mode.yaml" "$WORK/sim/providers.yaml" "$SIMPID" ""
+  start_proxy
+  # With a proxy, its CPU is counted with the simulator's (both are the path Bugle's requests take).
+  measure "$WORK/$mode.yaml" "$WORK/sim/providers.yaml" "$SIMPID $PROXYPID" ""
   case "$mode" in
     apns) h2load_ceiling "$n" 0 ;;
     fcm) h2load_ceiling 0 "$n" ;;
@@ -422,7 +443,7 @@ if [ "$mode" = apns ] || [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
   printf '%-28s %s\n' "ratio" "$(ratio "$M_RATE" "$H2_RATE")"
   printf '%-28s %s\n' "Bugle CPU s / 10k" "$M_BUGLE"
   printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$M_PG"
-  printf '%-28s %s\n' "simulator CPU s / 10k" "$M_SIM (h2load: $H2_SIM)"
+  printf '%-28s %s\n' "simulator${PROXYPID:+ + tinyproxy} CPU s / 10k" "$M_SIM (h2load: $H2_SIM)"
   printf '%-28s %s\n' "Bugle peak RSS MB" "$M_RSS"
   exit 0
 fi
