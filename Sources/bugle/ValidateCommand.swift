@@ -10,7 +10,8 @@ struct ValidateCommand: AsyncParsableCommand {
         discussion: """
             Errors name file:line:column and the key path. Exit 0 when valid, 1 otherwise. A providers file that is \
             named but absent is only a note (secrets often live elsewhere); one given with --providers must exist and \
-            is checked.
+            is checked, and each APNs / FCM endpoint is printed with the way Bugle will reach it: directly, or through \
+            which HTTP proxy (the file's `proxy:`, else https_proxy minus no_proxy).
 
             A campaign whose copy uses template variables ({{first_name}}) has its segment prepared on the database \
             (read-only, no row is read) to check that every variable is one of the segment's columns. --offline skips \
@@ -34,7 +35,10 @@ struct ValidateCommand: AsyncParsableCommand {
             let campaign = try CampaignLoader.load(path: file)
             if let path = providers ?? campaign.providersPath {
                 if FileManager.default.fileExists(atPath: path) {
-                    _ = try ProviderSettingsLoader.load(path: path)
+                    let settings = try ProviderSettingsLoader.load(path: path)
+                    for line in try ProviderRoutes.lines(settings, environment: ProcessInfo.processInfo.environment) {
+                        print("\(path): \(line)")
+                    }
                 } else if providers != nil {
                     throw UsageError("providers file \(path) does not exist")
                 } else {

@@ -117,6 +117,36 @@ struct CLITests {
         #expect(output.stderr.contains("\(bad):5:3: segment.page_sise"))
     }
 
+    @Test("validate prints how each lane reaches its endpoint: through https_proxy (credentials hidden), directly for no_proxy hosts; an unset proxy_credentials_env exits 1")
+    func validateRoutes() async throws {
+        let providers = try Self.temporaryFile(
+            "providers.yaml",
+            """
+            apns:
+              endpoint: production
+              topic: com.example.app
+              auth: { token: { team_id: ABCDE12345, key_id: KEY1234567, key_file: key.p8 } }
+            fcm:
+              service_account_file: account.json
+
+            """
+        )
+        let environment = ["https_proxy": "http://alice:pr0xy-s3cret@proxy.example:3128", "no_proxy": ".googleapis.com"]
+        let output = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", providers], environment: environment)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("\(providers): apns: https://api.push.apple.com:443 through the proxy http://proxy.example:3128 (with credentials)"), "\(output.stdout)")
+        #expect(output.stdout.contains("\(providers): fcm: https://fcm.googleapis.com:443 directly"), "\(output.stdout)")
+        #expect(!(output.stdout + output.stderr).contains("pr0xy-s3cret"))
+
+        let named = try Self.temporaryFile(
+            "providers.yaml",
+            try String(contentsOfFile: providers, encoding: .utf8)
+                .replacingOccurrences(of: "apns:\n", with: "apns:\n  proxy: http://10.0.0.5:3128\n  proxy_credentials_env: BUGLE_TEST_UNSET_PROXY\n"))
+        let unset = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", named])
+        #expect(unset.status == 1)
+        #expect(unset.stderr.contains("apns: proxy_credentials_env names BUGLE_TEST_UNSET_PROXY, which is not set"), "\(unset.stderr)")
+    }
+
     @Test("a bad campaign exits 1 before touching the database")
     func badCampaignTouchesNothing() async throws {
         let bad = try Self.temporaryFile("bad.yaml", "name: [unclosed\n")
