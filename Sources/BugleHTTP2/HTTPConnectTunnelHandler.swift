@@ -42,7 +42,8 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
+        // A User-Agent as curl sends one: some proxies' policies refuse requests without it.
+        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\nUser-Agent: bugle\r\n"
         if let authorization = proxy.authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
         request += "\r\n"
         state = .awaitingAnswer(context.channel.allocator.buffer(capacity: 256))

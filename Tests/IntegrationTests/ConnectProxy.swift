@@ -13,6 +13,9 @@ final class ConnectProxy: Sendable {
         var target: String
         var authorization: String?
         var status: Int
+        /// The request's `Host` header (RFC 9110 asks for the target's authority) and `User-Agent`.
+        var host: String? = nil
+        var userAgent: String? = nil
     }
 
     fileprivate struct State {
@@ -103,16 +106,20 @@ final class ConnectProxy: Sendable {
                 return
             }
             let target = String(parts[1])
-            let authorization = lines.dropFirst()
-                .first { $0.lowercased().hasPrefix("proxy-authorization:") }
-                .map { String($0.dropFirst("proxy-authorization:".count)).trimmingCharacters(in: .whitespaces) }
+            func header(_ name: String) -> String? {
+                lines.dropFirst()
+                    .first { $0.lowercased().hasPrefix(name + ":") }
+                    .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+            }
+            let authorization = header("proxy-authorization")
+            let (host, userAgent) = (header("host"), header("user-agent"))
             if let refuseWith {
-                ConnectProxy.record(state, Request(target: target, authorization: authorization, status: refuseWith))
+                ConnectProxy.record(state, Request(target: target, authorization: authorization, status: refuseWith, host: host, userAgent: userAgent))
                 answer(context: context, refuseWith, "Forbidden")
                 return
             }
             if let requiredAuthorization, authorization != requiredAuthorization {
-                ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 407))
+                ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 407, host: host, userAgent: userAgent))
                 answer(context: context, 407, "Proxy Authentication Required", extra: "Proxy-Authenticate: Basic realm=\"bugle-test\"\r\n")
                 return
             }
@@ -120,23 +127,23 @@ final class ConnectProxy: Sendable {
                 answer(context: context, 400, "Bad Request")
                 return
             }
-            var host = String(target[..<colon])
-            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            var targetHost = String(target[..<colon])
+            if targetHost.hasPrefix("["), targetHost.hasSuffix("]") { targetHost = String(targetHost.dropFirst().dropLast()) }
             let inbound = context.channel
             let state = self.state
             let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             inbound.setOption(.autoRead, value: false).whenComplete { _ in }
             ClientBootstrap(group: inbound.eventLoop)
-                .connect(host: host, port: port)
+                .connect(host: targetHost, port: port)
                 .whenComplete { result in
                     let (handler, context) = loopBound.value
                     switch result {
                     case .failure:
-                        ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 502))
+                        ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 502, host: host, userAgent: userAgent))
                         handler.answer(context: context, 502, "Bad Gateway")
                     case .success(let outbound):
                         ConnectProxy.register(state, outbound)
-                        ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 200))
+                        ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 200, host: host, userAgent: userAgent))
                         do {
                             try outbound.pipeline.syncOperations.addHandler(TunnelRelay(partner: inbound, state: state))
                         } catch {

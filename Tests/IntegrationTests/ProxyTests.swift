@@ -89,6 +89,7 @@ struct ProxyTests {
         #expect(run.fcm.tokenGrants >= 1, "the token endpoint was never asked")
         // Every connection either simulator accepted came through a tunnel: none went around the proxy.
         #expect(run.requests.allSatisfy { $0.status == 200 && $0.authorization == authorization }, "\(run.requests)")
+        #expect(run.requests.allSatisfy { $0.host == $0.target && $0.userAgent == "bugle" }, "\(run.requests)")
         #expect(run.requests.filter { $0.target == run.apnsTarget }.count == run.apns.connections, "\(run.requests), \(run.apns.connections) APNs connections")
         #expect(run.requests.filter { $0.target == run.fcmTarget }.count == run.fcm.connections, "\(run.requests), \(run.fcm.connections) FCM connections")
         #expect(run.apns.connections >= 1 && run.fcm.connections >= 2, "FCM sends and the token endpoint each need a connection")
