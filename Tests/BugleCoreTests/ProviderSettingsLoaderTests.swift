@@ -146,6 +146,10 @@ struct ProviderSettingsLoaderTests {
                     passphraseEnv: "APNS_KEY_PASSPHRASE"))
         #expect(apns.connections == 4 && apns.timeoutSeconds == 10 && apns.rate == nil)
         #expect(settings.fcm == nil && settings.legacyAPNs == nil)
+        // FCM's default: 8 connections × Google's 100 streams, enough in flight for its 10,000/s quota rate up to an
+        // 80 ms round trip.
+        let fcm = try ProviderSettingsLoader.load(yaml: "fcm: { service_account_file: sa.json }", path: "/etc/bugle/providers.yaml").fcm
+        #expect(fcm?.connections == 8 && fcm?.concurrency == nil && fcm?.timeoutSeconds == 10)
 
         let p12 = """
             apns:

@@ -728,7 +728,7 @@ struct FCMSimulatorTests {
         #expect(rewritten?["private_key"] as? String == account["private_key"] as? String)
         let yaml = try String(contentsOfFile: material.providersFile, encoding: .utf8)
         #expect(yaml.contains("fcm:\n  service_account_file: \(material.fcmServiceAccountFile)\n  endpoint: https://127.0.0.1:4443\n"))
-        #expect(yaml.contains("  ca_file: \(material.caFile)\n  connections: 2\n"))
+        #expect(yaml.contains("  ca_file: \(material.caFile)\n  connections: 8\n"))
         #expect(yaml.contains("apns:\n  endpoint: https://127.0.0.1:2197\n"))
 
         // Reloading keeps the FCM identity; a directory without FCM files (older versions) gains one.

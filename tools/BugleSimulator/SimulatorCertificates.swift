@@ -226,7 +226,7 @@ public struct SimulatorCertificates: Sendable {
                   service_account_file: \(fcmServiceAccountFile)
                   endpoint: https://127.0.0.1:\(fcmPort)
                   ca_file: \(caFile)
-                  connections: 2
+                  connections: 8
 
                 """
         }

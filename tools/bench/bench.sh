@@ -49,6 +49,8 @@
 # the PostgreSQL log and the simulators' JSONL records; BENCH_WINDOW=W sets the pipeline campaign's in_flight_window.
 # BENCH_PROXY=tinyproxy (apns, fcm, mixed) tunnels Bugle's provider connections through a local tinyproxy; its CPU is
 # printed with the simulator's.
+# BENCH_SIM_OPTS adds flags to `bugle-sim serve` (for example "--latency-ms 50 --fcm-latency-ms 50", a provider's
+# round trip); BENCH_FCM_CONNECTIONS=N sets the providers file's fcm.connections (the simulator's file says 2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -238,7 +240,8 @@ start_simulator() {
   # The simulator's FCM project quota (600,000 a rolling minute) is lifted too: with it, the h2load ceiling after
   # three 200,000-message runs read 429s and a rate of 1,810/s.
   [ "${1:-}" = --fcm ] && fcm=(--fcm-port 0 --fcm-record "$WORK/fcm.jsonl" --fcm-quota 1000000000)
-  "$SIM" serve --dir "$WORK/sim" --apns-port 0 --record "$WORK/apns.jsonl" "${fcm[@]}" > "$WORK/sim.out" 2>&1 &
+  # shellcheck disable=SC2086
+  "$SIM" serve --dir "$WORK/sim" --apns-port 0 --record "$WORK/apns.jsonl" "${fcm[@]}" ${BENCH_SIM_OPTS:-} > "$WORK/sim.out" 2>&1 &
   SIMPID=$!; SIM_PIDS="$SIM_PIDS $SIMPID"
   local want="^apns "; [ "${1:-}" = --fcm ] && want="^fcm "
   for _ in $(seq 100); do grep -q "$want" "$WORK/sim.out" && break; sleep 0.1; done
@@ -246,6 +249,16 @@ start_simulator() {
   PORT_APNS=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
   PORT_FCM=$(sed -n 's/^fcm https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
   sed -i 's/^fcm:$/fcm:\n  rate: { per_second: 1000000 }/' "$WORK/sim/providers.yaml"
+  if [ -n "${BENCH_FCM_CONNECTIONS:-}" ]; then
+    python3 - "$WORK/sim/providers.yaml" "$BENCH_FCM_CONNECTIONS" <<'PY'
+import re, sys
+path, n = sys.argv[1], sys.argv[2]
+text = open(path).read()
+head, sep, fcm = text.partition("\nfcm:\n")
+fcm = re.sub(r"(?m)^  connections: .*\n", "", fcm)
+open(path, "w").write(head + sep + "  connections: " + n + "\n" + fcm)
+PY
+  fi
 }
 
 # start_proxy: with BENCH_PROXY=tinyproxy (apns, fcm, mixed), a local tinyproxy that Bugle's APNs and FCM connections

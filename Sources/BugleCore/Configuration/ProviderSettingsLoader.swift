@@ -17,7 +17,7 @@ import Foundation
 ///       proxy_credentials_env: <VAR holding user:password for the proxy>
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
-///       ca_file   connections [2]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [connections × 100]
+///       ca_file   connections [8]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [connections × 100]
 ///       proxy   proxy_credentials_env (as for apns; also used for the service account's token_uri)
 ///     legacy_apns:
 ///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
@@ -138,7 +138,7 @@ public enum ProviderSettingsLoader {
             serviceAccountFile: try map["service_account_file"].map(paths.resolve),
             endpoint: try map["endpoint"].map { try endpoint($0, expected: "an https://host[:port] URL") } ?? .fcm,
             caFile: try map["ca_file"].map(paths.resolve),
-            connections: try map.int("connections", default: 2, in: 1...64),
+            connections: try map.int("connections", default: FCMSettings.defaultConnections, in: 1...64),
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
