@@ -295,7 +295,9 @@ h2load_ceiling() {
     pids+=($!)
   fi
   if [ "$2" -gt 0 ]; then
-    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-fcm.time" h2load -n "$2" -c 2 -m 100 \
+    # As many connections as Bugle's FCM lane opens (fcm.connections, 8 by default; BENCH_FCM_CONNECTIONS), each with
+    # Google's 100 streams: a ceiling held to fewer connections than Bugle uses would flatter the ratio.
+    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-fcm.time" h2load -n "$2" -c "${BENCH_FCM_CONNECTIONS:-8}" -m 100 \
       -H "authorization: Bearer $("$SIM" fcm-token "$WORK/sim")" -H "content-type: application/json" \
       -d "$WORK/fcm.json" "https://127.0.0.1:$PORT_FCM/v1/projects/bugle-sim/messages:send" > "$WORK/h2-fcm.out" 2>&1 &
     pids+=($!)
