@@ -130,7 +130,7 @@ public final class APNSProvider: PushProvider {
         var configuration = HTTP2ConnectionPool.Configuration(
             host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), tls: tls, serviceName: "APNs")
         do throws(ProxyConfigurationError) {
-            configuration.proxy = try HTTPProxy.resolve(settings.proxy, host: settings.endpoint.host, environment: options.environment)
+            configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.endpoint.host, environment: options.environment)
         } catch {
             throw .proxy(error)
         }
@@ -138,6 +138,8 @@ public final class APNSProvider: PushProvider {
         do {
             self.pool = try HTTP2ConnectionPool(
                 configuration: configuration, group: options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, logger: logger)
+        } catch let error as ProxyConfigurationError {
+            throw .proxy(error)
         } catch {
             throw .unsupported("TLS configuration rejected: \(error)")
         }

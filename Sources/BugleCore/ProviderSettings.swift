@@ -63,6 +63,8 @@ public struct APNsSettings: Sendable, Equatable {
     public var concurrency: Int?
     /// `proxy:` / `proxy_credentials_env`: how connections reach the endpoint.
     public var proxy: ProxySetting = .environment
+    /// `proxy_ca_file`: an extra CA trusted for an `https://` proxy's certificate.
+    public var proxyCAFile: String?
 
     public init(endpoint: Endpoint, caFile: String?, topic: String, auth: Auth, connections: Int = 4, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.endpoint = endpoint
@@ -94,6 +96,8 @@ public struct FCMSettings: Sendable, Equatable {
     public var concurrency: Int?
     /// `proxy:` / `proxy_credentials_env`: how connections reach the endpoint and the token endpoint.
     public var proxy: ProxySetting = .environment
+    /// `proxy_ca_file`: an extra CA trusted for an `https://` proxy's certificate.
+    public var proxyCAFile: String?
 
     public init(serviceAccountFile: String?, endpoint: Endpoint = .fcm, caFile: String? = nil, connections: Int = FCMSettings.defaultConnections, timeoutSeconds: Double = 10, rate: RateLimit? = nil) {
         self.serviceAccountFile = serviceAccountFile

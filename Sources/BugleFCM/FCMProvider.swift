@@ -127,8 +127,8 @@ public final class FCMProvider: PushProvider {
         var tokenConfiguration = HTTP2ConnectionPool.Configuration(
             host: tokenHost, port: account.tokenURI.port ?? 443, connections: 1, tls: tls, serviceName: "OAuth2 token endpoint")
         do throws(ProxyConfigurationError) {
-            configuration.proxy = try HTTPProxy.resolve(settings.proxy, host: settings.endpoint.host, environment: options.environment)
-            tokenConfiguration.proxy = try HTTPProxy.resolve(settings.proxy, host: tokenHost, environment: options.environment)
+            configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.endpoint.host, environment: options.environment)
+            tokenConfiguration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: tokenHost, environment: options.environment)
         } catch {
             throw .proxy(error)
         }
@@ -137,6 +137,8 @@ public final class FCMProvider: PushProvider {
         do {
             self.pool = try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
             self.tokenPool = try HTTP2ConnectionPool(configuration: tokenConfiguration, group: group, logger: logger)
+        } catch let error as ProxyConfigurationError {
+            throw .proxy(error)
         } catch {
             throw .unsupported("TLS configuration rejected: \(error)")
         }

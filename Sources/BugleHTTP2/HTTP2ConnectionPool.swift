@@ -44,8 +44,8 @@ public final class HTTP2ConnectionPool: Sendable {
         public var pingInterval: TimeAmount? = .seconds(60)
         /// A PING unanswered this long closes its connection, and the pool reconnects.
         public var pingTimeout: TimeAmount = .seconds(20)
-        /// The HTTP proxy every connection tunnels through (`CONNECT host:port`), or nil to connect directly. The
-        /// proxy has `connectTimeout` to answer.
+        /// The HTTP proxy every connection tunnels through (`CONNECT host:port`, over TLS to the proxy for an
+        /// `https://` one), or nil to connect directly. The proxy has `connectTimeout` to answer.
         public var proxy: HTTPProxy?
 
         /// Creates pool settings.
@@ -121,6 +121,8 @@ public final class HTTP2ConnectionPool: Sendable {
 
     private let configuration: Configuration
     private let sslContext: NIOSSLContext
+    /// TLS to an `https://` proxy (nil: none, or an `http://` proxy).
+    private let proxySSLContext: NIOSSLContext?
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state: NIOLockedValueBox<State>
@@ -131,10 +133,12 @@ public final class HTTP2ConnectionPool: Sendable {
     ///   - configuration: Endpoint, TLS and limits.
     ///   - group: Event loops for the connections.
     ///   - logger: Logger (connection events only; never tokens or JWTs).
-    /// - Throws: NIOSSL errors for an unusable TLS configuration.
+    /// - Throws: ``BugleCore/ProxyConfigurationError`` for an unusable `proxy_ca_file`; NIOSSL errors for an unusable
+    ///   TLS configuration.
     public init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
         self.sslContext = try NIOSSLContext(configuration: configuration.tls)
+        self.proxySSLContext = try HTTPProxyTLS.context(for: configuration.proxy)
         self.group = group
         self.logger = logger
         let now = NIODeadline.now()
@@ -441,6 +445,8 @@ public final class HTTP2ConnectionPool: Sendable {
         }
 
         let proxy = configuration.proxy
+        let proxySSLContext = self.proxySSLContext
+        let proxyHostname = proxy.flatMap { HTTPProxyTLS.serverHostname($0.host) }
         let (host, port) = (configuration.host, configuration.port)
         let proxyTimeout = configuration.connectTimeout
         let bootstrap = ClientBootstrap(group: group)
@@ -450,6 +456,9 @@ public final class HTTP2ConnectionPool: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if let proxy {
+                        if let proxySSLContext {
+                            try sync.addHandler(NIOSSLClientHandler(context: proxySSLContext, serverHostname: proxyHostname))
+                        }
                         try sync.addHandler(HTTPConnectTunnelHandler(proxy: proxy, host: host, port: port, timeout: proxyTimeout))
                     }
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))

@@ -1,7 +1,9 @@
 import BugleCore
 import NIOCore
+import NIOTLS
 
-/// First handler on a connection made through an HTTP proxy: once TCP to the proxy is up it asks for a tunnel
+/// First handler on a connection made through an HTTP proxy (behind the proxy's own TLS for an `https://` proxy):
+/// once the connection to the proxy is up it asks for a tunnel
 /// (`CONNECT host:port HTTP/1.1`, with `Proxy-Authorization` when the proxy has credentials), reads the proxy's answer,
 /// and only on a 2xx lets the handlers behind it see the channel become active, so TLS to the provider starts inside
 /// the tunnel. It then removes itself. Any other answer, a close, or no answer within `timeout` fails the connection
@@ -64,6 +66,11 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
         buffer.writeBuffer(&bytes)
         state = .awaitingAnswer(buffer)
         let view = buffer.readableBytesView
+        if !proxy.tls, view.count >= 2, view.first == 0x15 || view.first == 0x16, view[view.startIndex + 1] == 0x03 {
+            // A TLS record (an alert or a handshake) where an HTTP status line belongs: an https:// proxy.
+            fail(context: context, .tls(reason: "it answered in TLS (an https:// proxy?): write its URL as https://", configuration: true))
+            return
+        }
         guard let end = Self.headEnd(view) else {
             if buffer.readableBytes > Self.maximumResponseHead { fail(context: context, .malformedAnswer) }
             return
@@ -100,6 +107,35 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
 
     func flush(context: ChannelHandlerContext) {
         if case .established = state { context.flush() }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // An https:// proxy's own handshake is not the provider's: the handlers behind take a completed handshake to
+        // mean the connection is ready, and must see only the one inside the tunnel.
+        if event is TLSUserEvent, !isEstablished { return }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private var isEstablished: Bool {
+        if case .established = state { return true }
+        return false
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Before the tunnel is up, TLS errors are the https:// proxy's own handshake (TLS to the provider starts only
+        // after the tunnel): say so, instead of letting them read as the provider's certificate.
+        switch state {
+        case .established:
+            context.fireErrorCaught(error)
+        case .failed:
+            if HTTPProxyTLS.failure(error) == nil { context.fireErrorCaught(error) }
+        case .connecting, .awaitingAnswer:
+            guard proxy.tls, let kind = HTTPProxyTLS.failure(error) else {
+                context.fireErrorCaught(error)
+                return
+            }
+            fail(context: context, kind)
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -10,6 +10,9 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
         case closed
         /// The proxy did not answer in time.
         case noAnswer(milliseconds: Int64)
+        /// TLS with an `https://` proxy failed; `configuration` when reconnecting cannot fix it (a refused
+        /// certificate, a proxy that does not speak TLS).
+        case tls(reason: String, configuration: Bool)
     }
 
     /// The proxy, as ``BugleCore/HTTPProxy/description`` shows it.
@@ -19,11 +22,15 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
     public var kind: Kind
 
     /// Whether reconnecting cannot help until the configuration changes: the proxy wants (other) credentials (407, or
-    /// 401 as tinyproxy answers wrong ones), will not tunnel to this host (403, 405), or cannot read the request (400).
-    /// Anything else (408, 429, 5xx: the provider unreachable, the proxy busy) is an outage.
+    /// 401 as tinyproxy answers wrong ones), will not tunnel to this host (403, 405), cannot read the request (400), or
+    /// its TLS certificate was refused. Anything else (408, 429, 5xx: the provider unreachable, the proxy busy) is an
+    /// outage.
     public var isConfiguration: Bool {
-        if case .refused(let status, _) = kind { return Self.configurationStatuses.contains(status) }
-        return false
+        switch kind {
+        case .refused(let status, _): return Self.configurationStatuses.contains(status)
+        case .tls(_, let configuration): return configuration
+        case .malformedAnswer, .closed, .noAnswer: return false
+        }
     }
 
     static let configurationStatuses: Set<Int> = [400, 401, 403, 405, 407]
@@ -45,6 +52,8 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
             return what + "closed the connection before answering CONNECT \(target)"
         case .noAnswer(let milliseconds):
             return what + "did not answer CONNECT \(target) within \(milliseconds) ms"
+        case .tls(let reason, _):
+            return what + "could not be used for the tunnel to \(target): " + reason
         }
     }
 }

@@ -16,8 +16,9 @@ struct Bugle: AsyncParsableCommand {
             BUGLE_SEGMENT_DATABASE_URL when set (a read-only login), else as the bugle_segment_reader role.
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
-            credentials. APNs and FCM connections go through the HTTP proxy in https_proxy (minus no_proxy) unless \
-            the file's `proxy:` says otherwise; loopback endpoints always connect directly.
+            credentials. APNs and FCM connections go through the proxy in https_proxy (minus no_proxy) unless the \
+            file's `proxy:` says otherwise (http:// or https://, the latter with TLS to the proxy itself); loopback \
+            endpoints always connect directly.
             """,
         version: "0.1.0",
         subcommands: [

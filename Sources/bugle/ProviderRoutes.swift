@@ -1,25 +1,32 @@
 import BugleCore
+import Foundation
 
 /// Where each HTTP/2 lane's connections go, for `bugle validate`: straight to the endpoint, or through which proxy
 /// (the section's `proxy:`, else `https_proxy` minus `no_proxy`). Never shows the proxy's credentials.
 enum ProviderRoutes {
     /// One line per configured HTTP/2 lane, such as `apns: https://api.push.apple.com:443 through the proxy
     /// http://10.0.0.5:3128 (with credentials)`.
-    /// - Throws: ``UsageError`` when a lane's proxy cannot be used (an unset credentials variable, a bad `https_proxy`).
+    /// - Throws: ``UsageError`` when a lane's proxy cannot be used (an unset credentials variable, a bad `https_proxy`, an
+    ///   unreadable `proxy_ca_file`).
     static func lines(_ settings: ProviderSettings, environment: [String: String]) throws -> [String] {
         let source = settings.sourcePath ?? "providers file"
-        let lanes: [(String, Endpoint?, ProxySetting?)] = [
-            ("apns", settings.apns?.endpoint, settings.apns?.proxy), ("fcm", settings.fcm?.endpoint, settings.fcm?.proxy),
+        let lanes: [(String, Endpoint?, ProxySetting?, String?)] = [
+            ("apns", settings.apns?.endpoint, settings.apns?.proxy, settings.apns?.proxyCAFile),
+            ("fcm", settings.fcm?.endpoint, settings.fcm?.proxy, settings.fcm?.proxyCAFile),
         ]
         var lines: [String] = []
-        for case let (name, endpoint?, setting?) in lanes {
+        for case let (name, endpoint?, setting?, caFile) in lanes {
             let proxy: HTTPProxy?
             do throws(ProxyConfigurationError) {
-                proxy = try HTTPProxy.resolve(setting, host: endpoint.host, environment: environment)
+                proxy = try HTTPProxy.resolve(setting, caFile: caFile, host: endpoint.host, environment: environment)
+                if let file = proxy?.caFile, !FileManager.default.isReadableFile(atPath: file) {
+                    throw .unreadableCAFile(path: file)
+                }
             } catch {
                 throw UsageError("\(source): \(name): \(error)")
             }
-            lines.append("\(name): \(endpoint) " + (proxy.map { "through the proxy \($0)" } ?? "directly"))
+            let trust = proxy?.caFile.map { " (its certificate checked against proxy_ca_file \($0) too)" } ?? ""
+            lines.append("\(name): \(endpoint) " + (proxy.map { "through the proxy \($0)" + trust } ?? "directly"))
         }
         return lines
     }

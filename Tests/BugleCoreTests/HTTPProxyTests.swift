@@ -27,7 +27,7 @@ struct HTTPProxyTests {
         return nil
     }
 
-    @Test("proxy: absent → the environment; none → direct; an http URL with proxy_credentials_env → that proxy")
+    @Test("proxy: absent → the environment; none → direct; an http or https URL with proxy_credentials_env → that proxy; proxy_ca_file beside https")
     func choices() throws {
         let absent = try ProviderSettingsLoader.load(yaml: Self.providers(""), path: "/tmp/p.yaml")
         #expect(absent.apns?.proxy == .environment)
@@ -35,9 +35,16 @@ struct HTTPProxyTests {
         #expect(none.apns?.proxy == ProxySetting.direct)
         let url = try ProviderSettingsLoader.load(
             yaml: Self.providers("  proxy: http://proxy.corp.example:3128/\n  proxy_credentials_env: CORP_PROXY"), path: "/tmp/p.yaml")
-        #expect(url.apns?.proxy == .proxy(host: "proxy.corp.example", port: 3128, credentialsEnv: "CORP_PROXY"))
+        #expect(url.apns?.proxy == .proxy(host: "proxy.corp.example", port: 3128, tls: false, credentialsEnv: "CORP_PROXY"))
         let ipv6 = try ProviderSettingsLoader.load(yaml: Self.providers("  proxy: http://[fd00::1]"), path: "/tmp/p.yaml")
-        #expect(ipv6.apns?.proxy == .proxy(host: "fd00::1", port: 80, credentialsEnv: nil))
+        #expect(ipv6.apns?.proxy == .proxy(host: "fd00::1", port: 80, tls: false, credentialsEnv: nil))
+        let https = try ProviderSettingsLoader.load(
+            yaml: Self.providers("  proxy: HTTPS://proxy.corp.example\n  proxy_ca_file: certs/corp-ca.pem"), path: "/etc/bugle/providers.yaml")
+        #expect(https.apns?.proxy == .proxy(host: "proxy.corp.example", port: 443, tls: true, credentialsEnv: nil))
+        #expect(https.apns?.proxyCAFile == "/etc/bugle/certs/corp-ca.pem")
+        // proxy_ca_file without proxy: applies to an https:// proxy the environment names.
+        let environmentCA = try ProviderSettingsLoader.load(yaml: Self.providers("  proxy_ca_file: /etc/ssl/corp.pem"), path: "/tmp/p.yaml")
+        #expect(environmentCA.apns?.proxy == .environment && environmentCA.apns?.proxyCAFile == "/etc/ssl/corp.pem")
     }
 
     @Test("bad proxy keys name the line, column and key, and never quote a password")
@@ -46,10 +53,14 @@ struct HTTPProxyTests {
         #expect(inline.line == 6 && inline.column == 10 && inline.keyPath == "apns.proxy", "\(inline)")
         #expect(inline.message.contains("proxy_credentials_env") && !inline.description.contains("hunter2"), "\(inline)")
 
-        let https = try #require(Self.loadError(Self.providers("  proxy: https://proxy:3128")))
-        #expect(https.keyPath == "apns.proxy" && https.message.contains("only http:// proxies are supported"), "\(https)")
+        let inlineTLS = try #require(Self.loadError(Self.providers("  proxy: https://alice:hunter2@proxy")))
+        #expect(inlineTLS.keyPath == "apns.proxy" && !inlineTLS.description.contains("hunter2"), "\(inlineTLS)")
         let socks = try #require(Self.loadError(Self.providers("  proxy: socks5://proxy:1080")))
-        #expect(socks.message.contains("only http:// proxies"), "\(socks)")
+        #expect(socks.keyPath == "apns.proxy" && socks.message.contains("only http:// and https:// proxies"), "\(socks)")
+        let caWithHTTP = try #require(Self.loadError(Self.providers("  proxy: http://proxy:3128\n  proxy_ca_file: ca.pem")))
+        #expect(caWithHTTP.line == 7 && caWithHTTP.keyPath == "apns.proxy_ca_file" && caWithHTTP.message.contains("only to an https:// proxy"), "\(caWithHTTP)")
+        let caWithNone = try #require(Self.loadError(Self.providers("  proxy: none\n  proxy_ca_file: ca.pem")))
+        #expect(caWithNone.keyPath == "apns.proxy_ca_file" && caWithNone.message.contains("proxy: none"), "\(caWithNone)")
         let port = try #require(Self.loadError(Self.providers("  proxy: http://proxy:99999")))
         #expect(port.message.contains("the port must be between 1 and 65535"), "\(port)")
 
@@ -63,7 +74,7 @@ struct HTTPProxyTests {
 
     @Test("an explicit proxy: credentials from the named variable as Basic; an unset or malformed variable is an error naming it, not its value")
     func explicitProxy() throws {
-        let setting = ProxySetting.proxy(host: "proxy", port: 3128, credentialsEnv: "CORP_PROXY")
+        let setting = ProxySetting.proxy(host: "proxy", port: 3128, tls: false, credentialsEnv: "CORP_PROXY")
         let proxy = try HTTPProxy.resolve(setting, host: "api.push.apple.com", environment: ["CORP_PROXY": "alice:hunter2"])
         #expect(proxy == HTTPProxy(host: "proxy", port: 3128, authorization: "Basic YWxpY2U6aHVudGVyMg=="))
         #expect(proxy?.description == "http://proxy:3128 (with credentials)")
@@ -79,6 +90,14 @@ struct HTTPProxyTests {
         }
         #expect(!ProxyConfigurationError.malformedCredentials(variable: "CORP_PROXY").description.contains("hunter2"))
         #expect(try HTTPProxy.resolve(.direct, host: "api.push.apple.com", environment: ["https_proxy": "http://proxy:3128"]) == nil)
+
+        // An https:// proxy carries TLS and its CA; an http:// one never takes a CA.
+        let secure = try HTTPProxy.resolve(
+            .proxy(host: "proxy", port: 8443, tls: true, credentialsEnv: "CORP_PROXY"), caFile: "/ca.pem", host: "fcm.googleapis.com",
+            environment: ["CORP_PROXY": "alice:hunter2"])
+        #expect(secure == HTTPProxy(host: "proxy", port: 8443, tls: true, caFile: "/ca.pem", authorization: "Basic YWxpY2U6aHVudGVyMg=="))
+        #expect(secure?.description == "https://proxy:8443 (with credentials)")
+        #expect(try HTTPProxy.resolve(.proxy(host: "p", port: 80, tls: false, credentialsEnv: nil), caFile: "/ca.pem", host: "h", environment: [:])?.caFile == nil)
     }
 
     @Test("https_proxy from the environment: user:password in the URL, lower case first, no scheme means http, loopback and no_proxy hosts go direct")
@@ -103,12 +122,15 @@ struct HTTPProxyTests {
         #expect(try resolve("api.push.apple.com", bypass) == HTTPProxy(host: "proxy", port: 3128))
         #expect(try resolve("notgoogleapis.com", bypass) == HTTPProxy(host: "proxy", port: 3128))
         #expect(try resolve("api.push.apple.com", ["https_proxy": "http://proxy:3128", "no_proxy": "*"]) == nil)
+        #expect(
+            try HTTPProxy.resolve(.environment, caFile: "/ca.pem", host: "api.push.apple.com", environment: ["https_proxy": "https://carol:pw@tls-proxy"])
+                == HTTPProxy(host: "tls-proxy", port: 443, tls: true, caFile: "/ca.pem", authorization: HTTPProxy.basicAuthorization("carol:pw")))
 
         do throws(ProxyConfigurationError) {
             _ = try HTTPProxy.resolve(.environment, host: "api.push.apple.com", environment: ["https_proxy": "socks5://alice:hunter2@proxy:1080"])
             Issue.record("a socks proxy was accepted")
         } catch {
-            #expect(error.description.contains("https_proxy") && error.description.contains("only http://"), "\(error)")
+            #expect(error.description.contains("https_proxy") && error.description.contains("only http:// and https://"), "\(error)")
             #expect(!error.description.contains("hunter2"))
         }
     }

@@ -145,6 +145,23 @@ struct CLITests {
         let unset = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", named])
         #expect(unset.status == 1)
         #expect(unset.stderr.contains("apns: proxy_credentials_env names BUGLE_TEST_UNSET_PROXY, which is not set"), "\(unset.stderr)")
+
+        // An https:// proxy and the CA its certificate is checked against; a proxy_ca_file that is not there exits 1.
+        let caFile = try Self.temporaryFile("proxy-ca.pem", "-----BEGIN CERTIFICATE-----\n")
+        let secure = try Self.temporaryFile(
+            "providers.yaml",
+            try String(contentsOfFile: providers, encoding: .utf8)
+                .replacingOccurrences(of: "fcm:\n", with: "fcm:\n  proxy: https://tls-proxy.example\n  proxy_ca_file: \(caFile)\n"))
+        let routed = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", secure])
+        #expect(routed.status == 0, "\(routed.stderr)")
+        #expect(
+            routed.stdout.contains("fcm: https://fcm.googleapis.com:443 through the proxy https://tls-proxy.example:443 (its certificate checked against proxy_ca_file \(caFile) too)"),
+            "\(routed.stdout)")
+        let missing = try Self.temporaryFile(
+            "providers.yaml", try String(contentsOfFile: secure, encoding: .utf8).replacingOccurrences(of: caFile, with: caFile + ".missing"))
+        let unreadable = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", missing])
+        #expect(unreadable.status == 1)
+        #expect(unreadable.stderr.contains("fcm: proxy_ca_file \(caFile).missing cannot be read"), "\(unreadable.stderr)")
     }
 
     @Test("a bad campaign exits 1 before touching the database")

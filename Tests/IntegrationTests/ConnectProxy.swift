@@ -2,11 +2,13 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// An HTTP proxy on 127.0.0.1 that serves `CONNECT host:port` as squid or tinyproxy do: it reads the request head,
 /// checks `Proxy-Authorization` when it requires credentials (407 otherwise), opens TCP to the target (502 when it
 /// cannot), answers `200 Connection established` and then copies bytes both ways. It records every request it was
-/// sent, so tests see which tunnels Bugle asked for and with which credentials.
+/// sent, so tests see which tunnels Bugle asked for and with which credentials. Given a TLS context it is an
+/// `https://` proxy: TLS first, then the `CONNECT` inside it.
 final class ConnectProxy: Sendable {
     /// One `CONNECT` the proxy was sent.
     struct Request: Sendable, Equatable {
@@ -39,14 +41,22 @@ final class ConnectProxy: Sendable {
     /// - Parameters:
     ///   - requiredAuthorization: The exact `Proxy-Authorization` value it wants (nil: none asked for).
     ///   - refuseWith: A status every `CONNECT` is answered with instead of a tunnel (for example 403).
-    static func start(requiredAuthorization: String? = nil, refuseWith: Int? = nil) async throws -> ConnectProxy {
+    ///   - tls: The server side of TLS to the proxy itself (nil: a plain `http://` proxy).
+    ///   - refusalDelay: How long it takes to refuse credentials (squid asks a helper program first), so a client
+    ///     that took the connection for ready too early writes requests into it meanwhile.
+    static func start(
+        requiredAuthorization: String? = nil, refuseWith: Int? = nil, tls: NIOSSLContext? = nil, refusalDelay: TimeAmount = .zero
+    ) async throws -> ConnectProxy {
         let state = NIOLockedValueBox(State())
         let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 state.withLockedValue { $0.channels.append(channel) }
-                return channel.pipeline.addHandler(
-                    ConnectRequestHandler(requiredAuthorization: requiredAuthorization, refuseWith: refuseWith, state: state))
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+                    try sync.addHandler(ConnectRequestHandler(requiredAuthorization: requiredAuthorization, refuseWith: refuseWith, refusalDelay: refusalDelay, state: state))
+                }
             }
             .bind(host: "127.0.0.1", port: 0)
             .get()
@@ -82,13 +92,15 @@ final class ConnectProxy: Sendable {
 
         private let requiredAuthorization: String?
         private let refuseWith: Int?
+        private let refusalDelay: TimeAmount
         private let state: NIOLockedValueBox<State>
         private var head = ByteBuffer()
         private var done = false
 
-        init(requiredAuthorization: String?, refuseWith: Int?, state: NIOLockedValueBox<State>) {
+        init(requiredAuthorization: String?, refuseWith: Int?, refusalDelay: TimeAmount, state: NIOLockedValueBox<State>) {
             self.requiredAuthorization = requiredAuthorization
             self.refuseWith = refuseWith
+            self.refusalDelay = refusalDelay
             self.state = state
         }
 
@@ -120,7 +132,11 @@ final class ConnectProxy: Sendable {
             }
             if let requiredAuthorization, authorization != requiredAuthorization {
                 ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 407, host: host, userAgent: userAgent))
-                answer(context: context, 407, "Proxy Authentication Required", extra: "Proxy-Authenticate: Basic realm=\"bugle-test\"\r\n")
+                let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: refusalDelay) {
+                    let (handler, context) = loopBound.value
+                    handler.answer(context: context, 407, "Proxy Authentication Required", extra: "Proxy-Authenticate: Basic realm=\"bugle-test\"\r\n")
+                }
                 return
             }
             guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]) else {

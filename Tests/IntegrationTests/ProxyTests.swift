@@ -20,10 +20,27 @@ struct ProxyTests {
     static let password = "pr0xy-CANARY-s3cret"
     static let credentials = "bugle:" + password
 
-    /// The simulators' providers file with `proxy` (and `proxy_credentials_env`) in both sections.
-    static func providers(_ environment: MixedTestEnvironment, proxyPort: Int, credentialsEnv: String?) throws -> String {
-        var keys = "  proxy: http://127.0.0.1:\(proxyPort)\n"
+    /// TLS to the proxy itself (an `https://` proxy): its server context, and the CA file the providers file names as
+    /// `proxy_ca_file` (nil: none named).
+    struct ProxyTLS {
+        var context: NIOSSLContext
+        var caFile: String?
+
+        /// A proxy certificate for 127.0.0.1 from a CA of its own (not the simulators'), in `directory`.
+        static func ownCA(in directory: String, trusted: Bool) throws -> ProxyTLS {
+            let material = try SimulatorCertificates.generate(in: directory, port: 0)
+            let configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(material.serverCertificatePEM.utf8), format: .pem))],
+                privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(material.serverKeyPEM.utf8), format: .pem)))
+            return ProxyTLS(context: try NIOSSLContext(configuration: configuration), caFile: trusted ? material.caFile : nil)
+        }
+    }
+
+    /// The simulators' providers file with `proxy` (and `proxy_credentials_env`, `proxy_ca_file`) in both sections.
+    static func providers(_ environment: MixedTestEnvironment, proxyPort: Int, credentialsEnv: String?, tls: ProxyTLS? = nil) throws -> String {
+        var keys = "  proxy: \(tls == nil ? "http" : "https")://127.0.0.1:\(proxyPort)\n"
         if let credentialsEnv { keys += "  proxy_credentials_env: \(credentialsEnv)\n" }
+        if let caFile = tls?.caFile { keys += "  proxy_ca_file: \(caFile)\n" }
         return try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
             .replacingOccurrences(of: "apns:\n", with: "apns:\n" + keys)
             .replacingOccurrences(of: "fcm:\n", with: "fcm:\n" + keys)
@@ -48,16 +65,26 @@ struct ProxyTests {
     /// Both simulators behind a ``ConnectProxy`` wanting `requiredAuthorization`, `devices` mixed devices, and
     /// `bugle run` over all of them with `proxy` in both sections and the proxy password `credentials` in
     /// `BUGLE_TEST_PROXY_CREDENTIALS`. Everything is stopped before it returns.
-    static func proxiedRun(devices: Int, name: String, requiredAuthorization: String, credentials: String) async throws -> ProxiedRun {
+    static func proxiedRun(
+        devices: Int, name: String, requiredAuthorization: String, credentials: String, tls: ((String) throws -> ProxyTLS)? = nil,
+        refusalDelay: TimeAmount = .zero
+    ) async throws -> ProxiedRun {
         let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
             devices: devices, name: name, message: "default_locale: en\nlocales: { en: { title: Hello, body: Through the proxy } }")
-        let proxy = try await ConnectProxy.start(requiredAuthorization: requiredAuthorization)
+        let proxyTLS: ProxyTLS?
+        do {
+            proxyTLS = try tls?(environment.directory + "/proxy-ca")
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        let proxy = try await ConnectProxy.start(requiredAuthorization: requiredAuthorization, tls: proxyTLS?.context, refusalDelay: refusalDelay)
         let output: CLITests.Output
         let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-\(name)-\(UUID().uuidString).csv").path
         defer { try? FileManager.default.removeItem(atPath: csv) }
         do {
             let providersFile = environment.directory + "/\(name)-providers.yaml"
-            try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS")
+            try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS", tls: proxyTLS)
                 .write(toFile: providersFile, atomically: true, encoding: .utf8)
             output = try await CLITests.bugle(
                 ["run", campaign, "--providers", providersFile, "--csv", csv, "--log-level", "debug"],
@@ -78,10 +105,14 @@ struct ProxyTests {
         return run
     }
 
-    @Test("a mixed campaign through a proxy that wants credentials: APNs, FCM and the token endpoint all tunnel through it, every live token once, the password nowhere in the output")
-    func mixedCampaignThroughProxy() async throws {
+    @Test(
+        "a mixed campaign through a proxy that wants credentials (http://, and https:// with its own CA in proxy_ca_file): APNs, FCM and the token endpoint all tunnel through it, every live token once, the password nowhere in the output",
+        arguments: [false, true])
+    func mixedCampaignThroughProxy(tls: Bool) async throws {
         let authorization = HTTPProxy.basicAuthorization(Self.credentials)
-        let run = try await Self.proxiedRun(devices: 400, name: "proxied", requiredAuthorization: authorization, credentials: Self.credentials)
+        let run = try await Self.proxiedRun(
+            devices: 400, name: tls ? "proxied-tls" : "proxied", requiredAuthorization: authorization, credentials: Self.credentials,
+            tls: tls ? { try ProxyTLS.ownCA(in: $0, trusted: true) } : nil)
         #expect(run.output.status == 0, "\(run.output.stdout)\n\(run.output.stderr)")
         // 200 iOS and 200 Android devices, every 20th of each dead.
         #expect(run.apnsTokens.count == 190 && Set(run.apnsTokens).count == 190, "\(run.apnsTokens.count) APNs deliveries")
@@ -95,29 +126,53 @@ struct ProxyTests {
         #expect(run.apns.connections >= 1 && run.fcm.connections >= 2, "FCM sends and the token endpoint each need a connection")
         #expect(run.relayed > 0)
         let everything = run.output.stdout + run.output.stderr + run.csv
-        #expect(everything.contains("through the proxy http://127.0.0.1:\(run.proxyPort) (with credentials)"), "\(run.output.stderr)")
+        #expect(everything.contains("through the proxy \(tls ? "https" : "http")://127.0.0.1:\(run.proxyPort) (with credentials)"), "\(run.output.stderr)")
         #expect(!everything.contains(Self.password))
         #expect(!everything.contains(authorization.dropFirst("Basic ".count)))
     }
 
-    @Test("a proxy refusing the credentials halts the run at once (exit 2, ProxyRefused, naming the proxy and 407): nothing sent or deactivated, the password nowhere")
-    func wrongCredentials() async throws {
+    @Test(
+        "a proxy refusing the credentials (http://, and https://) halts the run at once (exit 2, ProxyRefused, naming the proxy and 407): nothing sent, ambiguous or deactivated, the password nowhere",
+        arguments: [false, true])
+    func wrongCredentials(tls: Bool) async throws {
         let run = try await Self.proxiedRun(
-            devices: 200, name: "proxy-refused", requiredAuthorization: HTTPProxy.basicAuthorization("bugle:another"), credentials: Self.credentials)
+            devices: 200, name: tls ? "proxy-refused-tls" : "proxy-refused", requiredAuthorization: HTTPProxy.basicAuthorization("bugle:another"),
+            credentials: Self.credentials, tls: tls ? { try ProxyTLS.ownCA(in: $0, trusted: true) } : nil,
+            // A refusal that takes a while, as squid's does: sends must not be written before the tunnel is up.
+            refusalDelay: .milliseconds(300))
         #expect(run.output.status == 2, "\(run.output.stdout)\n\(run.output.stderr)")
         #expect(run.output.stderr.contains("ProxyRefused") && run.output.stderr.contains("407"), "\(run.output.stderr)")
-        #expect(run.output.stderr.contains("http://127.0.0.1:\(run.proxyPort)"), "\(run.output.stderr)")
+        #expect(run.output.stderr.contains("\(tls ? "https" : "http")://127.0.0.1:\(run.proxyPort)"), "\(run.output.stderr)")
         #expect(!run.requests.isEmpty && run.requests.allSatisfy { $0.status == 407 }, "\(run.requests)")
         #expect(run.apns.accepted + run.fcm.accepted == 0 && run.apns.connections + run.fcm.connections == 0)
         #expect(!(run.output.stdout + run.output.stderr + run.csv).contains(Self.password))
-        let (deactivated, sentOrFailed) = try await Database.withClient(run.configuration, logger: TestDatabase.logger) { client in
+        let (deactivated, sentOrFailed, states) = try await Database.withClient(run.configuration, logger: TestDatabase.logger) { client in
             (
                 try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self),
                 try await LedgerTestSupport.scalar(
-                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state IN ('sent', 'failed_permanent', 'invalid_token')", as: Int64.self)
+                    client, """
+                    SELECT count(*)::bigint FROM bugle.run_recipients
+                     WHERE state IN ('sent', 'invalid_token', 'failed_permanent', 'unknown') OR attempts > 0 OR outcome_code = 'connection_lost'
+                    """, as: Int64.self),
+                try await LedgerTestSupport.scalar(
+                    client, "SELECT string_agg(DISTINCT state || ':' || coalesce(outcome_code, '-') || ':' || attempts, ',') FROM bugle.run_recipients", as: String.self)
             )
         }
-        #expect(deactivated == 0 && sentOrFailed == 0)
+        #expect(deactivated == 0 && sentOrFailed == 0, "\(states)")
+    }
+
+    @Test("an https:// proxy whose certificate Bugle does not trust (no proxy_ca_file; the providers' ca_file does not count) halts at once: exit 2, ProxyRefused naming proxy_ca_file, no CONNECT sent, nothing sent")
+    func untrustedProxyCertificate() async throws {
+        let run = try await Self.proxiedRun(
+            devices: 200, name: "proxy-untrusted", requiredAuthorization: HTTPProxy.basicAuthorization(Self.credentials),
+            credentials: Self.credentials, tls: { try ProxyTLS.ownCA(in: $0, trusted: false) })
+        #expect(run.output.status == 2, "\(run.output.stdout)\n\(run.output.stderr)")
+        #expect(run.output.stderr.contains("ProxyRefused") && run.output.stderr.contains("proxy_ca_file"), "\(run.output.stderr)")
+        #expect(run.output.stderr.contains("https://127.0.0.1:\(run.proxyPort)"), "\(run.output.stderr)")
+        // The handshake failed before the CONNECT: the credentials never left Bugle.
+        #expect(run.requests.isEmpty, "\(run.requests)")
+        #expect(run.apns.accepted + run.fcm.accepted == 0 && run.apns.connections + run.fcm.connections == 0)
+        #expect(!(run.output.stdout + run.output.stderr + run.csv).contains(Self.password))
     }
 
     /// The pool alone against a proxy: a refusal reconnecting cannot fix (403) fails requests at once as a
@@ -155,6 +210,79 @@ struct ProxyTests {
         await gateway.stop()
     }
 
+    /// An `https://` proxy completes its own TLS handshake before it answers the `CONNECT`: that handshake must not
+    /// make the connection look ready. A request leased on it would be written into a tunnel that never opens, and
+    /// come back lost after being written (ambiguous: maybe delivered) instead of refused.
+    @Test("the pool through an https:// proxy that refuses the credentials after its handshake: the request fails as a proxy refusal, never as written and lost")
+    func tlsProxyRefusalAfterHandshake() async throws {
+        let directory = try TestScratch.directory(prefix: "proxy-tls")
+        let proxyTLS = try ProxyTLS.ownCA(in: directory, trusted: true)
+        let proxy = try await ConnectProxy.start(
+            requiredAuthorization: HTTPProxy.basicAuthorization("bugle:right"), tls: proxyTLS.context, refusalDelay: .milliseconds(300))
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = ["h2"]
+        var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: try freeLoopbackPort(), connections: 1, tls: tls, serviceName: "APNs")
+        configuration.proxy = HTTPProxy(
+            host: "127.0.0.1", port: proxy.port, tls: true, caFile: proxyTLS.caFile, authorization: HTTPProxy.basicAuthorization("bugle:wrong"))
+        let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
+        let headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
+        let error = await #expect(throws: HTTP2TransportError.self) {
+            _ = try await pool.execute(headers: headers, body: ByteBuffer(string: "{}"), deadline: .now() + .seconds(5))
+        }
+        await pool.shutdown()
+        await proxy.stop()
+        guard case .proxyRefused(let message)? = error else {
+            Issue.record("expected a proxy refusal, got \(String(describing: error))")
+            return
+        }
+        #expect(message.contains("407") && message.contains("https://127.0.0.1:\(proxy.port)"), "\(message)")
+    }
+
+    /// An APNs simulator on loopback for `body` (its environment, the simulator, its port), stopped however `body` ends.
+    static func withAPNsSimulator<T>(_ body: (APNsTestEnvironment, APNsSimulator, Int) async throws -> T) async throws -> T {
+        let environment = try APNsTestEnvironment()
+        defer { environment.remove() }
+        let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
+        let port = try await simulator.start()
+        do {
+            let result = try await body(environment, simulator, port)
+            try await simulator.stop()
+            return result
+        } catch {
+            try await simulator.stop()
+            throw error
+        }
+    }
+
+    /// The APNs lane through `proxy` (`proxy_ca_file` `caFile`) with the proxy password variable set to `credentials`.
+    static func provider(_ environment: APNsTestEnvironment, port: Int, proxy: ProxySetting, caFile: String? = nil, credentials: String) throws -> APNSProvider {
+        var settings = environment.settings(port: port)
+        settings.proxy = proxy
+        settings.proxyCAFile = caFile
+        return try APNSProvider(settings: settings, options: .init(environment: ["PROXY_CREDENTIALS": credentials]), logger: APNsTestEnvironment.logger)
+    }
+
+    /// 1,000 iOS devices (50 dead) into a fresh ledger, sent by `provider` to completion.
+    static func deliverThousand(_ provider: APNSProvider) async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await APNsCampaignTests.seedIOS(client, count: 1_000)
+            let (_, result) = try await APNsCampaignTests.run(client, LedgerTestSupport.campaign(window: 200), provider: provider)
+            #expect(result.ending == .completed)
+        }
+        await provider.shutdown()
+    }
+
+    /// What one notification through `provider` came to (then shuts it down): a refusal halts with `ProxyRefused`.
+    static func refusal(_ provider: APNSProvider) async -> (code: String, message: String)? {
+        let outcome = await provider.send(APNsTestEnvironment.request(token: String(repeating: "ab", count: 32), seq: 1))
+        await provider.shutdown()
+        guard case .halt(let code, let message) = outcome else {
+            Issue.record("expected a halt, got \(outcome)")
+            return nil
+        }
+        return (code, message)
+    }
+
     /// tinyproxy, a proxy written by others: its own answers (HTTP/1.0 407 with an HTML body, HTTP/1.0 200 for a
     /// tunnel) and its own CONNECT handling, with the APNs lane and a real ledger behind it.
     @Test(
@@ -162,25 +290,10 @@ struct ProxyTests {
         .enabled(if: Tinyproxy.enabled, Tinyproxy.reason))
     func throughTinyproxy() async throws {
         try await Tinyproxy.with(user: "bugle", password: Self.password) { proxy in
-            let environment = try APNsTestEnvironment()
-            defer { environment.remove() }
-            let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
-            let port = try await simulator.start()
-            var settings = environment.settings(port: port)
-            settings.proxy = .proxy(host: "127.0.0.1", port: proxy.port, credentialsEnv: "TINYPROXY_CREDENTIALS")
-            do {
-                let provider = try APNSProvider(
-                    settings: settings, options: .init(environment: ["TINYPROXY_CREDENTIALS": Self.credentials]), logger: APNsTestEnvironment.logger)
-                let refused = try APNSProvider(
-                    settings: settings, options: .init(environment: ["TINYPROXY_CREDENTIALS": "bugle:wrong"]), logger: APNsTestEnvironment.logger)
-                try await LedgerTestSupport.withFreshDatabase { client in
-                    try await APNsCampaignTests.seedIOS(client, count: 1_000)
-                    let (_, result) = try await APNsCampaignTests.run(client, LedgerTestSupport.campaign(window: 200), provider: provider)
-                    #expect(result.ending == .completed)
-                }
-                let outcome = await refused.send(APNsTestEnvironment.request(token: String(repeating: "ab", count: 32), seq: 1))
-                await provider.shutdown()
-                await refused.shutdown()
+            try await Self.withAPNsSimulator { environment, simulator, port in
+                let setting = ProxySetting.proxy(host: "127.0.0.1", port: proxy.port, tls: false, credentialsEnv: "PROXY_CREDENTIALS")
+                try await Self.deliverThousand(try Self.provider(environment, port: port, proxy: setting, credentials: Self.credentials))
+                let refusal = await Self.refusal(try Self.provider(environment, port: port, proxy: setting, credentials: "bugle:wrong"))
                 let tokens = simulator.accepted().map(\.token)
                 #expect(tokens.count == 950 && Set(tokens).count == 950, "\(tokens.count) deliveries")
                 let connections = simulator.counters().connections
@@ -189,19 +302,54 @@ struct ProxyTests {
                 let asked = proxy.connectRequests(to: "127.0.0.1:\(port)")
                 #expect(connections >= 1 && proxy.establishedTunnels() == connections, "\(connections) connections; \(proxy.log().suffix(2000))")
                 #expect(asked - connections >= 1 && asked - connections <= 2, "\(asked) tunnels asked for, \(connections) opened")
-                guard case .halt(let code, let message) = outcome else {
-                    Issue.record("a refused password gave \(outcome)")
-                    try await simulator.stop()
-                    return
-                }
                 // tinyproxy answers wrong credentials 401 (407 only when none are sent).
-                #expect(code == "ProxyRefused" && message.contains("401") && message.contains("did not accept the credentials"), "\(message)")
-                #expect(!message.contains(Self.password), "\(message)")
-            } catch {
-                try await simulator.stop()
-                throw error
+                #expect(refusal?.code == "ProxyRefused", "\(String(describing: refusal))")
+                #expect(refusal?.message.contains("401") == true && refusal?.message.contains("did not accept the credentials") == true, "\(String(describing: refusal))")
+                #expect(refusal?.message.contains(Self.password) == false)
             }
-            try await simulator.stop()
+        }
+    }
+
+    /// squid, the proxy most egress networks run, as `http://` and as `https://` (TLS to the proxy, its certificate
+    /// from a CA of its own named by `proxy_ca_file`), with Basic credentials; and the two ways to give the wrong
+    /// scheme, which halt instead of reconnecting.
+    @Test(
+        "through squid: 1,000 iOS devices over http:// and again over https:// (proxy_ca_file), every live token once, every connection a squid tunnel; a wrong password (407) and either wrong scheme halt with ProxyRefused",
+        .enabled(if: Squid.enabled, Squid.reason))
+    func throughSquid() async throws {
+        let material = try SimulatorCertificates.generate(in: TestScratch.directory(prefix: "squid-ca"), port: 0)
+        try await Squid.with(
+            user: "bugle", password: Self.password, certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM
+        ) { squid in
+            let plain = ProxySetting.proxy(host: "127.0.0.1", port: squid.httpPort, tls: false, credentialsEnv: "PROXY_CREDENTIALS")
+            let secure = ProxySetting.proxy(host: "127.0.0.1", port: squid.httpsPort, tls: true, credentialsEnv: "PROXY_CREDENTIALS")
+            for (setting, caFile) in [(plain, nil), (secure, material.caFile)] {
+                try await Self.withAPNsSimulator { environment, simulator, port in
+                    try await Self.deliverThousand(try Self.provider(environment, port: port, proxy: setting, caFile: caFile, credentials: Self.credentials))
+                    let tokens = simulator.accepted().map(\.token)
+                    #expect(tokens.count == 950 && Set(tokens).count == 950, "\(setting): \(tokens.count) deliveries")
+                    let connections = simulator.counters().connections
+                    let tunnels = try await squid.tunnels(to: "127.0.0.1:\(port)", reaching: connections)
+                    #expect(connections >= 1 && tunnels == connections, "\(setting): \(tunnels) squid tunnels, \(connections) connections")
+                }
+            }
+            try await Self.withAPNsSimulator { environment, simulator, port in
+                let refusals = [
+                    ("wrong password", await Self.refusal(try Self.provider(environment, port: port, proxy: secure, caFile: material.caFile, credentials: "bugle:wrong"))),
+                    // http:// at the TLS port: squid answers the CONNECT with a TLS alert.
+                    ("http:// at the TLS port", await Self.refusal(try Self.provider(environment, port: port, proxy: .proxy(host: "127.0.0.1", port: squid.httpsPort, tls: false, credentialsEnv: "PROXY_CREDENTIALS"), credentials: Self.credentials))),
+                    // https:// at the plain port: squid answers the TLS handshake in plain HTTP.
+                    ("https:// at the plain port", await Self.refusal(try Self.provider(environment, port: port, proxy: .proxy(host: "127.0.0.1", port: squid.httpPort, tls: true, credentialsEnv: "PROXY_CREDENTIALS"), credentials: Self.credentials))),
+                ]
+                let expected = ["wrong password": "407", "http:// at the TLS port": "write its URL as https://", "https:// at the plain port": "write its URL as http://"]
+                for (what, refusal) in refusals {
+                    #expect(refusal?.code == "ProxyRefused", "\(what): \(String(describing: refusal))")
+                    #expect(refusal?.message.contains(expected[what] ?? "?") == true, "\(what): \(String(describing: refusal))")
+                    #expect(refusal?.message.contains(Self.password) == false)
+                }
+                #expect(simulator.counters().connections == 0)
+                #expect(squid.connectLines(to: "127.0.0.1:\(port)").allSatisfy { $0.contains("TCP_DENIED/407") }, "\(squid.connectLines(to: "127.0.0.1:\(port)"))")
+            }
         }
     }
 }

@@ -13,12 +13,13 @@ import Foundation
 ///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
 ///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 [per_second / 50] }
 ///       concurrency: requests in flight on the lane, 1...100000 [connections × 1000]
-///       proxy: none | http://host[:port] [the environment's https_proxy, minus no_proxy]
+///       proxy: none | http://host[:port] | https://host[:port] [the environment's https_proxy, minus no_proxy]
 ///       proxy_credentials_env: <VAR holding user:password for the proxy>
+///       proxy_ca_file: <path: an extra CA for an https:// proxy's certificate>
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
 ///       ca_file   connections [8]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [connections × 100]
-///       proxy   proxy_credentials_env (as for apns; also used for the service account's token_uri)
+///       proxy   proxy_credentials_env   proxy_ca_file (as for apns; also used for the service account's token_uri)
 ///     legacy_apns:
 ///       enabled [true]   host (required)   port [2195]   feedback_port [2196]   cert_file, key_file (required)
 ///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate   concurrency [1000]
@@ -30,13 +31,13 @@ import Foundation
 public enum ProviderSettingsLoader {
     static let topKeys = ["apns", "fcm", "legacy_apns"]
     static let apnsKeys = [
-        "endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env",
+        "endpoint", "ca_file", "topic", "auth", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env", "proxy_ca_file",
     ]
     static let authKeys = ["token", "certificate"]
     static let tokenKeys = ["team_id", "key_id", "key_file"]
     static let certificateKeys = ["cert_file", "key_file", "p12_file", "passphrase_env"]
     static let fcmKeys = [
-        "service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env",
+        "service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env", "proxy_ca_file",
     ]
     static let legacyKeys = [
         "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
@@ -95,6 +96,7 @@ public enum ProviderSettingsLoader {
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         settings.proxy = try proxy(map)
+        settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
         return settings
     }
 
@@ -143,6 +145,7 @@ public enum ProviderSettingsLoader {
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         settings.proxy = try proxy(map)
+        settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
         return settings
     }
 
@@ -170,12 +173,12 @@ public enum ProviderSettingsLoader {
         return settings
     }
 
-    /// `proxy: none | http://host[:port]` and `proxy_credentials_env`; no `proxy:` key leaves it to the environment.
+    /// `proxy: none | http(s)://host[:port]` and `proxy_credentials_env`; no `proxy:` key leaves it to the environment.
     private static func proxy(_ map: ConfigurationMapping) throws -> ProxySetting {
         let credentialsEnv = try map["proxy_credentials_env"].map(environmentVariableName)
         guard let node = map["proxy"] else {
             if let credentials = map["proxy_credentials_env"] {
-                throw credentials.keyError("needs proxy: http://host:port beside it (a proxy from https_proxy carries its own user:password)")
+                throw credentials.keyError("needs proxy: http(s)://host:port beside it (a proxy from https_proxy carries its own user:password)")
             }
             return .environment
         }
@@ -190,13 +193,27 @@ public enum ProviderSettingsLoader {
         do throws(ProxyURL.Malformed) {
             url = try ProxyURL(parsing: text)
         } catch {
-            throw node.error("expected none or http://host:port: \(error.problem)")
+            throw node.error("expected none, http://host:port or https://host:port: \(error.problem)")
         }
         if url.credentials != nil {
             throw node.error(
                 "must not hold a user name or password: put user:password in an environment variable and name it with proxy_credentials_env")
         }
-        return .proxy(host: url.host, port: url.port, credentialsEnv: credentialsEnv)
+        return .proxy(host: url.host, port: url.port, tls: url.tls, credentialsEnv: credentialsEnv)
+    }
+
+    /// `proxy_ca_file`: for an `https://` proxy, the file's or the environment's; meaningless beside `proxy: none` or
+    /// an `http://` proxy.
+    private static func proxyCAFile(_ map: ConfigurationMapping, proxy: ProxySetting, paths: PathResolver) throws -> String? {
+        guard let node = map["proxy_ca_file"] else { return nil }
+        switch proxy {
+        case .direct:
+            throw node.keyError("makes no sense with proxy: none")
+        case .proxy(_, _, false, _):
+            throw node.keyError("applies only to an https:// proxy (the connection to an http:// proxy has no TLS)")
+        case .proxy, .environment:
+            return try paths.resolve(node)
+        }
     }
 
     private static func quietPeriod(_ node: ConfigurationNode) throws -> Double {

@@ -3,15 +3,16 @@
 /// - no `proxy:` key: the environment decides (`https_proxy` / `HTTPS_PROXY`, minus the hosts `no_proxy` /
 ///   `NO_PROXY` lists; loopback hosts are always reached directly), as curl and Go programs do;
 /// - `proxy: none`: always directly, whatever the environment says;
-/// - `proxy: http://host:port`: through that proxy's HTTP `CONNECT` tunnel, with the `user:password` held by the
-///   environment variable `proxy_credentials_env` names, if any (the file never holds the password).
+/// - `proxy: http://host:port` or `https://host:port`: through that proxy's HTTP `CONNECT` tunnel (over TLS to the
+///   proxy for `https://`), with the `user:password` held by the environment variable `proxy_credentials_env` names,
+///   if any (the file never holds the password).
 ///
-/// ``HTTPProxy/resolve(_:host:environment:)`` turns a setting into the proxy one connection uses.
+/// ``HTTPProxy/resolve(_:caFile:host:environment:)`` turns a setting into the proxy one connection uses.
 public enum ProxySetting: Sendable, Equatable {
     /// No `proxy:` key: `https_proxy` / `no_proxy` from the environment.
     case environment
     /// `proxy: none`.
     case direct
-    /// `proxy: http://host:port`, with `proxy_credentials_env`.
-    case proxy(host: String, port: Int, credentialsEnv: String?)
+    /// `proxy: http(s)://host:port` (`tls` for `https://`), with `proxy_credentials_env`.
+    case proxy(host: String, port: Int, tls: Bool, credentialsEnv: String?)
 }

@@ -1,8 +1,8 @@
 import Foundation
 
-/// An HTTP proxy URL, `http://[user:password@]host[:port][/]` (port 80 when absent), as `https_proxy` and a providers
-/// file's `proxy:` give it. Only `http://` proxies are supported: Bugle speaks plain HTTP to the proxy and TLS to the
-/// provider through its tunnel.
+/// A proxy URL, `http://[user:password@]host[:port][/]` (port 80 when absent) or `https://…` (port 443 when absent:
+/// TLS to the proxy itself), as `https_proxy` and a providers file's `proxy:` give it. Bugle asks the proxy for a
+/// `CONNECT` tunnel and runs TLS to the provider through it.
 struct ProxyURL: Equatable {
     /// Why a text is not a proxy URL. Never quotes the text, which may hold a password.
     struct Malformed: Error, Equatable {
@@ -11,20 +11,23 @@ struct ProxyURL: Equatable {
 
     var host: String
     var port: Int
+    /// `https://`: the connection to the proxy is TLS.
+    var tls: Bool
     /// `user:password` (percent-decoded), or nil.
     var credentials: String?
 
     /// Parses `text`.
     /// - Throws: ``Malformed``.
     init(parsing text: String) throws(Malformed) {
-        guard let schemeEnd = text.range(of: "://") else { throw Malformed(problem: "expected http://host:port") }
+        guard let schemeEnd = text.range(of: "://") else { throw Malformed(problem: "expected http://host:port or https://host:port") }
         let scheme = text[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "http" else {
-            throw Malformed(problem: "only http:// proxies are supported (Bugle tunnels TLS through the proxy's CONNECT)")
+        guard scheme == "http" || scheme == "https" else {
+            throw Malformed(problem: "only http:// and https:// proxies are supported (Bugle tunnels TLS through the proxy's CONNECT)")
         }
+        tls = scheme == "https"
         var rest = Substring(text[schemeEnd.upperBound...])
         if rest.hasSuffix("/") { rest = rest.dropLast() }
-        if rest.contains(where: { "/?# ".contains($0) }) { throw Malformed(problem: "must be http://host:port with no path or query") }
+        if rest.contains(where: { "/?# ".contains($0) }) { throw Malformed(problem: "must be http(s)://host:port with no path or query") }
         if let at = rest.lastIndex(of: "@") {
             let userInfo = rest[..<at]
             rest = rest[rest.index(after: at)...]
@@ -33,7 +36,7 @@ struct ProxyURL: Equatable {
         }
         let authority: URLAuthority
         do throws(URLAuthority.Malformed) {
-            authority = try URLAuthority(parsing: rest, defaultPort: 80)
+            authority = try URLAuthority(parsing: rest, defaultPort: tls ? 443 : 80)
         } catch {
             throw Malformed(problem: error.problem)
         }
