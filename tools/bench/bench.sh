@@ -47,8 +47,8 @@
 # (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
 # throwaway cluster's port, so two benchmarks can run side by side. BENCH_KEEP=PREFIX keeps each run's JSON summary,
 # the PostgreSQL log and the simulators' JSONL records; BENCH_WINDOW=W sets the pipeline campaign's in_flight_window.
-# BENCH_PROXY=tinyproxy (apns, fcm, mixed) tunnels Bugle's provider connections through a local tinyproxy; its CPU is
-# printed with the simulator's.
+# BENCH_PROXY=tinyproxy|squid|squid-tls (apns, fcm, mixed) tunnels Bugle's provider connections through a local
+# tinyproxy or squid (squid-tls: TLS to the proxy itself); its CPU is printed with the simulator's.
 # BENCH_SIM_OPTS adds flags to `bugle-sim serve` (for example "--latency-ms 50 --fcm-latency-ms 50", a provider's
 # round trip); BENCH_FCM_CONNECTIONS=N sets the providers file's fcm.connections (the simulator's file says 2).
 set -euo pipefail
@@ -261,21 +261,45 @@ PY
   fi
 }
 
-# start_proxy: with BENCH_PROXY=tinyproxy (apns, fcm, mixed), a local tinyproxy that Bugle's APNs and FCM connections
-# tunnel through (`proxy:` in the providers file; h2load still connects directly); sets PROXYPID (empty without).
+# start_proxy: with BENCH_PROXY=tinyproxy, squid or squid-tls (apns, fcm, mixed), a local proxy that Bugle's APNs and
+# FCM connections tunnel through (`proxy:` in the providers file; squid-tls is squid's https_port, TLS to the proxy
+# with the simulator's certificate and `proxy_ca_file`; h2load still connects directly); sets PROXYPID (empty
+# without) and PROXYNAME.
 start_proxy() {
-  PROXYPID=""
+  PROXYPID=""; PROXYNAME=""
   [ -n "${BENCH_PROXY:-}" ] || return 0
-  [ "$BENCH_PROXY" = tinyproxy ] || { echo "BENCH_PROXY must be tinyproxy" >&2; exit 1; }
-  command -v tinyproxy >/dev/null || { echo "tinyproxy missing: apt-get install -y tinyproxy" >&2; exit 1; }
-  local port
+  local port scheme=http extra=""
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 64\nLogFile "%s"\nLogLevel Warning\nPidFile "%s"\nAllow 127.0.0.1\n' \
-    "$port" "$WORK/tinyproxy.log" "$WORK/tinyproxy.pid" > "$WORK/tinyproxy.conf"
-  tinyproxy -d -c "$WORK/tinyproxy.conf" > "$WORK/tinyproxy.out" 2>&1 &
-  PROXYPID=$!; SIM_PIDS="$SIM_PIDS $PROXYPID"
+  case "$BENCH_PROXY" in
+    tinyproxy)
+      command -v tinyproxy >/dev/null || { echo "tinyproxy missing: apt-get install -y tinyproxy" >&2; exit 1; }
+      printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 64\nLogFile "%s"\nLogLevel Warning\nPidFile "%s"\nAllow 127.0.0.1\n' \
+        "$port" "$WORK/tinyproxy.log" "$WORK/tinyproxy.pid" > "$WORK/tinyproxy.conf"
+      tinyproxy -d -c "$WORK/tinyproxy.conf" > "$WORK/tinyproxy.out" 2>&1 &
+      PROXYPID=$!
+      ;;
+    squid|squid-tls)
+      local squid dir="$WORK/squid"
+      squid=$(command -v squid || echo /usr/sbin/squid)
+      [ -x "$squid" ] || { echo "squid missing: apt-get install -y squid" >&2; exit 1; }
+      # Started as root, squid runs as its own user: its directory (and the way to it) must be open to it.
+      chmod 755 "$WORK"; mkdir -p "$dir"; chmod 777 "$dir"
+      cp "$WORK/sim/server.pem" "$dir/proxy.pem"; cp "$WORK/sim/server.key" "$dir/proxy.key"; chmod 644 "$dir"/proxy.*
+      local listen="http_port 127.0.0.1:$port"
+      if [ "$BENCH_PROXY" = squid-tls ]; then
+        listen="https_port 127.0.0.1:$port tls-cert=$dir/proxy.pem tls-key=$dir/proxy.key"
+        scheme=https; extra="\\n  proxy_ca_file: $WORK/sim/ca.pem"
+      fi
+      printf '%s\npid_filename %s/squid.pid\ncache_log %s/cache.log\naccess_log none\ncoredump_dir %s\ncache deny all\npinger_enable off\nshutdown_lifetime 0 seconds\nacl loopback src 127.0.0.1\nhttp_access allow loopback\nhttp_access deny all\n' \
+        "$listen" "$dir" "$dir" "$dir" > "$dir/squid.conf"
+      "$squid" -N -f "$dir/squid.conf" > "$dir/squid.out" 2>&1 &
+      PROXYPID=$!
+      ;;
+    *) echo "BENCH_PROXY must be tinyproxy, squid or squid-tls" >&2; exit 1 ;;
+  esac
+  PROXYNAME=$BENCH_PROXY; SIM_PIDS="$SIM_PIDS $PROXYPID"
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-  sed -i "s|^apns:\$|apns:\n  proxy: http://127.0.0.1:$port|; s|^fcm:\$|fcm:\n  proxy: http://127.0.0.1:$port|" "$WORK/sim/providers.yaml"
+  sed -i "s|^apns:\$|apns:\n  proxy: $scheme://127.0.0.1:$port$extra|; s|^fcm:\$|fcm:\n  proxy: $scheme://127.0.0.1:$port$extra|" "$WORK/sim/providers.yaml"
 }
 
 # h2load_ceiling APNS_N FCM_N: h2load against the simulator's APNs and FCM endpoints at once (either count may be
@@ -458,7 +482,7 @@ if [ "$mode" = apns ] || [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
   printf '%-28s %s\n' "ratio" "$(ratio "$M_RATE" "$H2_RATE")"
   printf '%-28s %s\n' "Bugle CPU s / 10k" "$M_BUGLE"
   printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$M_PG"
-  printf '%-28s %s\n' "simulator${PROXYPID:+ + tinyproxy} CPU s / 10k" "$M_SIM (h2load: $H2_SIM)"
+  printf '%-28s %s\n' "simulator${PROXYPID:+ + $PROXYNAME} CPU s / 10k" "$M_SIM (h2load: $H2_SIM)"
   printf '%-28s %s\n' "Bugle peak RSS MB" "$M_RSS"
   exit 0
 fi
