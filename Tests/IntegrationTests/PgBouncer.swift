@@ -32,13 +32,22 @@ struct PgBouncer {
     /// What PgBouncer logged so far.
     func log() -> String { server.output() }
 
-    /// Starts PgBouncer in front of `server` (any database on it) with `poolMode`, runs `body`, and stops it however
-    /// `body` ends.
-    static func with<T>(server: DatabaseConfiguration, poolMode: String = "transaction", _ body: (PgBouncer) async throws -> T) async throws -> T {
-        try await ExternalServer.using(try await start(server: server, poolMode: poolMode), stop: { $0.server.stop() }, body)
+    /// What clients must bring: TLS (PgBouncer's certificate and key, PEM), and a password it checks with SCRAM-SHA-256.
+    struct ClientSecurity {
+        var certificatePEM: String
+        var keyPEM: String
+        var password: String
     }
 
-    private static func start(server: DatabaseConfiguration, poolMode: String) async throws -> PgBouncer {
+    /// Starts PgBouncer in front of `server` (any database on it) with `poolMode`, runs `body`, and stops it however
+    /// `body` ends. With `security`, clients must use TLS (`client_tls_sslmode = require`) and SCRAM-SHA-256.
+    static func with<T>(
+        server: DatabaseConfiguration, poolMode: String = "transaction", security: ClientSecurity? = nil, _ body: (PgBouncer) async throws -> T
+    ) async throws -> T {
+        try await ExternalServer.using(try await start(server: server, poolMode: poolMode, security: security), stop: { $0.server.stop() }, body)
+    }
+
+    private static func start(server: DatabaseConfiguration, poolMode: String, security: ClientSecurity?) async throws -> PgBouncer {
         guard let executable else { throw ExternalServer.Failure(description: "pgbouncer is required (BUGLE_REQUIRE_PGBOUNCER=1) but not installed") }
         let directory = NSTemporaryDirectory() + "bugle-pgbouncer-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
@@ -49,6 +58,22 @@ struct PgBouncer {
         }
         let password = server.password.map { " password=\($0)" } ?? ""
         let port = try freeLoopbackPort()
+        var clientSettings = "auth_type = trust"
+        if let security {
+            // Run as root, PgBouncer runs as `postgres`: its key must be that account's.
+            try security.certificatePEM.write(toFile: directory + "/server.pem", atomically: true, encoding: .utf8)
+            try security.keyPEM.write(toFile: directory + "/server.key", atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory + "/server.key")
+            if geteuid() == 0, let entry = getpwnam("postgres") {
+                for file in ["server.pem", "server.key"] { _ = chown(directory + "/" + file, entry.pointee.pw_uid, entry.pointee.pw_gid) }
+            }
+            clientSettings = """
+                auth_type = scram-sha-256
+                client_tls_sslmode = require
+                client_tls_cert_file = \(directory)/server.pem
+                client_tls_key_file = \(directory)/server.key
+                """
+        }
         let settings = """
             [databases]
             * = \(target) user=\(server.username)\(password)
@@ -57,7 +82,7 @@ struct PgBouncer {
             listen_addr = 127.0.0.1
             listen_port = \(port)
             unix_socket_dir =
-            auth_type = trust
+            \(clientSettings)
             auth_file = \(directory)/users.txt
             pool_mode = \(poolMode)
             max_client_conn = 500
@@ -65,7 +90,7 @@ struct PgBouncer {
             \(geteuid() == 0 ? "user = postgres" : "")
             """
         try settings.write(toFile: directory + "/pgbouncer.ini", atomically: true, encoding: .utf8)
-        try "\"\(server.username)\" \"\"\n".write(toFile: directory + "/users.txt", atomically: true, encoding: .utf8)
+        try "\"\(server.username)\" \"\(security?.password ?? "")\"\n".write(toFile: directory + "/users.txt", atomically: true, encoding: .utf8)
         let bouncer = try await ExternalServer.start(
             executable, [directory + "/pgbouncer.ini"], port: port, directory: directory, log: "pgbouncer.log", what: "pgbouncer")
         return PgBouncer(port: port, server: bouncer)

@@ -1,4 +1,5 @@
 import BugleCore
+import BugleSimulator
 import BugleStore
 import BugleTesting
 import Foundation
@@ -55,6 +56,46 @@ struct PgBouncerTests {
                         client, "SELECT coalesce(materializer, 'none') FROM bugle.runs WHERE id = \(runID)", as: String.self)
                 }
                 #expect(materializer == "none", "the segment reader's lease is cleared once the run is ready")
+            }
+        } catch {
+            try await direct.stop()
+            throw error
+        }
+        try await direct.stop()
+    }
+
+    /// A pooler that wants TLS and SCRAM-SHA-256, as a production one does: Bugle verifies its certificate against
+    /// `sslrootcert` and the host (verify-full), authenticates with the URL's password, and the whole run goes through.
+    /// A wrong password is refused at connect (exit 2), and neither password appears in the output.
+    @Test("bugle run through PgBouncer over TLS (sslmode=verify-full, its own CA) with SCRAM-SHA-256: every live token once; a wrong password exits 2; no password in the output")
+    func campaignThroughTLSPooler() async throws {
+        let direct = try await CrashFixture.make(devices: 1_000)
+        do {
+            let material = try SimulatorCertificates.generate(in: direct.environment.directory + "/pgbouncer-ca", port: 0)
+            let password = "scr4m-CANARY-pw"
+            let security = PgBouncer.ClientSecurity(certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM, password: password)
+            try await PgBouncer.with(server: direct.configuration, security: security) { bouncer in
+                func url(_ password: String) -> String {
+                    "postgres://\(direct.configuration.username):\(password)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
+                        + "?sslmode=verify-full&sslrootcert=\(material.caFile)"
+                }
+                let through = CrashFixture(
+                    environment: direct.environment, configuration: direct.configuration, databaseURL: url(password), devices: direct.devices)
+                let campaign = try through.campaign(policy: .resend, window: 200)
+                let result = try await through.bugle(["run", campaign, "--quiet"])
+                #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
+                #expect(!(result.stdout + result.stderr).contains(password))
+                let runID = try await direct.latestRunID()
+                let (duplicates, unknown) = try await direct.checkInvariants(runID: runID)
+                #expect(duplicates == 0 && unknown == 0)
+                #expect(bouncer.log().contains("TLSv1."), "PgBouncer logs each client's TLS: \(bouncer.log().suffix(2_000))")
+
+                let wrong = CrashFixture(
+                    environment: direct.environment, configuration: direct.configuration, databaseURL: url("wrong-CANARY"), devices: direct.devices)
+                let refused = try await wrong.bugle(["run", campaign, "--quiet"])
+                #expect(refused.status == 2, "\(refused.stderr)")
+                #expect(refused.stderr.lowercased().contains("auth"), "\(refused.stderr)")
+                #expect(!(refused.stdout + refused.stderr).contains("CANARY"))
             }
         } catch {
             try await direct.stop()
