@@ -1,5 +1,10 @@
+import Foundation
 import NIOSSL
 import PostgresNIO
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension DatabaseConfiguration {
     /// The postgres-nio client configuration for this database, with TLS set up per ``SSLMode``.
@@ -83,7 +88,7 @@ extension DatabaseConfiguration {
         return root
     }
 
-    private func tlsConfiguration() -> TLSConfiguration {
+    private func tlsConfiguration() throws -> TLSConfiguration {
         let plan = self.tlsPlan
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
@@ -95,14 +100,44 @@ extension DatabaseConfiguration {
         if let file = plan.trustRootsFile {
             tls.trustRoots = .file(file)
         }
+        if let certificatePath = self.sslCertificatePath, let keyPath = self.sslKeyPath {
+            try Self.checkKeyPermissions(keyPath)
+            do {
+                tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) }
+            } catch {
+                throw StoreError(.unsupportedConfiguration, "cannot read sslcert \(certificatePath) (a PEM certificate)", underlying: error)
+            }
+            do {
+                tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem))
+            } catch {
+                throw StoreError(.unsupportedConfiguration, "cannot read sslkey \(keyPath) (an unencrypted PEM key)", underlying: error)
+            }
+        }
         return tls
+    }
+
+    /// libpq's rule for `sslkey`: no access for others, and for the group only when root owns the file (0640).
+    /// - Throws: ``StoreError`` naming the file (never its contents) when it is missing or too open.
+    static func checkKeyPermissions(_ path: String) throws {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw StoreError(.unsupportedConfiguration, "cannot read sslkey \(path): \(String(cString: strerror(errno)))")
+        }
+        let mode = info.st_mode & 0o777
+        let allowed: mode_t = info.st_uid == 0 && geteuid() != 0 ? 0o640 : 0o600
+        guard mode & ~allowed == 0 else {
+            throw StoreError(
+                .unsupportedConfiguration,
+                "sslkey \(path) is readable by others (mode \(String(mode, radix: 8))): chmod 600 it"
+                    + (allowed == 0o640 ? " (640 when root owns it)" : ""))
+        }
     }
 
     private func tls() throws -> PostgresClient.Configuration.TLS {
         switch self.tlsPlan.negotiation {
         case .disable: return .disable
-        case .prefer: return .prefer(self.tlsConfiguration())
-        case .require: return .require(self.tlsConfiguration())
+        case .prefer: return .prefer(try self.tlsConfiguration())
+        case .require: return .require(try self.tlsConfiguration())
         }
     }
 
@@ -122,6 +157,8 @@ extension DatabaseConfiguration {
                 case .prefer: tls = .prefer(try NIOSSLContext(configuration: self.tlsConfiguration()))
                 case .require: tls = .require(try NIOSSLContext(configuration: self.tlsConfiguration()))
                 }
+            } catch let error as StoreError {
+                throw error
             } catch {
                 throw StoreError(.unsupportedConfiguration, "cannot set up TLS (check sslrootcert)", underlying: error)
             }

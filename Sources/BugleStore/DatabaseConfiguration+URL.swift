@@ -80,6 +80,8 @@ extension DatabaseConfiguration {
 
         var sslMode: SSLMode?
         var rootCertificate: String?
+        var clientCertificate: String?
+        var clientKey: String?
         var applicationName = "bugle"
         var connectTimeout = Duration.seconds(10)
         if rest.hasPrefix("?") {
@@ -100,6 +102,10 @@ extension DatabaseConfiguration {
                     sslMode = mode
                 case "sslrootcert":
                     rootCertificate = value.isEmpty ? nil : value
+                case "sslcert":
+                    clientCertificate = value.isEmpty ? nil : value
+                case "sslkey":
+                    clientKey = value.isEmpty ? nil : value
                 case "host":
                     host = value.isEmpty ? nil : value
                 case "port":
@@ -123,6 +129,9 @@ extension DatabaseConfiguration {
             }
         }
 
+        guard (clientCertificate == nil) == (clientKey == nil) else {
+            throw Self.urlError("sslcert and sslkey go together: give both (a client certificate and its key), or neither")
+        }
         let resolvedUser = username.flatMap { $0.isEmpty ? nil : $0 } ?? NSUserName()
         guard !resolvedUser.isEmpty else {
             throw Self.urlError("user: no user name given and the operating-system user is unknown")
@@ -158,6 +167,8 @@ extension DatabaseConfiguration {
             applicationName: applicationName,
             connectTimeout: connectTimeout
         )
+        self.sslCertificatePath = clientCertificate
+        self.sslKeyPath = clientKey
     }
 
     private static func urlError(_ message: String) -> StoreError {

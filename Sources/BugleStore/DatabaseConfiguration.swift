@@ -11,7 +11,9 @@ import Foundation
 /// ```
 ///
 /// Recognised query parameters: `sslmode` (`disable` | `allow` | `prefer` | `require` | `verify-ca` |
-/// `verify-full`), `sslrootcert` (a PEM file, or `system`), `host` (a host name, or an absolute path naming a
+/// `verify-full`), `sslrootcert` (a PEM file, or `system`), `sslcert` and `sslkey` (a client certificate and its
+/// unencrypted PEM key, for servers and poolers that authenticate by certificate; the key must not be readable by
+/// group or others, as libpq requires), `host` (a host name, or an absolute path naming a
 /// Unix-socket directory), `port`, `user`, `password`, `dbname`, `application_name` and `connect_timeout`
 /// (seconds). Anything else is rejected by name. Special characters in the user or password (`@ / ? # :`) must be
 /// percent-encoded.
@@ -67,6 +69,10 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var sslMode: SSLMode
     /// A PEM file of trusted root certificates (`sslrootcert`); `nil` means the system trust store.
     public var sslRootCertificatePath: String?
+    /// The client certificate (`sslcert`, PEM, with its chain) presented when the server asks for one.
+    public var sslCertificatePath: String?
+    /// The client certificate's private key (`sslkey`, unencrypted PEM; 0600, or 0640 when owned by root).
+    public var sslKeyPath: String?
     /// Sent to the server as `application_name`, visible in `pg_stat_activity`.
     public var applicationName: String
     /// How long to wait for a TCP/Unix connection to open.
@@ -180,6 +186,10 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         query.append("sslmode=\(self.sslMode.rawValue)")
         if let root = self.sslRootCertificatePath {
             query.append("sslrootcert=\(root)")
+        }
+        if let certificate = self.sslCertificatePath, let key = self.sslKeyPath {
+            query.append("sslcert=\(certificate)")
+            query.append("sslkey=\(key)")
         }
         if self.applicationName != "bugle" {
             query.append("application_name=\(self.applicationName)")

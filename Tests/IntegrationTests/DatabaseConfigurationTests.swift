@@ -1,3 +1,4 @@
+import Foundation
 import PostgresNIO
 import Testing
 
@@ -130,5 +131,39 @@ struct DatabaseConfigurationTests {
         let client = try configuration.postgresClientConfiguration()
         #expect(client.options.connectTimeout == .seconds(3))
         #expect(client.host == "h")
+    }
+
+    @Test("sslcert and sslkey: read from the URL as a pair, shown in the description; one alone is an error; a key others can read is refused by name, as libpq does")
+    func clientCertificate() throws {
+        let configuration = try DatabaseConfiguration(url: "postgres://u@h/app?sslmode=verify-full&sslcert=/c/client.pem&sslkey=/c/client.key")
+        #expect(configuration.sslCertificatePath == "/c/client.pem" && configuration.sslKeyPath == "/c/client.key")
+        #expect(configuration.description.contains("sslcert=/c/client.pem&sslkey=/c/client.key"), "\(configuration)")
+        for lonely in ["sslcert=/c/client.pem", "sslkey=/c/client.key"] {
+            #expect(throws: StoreError.self) { try DatabaseConfiguration(url: "postgres://u@h/app?\(lonely)") }
+        }
+        let directory = NSTemporaryDirectory() + "bugle-sslkey-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let key = directory + "/client.key"
+        try "-----BEGIN PRIVATE KEY-----\nnot-a-key\n-----END PRIVATE KEY-----\n".write(toFile: key, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: key)
+        let open = try DatabaseConfiguration(url: "postgres://u@h/app?sslmode=require&sslcert=\(directory)/client.pem&sslkey=\(key)")
+        do {
+            _ = try open.postgresClientConfiguration()
+            Issue.record("a key readable by others was accepted")
+        } catch let error as StoreError {
+            #expect(error.description.contains("sslkey \(key) is readable by others (mode 644): chmod 600 it"), "\(error)")
+            #expect(!error.description.contains("not-a-key"))
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+        // Now the certificate file (missing) is the problem, named; then the key's contents, never quoted.
+        do {
+            _ = try open.postgresClientConfiguration()
+            Issue.record("a missing certificate was accepted")
+        } catch let error as StoreError {
+            #expect(error.description.contains("cannot read sslcert \(directory)/client.pem"), "\(error)")
+        }
+        // With sslmode=disable neither file is read.
+        _ = try DatabaseConfiguration(url: "postgres://u@h/app?sslmode=disable&sslcert=/nowhere.pem&sslkey=/nowhere.key").postgresClientConfiguration()
     }
 }

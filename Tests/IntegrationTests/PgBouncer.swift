@@ -32,11 +32,14 @@ struct PgBouncer {
     /// What PgBouncer logged so far.
     func log() -> String { server.output() }
 
-    /// What clients must bring: TLS (PgBouncer's certificate and key, PEM), and a password it checks with SCRAM-SHA-256.
+    /// What clients must bring: TLS (PgBouncer's certificate and key, PEM), and either a password it checks with
+    /// SCRAM-SHA-256 or, given `clientCAPEM`, a client certificate from that CA whose common name is the user name
+    /// (`auth_type = cert`).
     struct ClientSecurity {
         var certificatePEM: String
         var keyPEM: String
-        var password: String
+        var password: String = ""
+        var clientCAPEM: String? = nil
     }
 
     /// Starts PgBouncer in front of `server` (any database on it) with `poolMode`, runs `body`, and stops it however
@@ -68,11 +71,15 @@ struct PgBouncer {
                 for file in ["server.pem", "server.key"] { _ = chown(directory + "/" + file, entry.pointee.pw_uid, entry.pointee.pw_gid) }
             }
             clientSettings = """
-                auth_type = scram-sha-256
-                client_tls_sslmode = require
                 client_tls_cert_file = \(directory)/server.pem
                 client_tls_key_file = \(directory)/server.key
                 """
+            if let clientCAPEM = security.clientCAPEM {
+                try clientCAPEM.write(toFile: directory + "/client-ca.pem", atomically: true, encoding: .utf8)
+                clientSettings += "\nauth_type = cert\nclient_tls_sslmode = verify-full\nclient_tls_ca_file = \(directory)/client-ca.pem"
+            } else {
+                clientSettings += "\nauth_type = scram-sha-256\nclient_tls_sslmode = require"
+            }
         }
         let settings = """
             [databases]

@@ -104,6 +104,57 @@ struct PgBouncerTests {
         try await direct.stop()
     }
 
+    /// A pooler that authenticates by client certificate (`auth_type = cert`, the common name is the user), as some
+    /// managed services do: Bugle presents `sslcert` / `sslkey` and the run goes through; without them, or with a
+    /// certificate for another user, it exits 2 at connect.
+    @Test("bugle run through PgBouncer authenticating by client certificate (sslcert/sslkey, verify-full): every live token once; no certificate, or another user's, exits 2")
+    func campaignWithClientCertificate() async throws {
+        let direct = try await CrashFixture.make(devices: 600)
+        do {
+            let directory = direct.environment.directory + "/pgbouncer-cert"
+            let material = try SimulatorCertificates.generate(in: directory, port: 0)
+            func clientFiles(_ user: String) throws -> (certificate: String, key: String) {
+                let identity = try SimulatorCertificates.issue(in: directory, commonName: user, purpose: .client)
+                let (certificate, key) = (directory + "/\(user).pem", directory + "/\(user).key")
+                try identity.certificatePEM.write(toFile: certificate, atomically: true, encoding: .utf8)
+                try identity.keyPEM.write(toFile: key, atomically: true, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+                return (certificate, key)
+            }
+            let own = try clientFiles(direct.configuration.username)
+            let another = try clientFiles("mallory")
+            let security = PgBouncer.ClientSecurity(
+                certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM, clientCAPEM: material.caPEM)
+            try await PgBouncer.with(server: direct.configuration, security: security) { bouncer in
+                func run(_ client: (certificate: String, key: String)?) async throws -> CLITests.Output {
+                    var url = "postgres://\(direct.configuration.username)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
+                        + "?sslmode=verify-full&sslrootcert=\(material.caFile)"
+                    if let client { url += "&sslcert=\(client.certificate)&sslkey=\(client.key)" }
+                    let through = CrashFixture(environment: direct.environment, configuration: direct.configuration, databaseURL: url, devices: direct.devices)
+                    return try await through.bugle(["run", try through.campaign(policy: .resend, window: 200), "--quiet"])
+                }
+                let refused = try await run(nil)
+                #expect(refused.status == 2, "\(refused.stderr)")
+                let impostor = try await run(another)
+                #expect(impostor.status == 2, "\(impostor.stderr)")
+                let result = try await run(own)
+                #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
+                let runID = try await direct.latestRunID()
+                let (duplicates, unknown) = try await direct.checkInvariants(runID: runID)
+                #expect(duplicates == 0 && unknown == 0)
+                let sent = try await direct.withClient { client in
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
+                }
+                #expect(sent == 570, "600 devices, every 20th dead: \(sent) sent")
+            }
+        } catch {
+            try await direct.stop()
+            throw error
+        }
+        try await direct.stop()
+    }
+
     /// The segment reader's lease, through the pooler: a live reader's lease refuses a second reader; a reader whose
     /// process is gone (or whose lease lapsed) is taken over; the reader that lost its lease writes nothing more, and
     /// the one that took it materializes every device once.
