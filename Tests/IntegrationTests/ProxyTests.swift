@@ -37,10 +37,10 @@ struct ProxyTests {
     }
 
     /// The simulators' providers file with `proxy` (and `proxy_credentials_env`, `proxy_ca_file`) in both sections.
-    static func providers(_ environment: MixedTestEnvironment, proxyPort: Int, credentialsEnv: String?, tls: ProxyTLS? = nil) throws -> String {
-        var keys = "  proxy: \(tls == nil ? "http" : "https")://127.0.0.1:\(proxyPort)\n"
+    static func providers(_ environment: MixedTestEnvironment, proxyPort: Int, credentialsEnv: String?, tls: Bool = false, caFile: String? = nil) throws -> String {
+        var keys = "  proxy: \(tls ? "https" : "http")://127.0.0.1:\(proxyPort)\n"
         if let credentialsEnv { keys += "  proxy_credentials_env: \(credentialsEnv)\n" }
-        if let caFile = tls?.caFile { keys += "  proxy_ca_file: \(caFile)\n" }
+        if let caFile { keys += "  proxy_ca_file: \(caFile)\n" }
         return try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
             .replacingOccurrences(of: "apns:\n", with: "apns:\n" + keys)
             .replacingOccurrences(of: "fcm:\n", with: "fcm:\n" + keys)
@@ -84,7 +84,7 @@ struct ProxyTests {
         defer { try? FileManager.default.removeItem(atPath: csv) }
         do {
             let providersFile = environment.directory + "/\(name)-providers.yaml"
-            try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS", tls: proxyTLS)
+            try Self.providers(environment, proxyPort: proxy.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS", tls: proxyTLS != nil, caFile: proxyTLS?.caFile)
                 .write(toFile: providersFile, atomically: true, encoding: .utf8)
             output = try await CLITests.bugle(
                 ["run", campaign, "--providers", providersFile, "--csv", csv, "--log-level", "debug"],
@@ -351,5 +351,44 @@ struct ProxyTests {
                 #expect(squid.connectLines(to: "127.0.0.1:\(port)").allSatisfy { $0.contains("TCP_DENIED/407") }, "\(squid.connectLines(to: "127.0.0.1:\(port)"))")
             }
         }
+    }
+
+    /// Both lanes and FCM's token endpoint through squid's `https_port`, with `bugle run` as a user runs it.
+    @Test(
+        "a mixed campaign through squid's https_port (bugle run, proxy_ca_file, credentials): APNs, FCM and the token endpoint each a squid tunnel, every live token once",
+        .enabled(if: Squid.enabled, Squid.reason))
+    func mixedCampaignThroughSquidTLS() async throws {
+        let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
+            devices: 400, name: "squid-tls", message: "default_locale: en\nlocales: { en: { title: Hello, body: Through squid } }")
+        do {
+            let material = try SimulatorCertificates.generate(in: environment.directory + "/squid-ca", port: 0)
+            try await Squid.with(
+                user: "bugle", password: Self.password, certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM
+            ) { squid in
+                let providersFile = environment.directory + "/squid-providers.yaml"
+                try Self.providers(environment, proxyPort: squid.httpsPort, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS", tls: true, caFile: material.caFile)
+                    .write(toFile: providersFile, atomically: true, encoding: .utf8)
+                let output = try await CLITests.bugle(
+                    ["run", campaign, "--providers", providersFile, "--quiet"],
+                    environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration), "BUGLE_TEST_PROXY_CREDENTIALS": Self.credentials])
+                #expect(output.status == 0, "\(output.stdout)\n\(output.stderr)")
+                #expect(!(output.stdout + output.stderr).contains(Self.password))
+                let apnsTokens = environment.apns.accepted().map(\.token)
+                let fcmTokens = environment.fcm.accepted().compactMap(\.token)
+                #expect(apnsTokens.count == 190 && Set(apnsTokens).count == 190, "\(apnsTokens.count) APNs deliveries")
+                #expect(fcmTokens.count == 190 && Set(fcmTokens).count == 190, "\(fcmTokens.count) FCM deliveries")
+                #expect(environment.fcm.counters().tokenGrants >= 1)
+                let apnsConnections = environment.apns.counters().connections
+                let fcmConnections = environment.fcm.counters().connections
+                let apnsTunnels = try await squid.tunnels(to: "127.0.0.1:\(environment.apnsPort)", reaching: apnsConnections)
+                let fcmTunnels = try await squid.tunnels(to: "127.0.0.1:\(environment.fcmPort)", reaching: fcmConnections)
+                #expect(apnsConnections >= 1 && apnsTunnels == apnsConnections, "\(apnsTunnels) tunnels, \(apnsConnections) APNs connections")
+                #expect(fcmConnections >= 2 && fcmTunnels == fcmConnections, "\(fcmTunnels) tunnels, \(fcmConnections) FCM connections")
+            }
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
     }
 }
