@@ -84,6 +84,7 @@ struct Squid {
             coredump_dir \(directory)
             cache deny all
             pinger_enable off
+            visible_hostname bugle-test
             shutdown_lifetime 0 seconds
             auth_param basic program \(directory)/auth.sh
             auth_param basic children 2

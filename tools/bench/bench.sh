@@ -290,7 +290,7 @@ start_proxy() {
         listen="https_port 127.0.0.1:$port tls-cert=$dir/proxy.pem tls-key=$dir/proxy.key"
         scheme=https; extra="\\n  proxy_ca_file: $WORK/sim/ca.pem"
       fi
-      printf '%s\npid_filename %s/squid.pid\ncache_log %s/cache.log\naccess_log none\ncoredump_dir %s\ncache deny all\npinger_enable off\nshutdown_lifetime 0 seconds\nacl loopback src 127.0.0.1\nhttp_access allow loopback\nhttp_access deny all\n' \
+      printf '%s\npid_filename %s/squid.pid\ncache_log %s/cache.log\naccess_log none\ncoredump_dir %s\ncache deny all\npinger_enable off\nvisible_hostname bugle-bench\nshutdown_lifetime 0 seconds\nacl loopback src 127.0.0.1\nhttp_access allow loopback\nhttp_access deny all\n' \
         "$listen" "$dir" "$dir" "$dir" > "$dir/squid.conf"
       "$squid" -N -f "$dir/squid.conf" > "$dir/squid.out" 2>&1 &
       PROXYPID=$!
