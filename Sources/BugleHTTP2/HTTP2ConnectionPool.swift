@@ -479,7 +479,9 @@ public final class HTTP2ConnectionPool: Sendable {
                 do {
                     session = try channel.pipeline.syncOperations.handler(type: HTTP2ClientSession.self)
                 } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
+                    // Closed before it could be looked up (a proxy that answered 502 and hung up at once): the close
+                    // fails `readyPromise` with the connection's own reason, which is what to report, not `notFound`.
+                    return readyPromise.futureResult.hop(to: channel.eventLoop).flatMapThrowing { _ in throw error }
                 }
                 return readyPromise.futureResult.hop(to: channel.eventLoop).map { _ in
                     HTTP2Connection(id: id, channel: channel, session: session)

@@ -103,7 +103,13 @@ public struct Migrator: Sendable {
             BEGIN
               IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bugle_segment_reader' AND NOT rolcanlogin)
                  AND (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-                ALTER ROLE bugle_segment_reader LOGIN;
+                BEGIN
+                  ALTER ROLE bugle_segment_reader LOGIN;
+                EXCEPTION WHEN internal_error THEN
+                  -- "tuple concurrently updated": another session (another database of the cluster) granted the
+                  -- login at the same moment. Roles are cluster-wide; that is only an error if the login is not there.
+                  IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'bugle_segment_reader') THEN RAISE; END IF;
+                END;
               END IF;
             END $$
             """,

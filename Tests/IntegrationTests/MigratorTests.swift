@@ -1,5 +1,6 @@
 import BugleStore
 import BugleTesting
+import Foundation
 import Logging
 import PostgresNIO
 import Testing
@@ -108,6 +109,45 @@ struct MigratorTests {
                     )
                 }
             }
+        }
+    }
+
+    /// Roles are cluster-wide: Bugle processes on several databases of one cluster (or tests) granting the reader role
+    /// its login at the same moment each update the same catalog row, and all but one used to fail with "tuple
+    /// concurrently updated". On a cluster of its own, since it takes the login away between rounds.
+    @Test("granting bugle_segment_reader its login from eight databases of one cluster at once: every call succeeds")
+    func concurrentReaderLoginGrants() async throws {
+        let directory = NSTemporaryDirectory() + "bugle-roles-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cluster = EmbeddedCluster(directory: directory, port: try freeLoopbackPort(), durability: .throwaway)
+        defer { cluster.stopBlocking(mode: .immediate) }
+        try await cluster.start(logger: self.logger)
+        let admin = cluster.databaseConfiguration().with(database: "postgres")
+        let databases = (1...8).map { "roles\($0)" }
+        try await Database.withClient(admin, logger: self.logger) { client in
+            for name in databases { try await client.query("CREATE DATABASE \(unescaped: name)") }
+        }
+        for name in databases {
+            try await Database.withClient(admin.with(database: name), logger: self.logger) { client in
+                _ = try await Migrator(client: client, logger: self.logger).migrate()
+            }
+        }
+        for round in 1...5 {
+            try await Database.withClient(admin, logger: self.logger) { client in
+                try await client.query("ALTER ROLE bugle_segment_reader NOLOGIN")
+            }
+            let granted = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for name in databases {
+                    group.addTask {
+                        try await Database.withClient(admin.with(database: name), logger: self.logger) { client in
+                            try await Migrator(client: client, logger: self.logger).allowSegmentReaderLogin()
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(granted == Array(repeating: true, count: databases.count), "round \(round)")
         }
     }
 }
