@@ -39,8 +39,7 @@ struct PgBouncerTests {
     /// pooler gives them; in session pooling, each of Bugle's connections on a server session of its own.
     @Test("bugle run through PgBouncer: every live token delivered once, the dead ones deactivated", arguments: ["transaction", "session"])
     func campaignThroughPooler(poolMode: String) async throws {
-        let direct = try await CrashFixture.make(devices: 2_000)
-        do {
+        try await CrashFixture.with(devices: 2_000) { direct in
             try await PgBouncer.with(server: direct.configuration, poolMode: poolMode) { bouncer in
                 let pooled = bouncer.configuration(database: direct.configuration.database, of: direct.configuration)
                 let through = CrashFixture(
@@ -57,11 +56,7 @@ struct PgBouncerTests {
                 }
                 #expect(materializer == "none", "the segment reader's lease is cleared once the run is ready")
             }
-        } catch {
-            try await direct.stop()
-            throw error
         }
-        try await direct.stop()
     }
 
     /// A pooler that wants TLS and SCRAM-SHA-256, as a production one does: Bugle verifies its certificate against
@@ -69,8 +64,7 @@ struct PgBouncerTests {
     /// A wrong password is refused at connect (exit 2), and neither password appears in the output.
     @Test("bugle run through PgBouncer over TLS (sslmode=verify-full, its own CA) with SCRAM-SHA-256: every live token once; a wrong password exits 2; no password in the output")
     func campaignThroughTLSPooler() async throws {
-        let direct = try await CrashFixture.make(devices: 1_000)
-        do {
+        try await CrashFixture.with(devices: 1_000) { direct in
             let material = try SimulatorCertificates.generate(in: direct.environment.directory + "/pgbouncer-ca", port: 0)
             let password = "scr4m-CANARY-pw"
             let security = PgBouncer.ClientSecurity(certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM, password: password)
@@ -97,11 +91,7 @@ struct PgBouncerTests {
                 #expect(refused.stderr.lowercased().contains("auth"), "\(refused.stderr)")
                 #expect(!(refused.stdout + refused.stderr).contains("CANARY"))
             }
-        } catch {
-            try await direct.stop()
-            throw error
         }
-        try await direct.stop()
     }
 
     /// A pooler that authenticates by client certificate (`auth_type = cert`, the common name is the user), as some
@@ -109,8 +99,7 @@ struct PgBouncerTests {
     /// certificate for another user, it exits 2 at connect.
     @Test("bugle run through PgBouncer authenticating by client certificate (sslcert/sslkey, verify-full): every live token once; no certificate, or another user's, exits 2")
     func campaignWithClientCertificate() async throws {
-        let direct = try await CrashFixture.make(devices: 600)
-        do {
+        try await CrashFixture.with(devices: 600) { direct in
             let directory = direct.environment.directory + "/pgbouncer-cert"
             let material = try SimulatorCertificates.generate(in: directory, port: 0)
             func clientFiles(_ user: String) throws -> (certificate: String, key: String) {
@@ -148,11 +137,7 @@ struct PgBouncerTests {
                 }
                 #expect(sent == 570, "600 devices, every 20th dead: \(sent) sent")
             }
-        } catch {
-            try await direct.stop()
-            throw error
         }
-        try await direct.stop()
     }
 
     /// The segment reader's lease, through the pooler: a live reader's lease refuses a second reader; a reader whose
