@@ -37,7 +37,7 @@ enum HTTPProxyTLS {
     /// when `error` is not a TLS error.
     static func failure(_ error: any Error) -> HTTPProxyError.Kind? {
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
-            return .tls(reason: "its TLS certificate does not name the proxy's host (\(extra)); check proxy:", configuration: true)
+            return .tls(reason: "its TLS certificate does not name the proxy's host (\(extra)); check the host in proxy: or https_proxy", configuration: true)
         }
         switch error as? NIOSSLError {
         case .handshakeFailed(let underlying)?:

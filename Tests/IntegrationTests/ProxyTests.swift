@@ -210,6 +210,38 @@ struct ProxyTests {
         await gateway.stop()
     }
 
+    /// An `https://` proxy whose certificate, from a CA Bugle trusts (`proxy_ca_file`), names another host: a
+    /// configuration refusal before the `CONNECT`, saying so, never an outage retried.
+    @Test("the pool through an https:// proxy whose certificate names another host: refused as configuration, before any CONNECT")
+    func misnamedProxyCertificate() async throws {
+        let directory = try TestScratch.directory(prefix: "proxy-misnamed")
+        let material = try SimulatorCertificates.generate(in: directory, port: 0)
+        let elsewhere = try SimulatorCertificates.issue(
+            in: directory, commonName: "proxy.elsewhere.example", purpose: .server(dnsNames: ["proxy.elsewhere.example"], ipv4Addresses: []))
+        let context = try NIOSSLContext(configuration: TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(elsewhere.certificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(elsewhere.keyPEM.utf8), format: .pem))))
+        let proxy = try await ConnectProxy.start(tls: context)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = ["h2"]
+        var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: try freeLoopbackPort(), connections: 1, tls: tls, serviceName: "APNs")
+        configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxy.port, tls: true, caFile: material.caFile)
+        let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
+        let headers = HPACKHeaders([(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
+        let error = await #expect(throws: HTTP2TransportError.self) {
+            _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + .seconds(5))
+        }
+        await pool.shutdown()
+        let requests = proxy.requests
+        await proxy.stop()
+        guard case .proxyRefused(let message)? = error else {
+            Issue.record("expected a proxy refusal, got \(String(describing: error))")
+            return
+        }
+        #expect(message.contains("https://127.0.0.1:\(proxy.port)") && message.contains("does not name the proxy's host"), "\(message)")
+        #expect(requests.isEmpty, "\(requests)")
+    }
+
     /// An `https://` proxy completes its own TLS handshake before it answers the `CONNECT`: that handshake must not
     /// make the connection look ready. A request leased on it would be written into a tunnel that never opens, and
     /// come back lost after being written (ambiguous: maybe delivered) instead of refused.
