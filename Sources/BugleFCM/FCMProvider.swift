@@ -114,11 +114,11 @@ public final class FCMProvider: PushProvider {
         tls.applicationProtocols = ["h2"]
         tls.certificateVerification = .fullVerification
         if let caFile = settings.caFile {
-            guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8) else { throw .unreadableFile(path: caFile) }
-            guard let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)), !certificates.isEmpty else {
-                throw .invalidCertificate(path: caFile)
+            switch TrustedCertificates.load(caFile) {
+            case .success(let certificates): tls.additionalTrustRoots = [.certificates(certificates)]
+            case .failure(.unreadable): throw .unreadableFile(path: caFile)
+            case .failure(.noCertificate): throw .invalidCertificate(path: caFile)
             }
-            tls.additionalTrustRoots = [.certificates(certificates)]
         }
         let group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         let tokenHost = account.tokenURI.host ?? ""

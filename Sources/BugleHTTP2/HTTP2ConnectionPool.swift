@@ -123,10 +123,17 @@ public final class HTTP2ConnectionPool: Sendable {
     private let sslContext: NIOSSLContext
     /// TLS to an `https://` proxy (nil: none, or an `http://` proxy).
     private let proxySSLContext: NIOSSLContext?
+    /// The proxy's SNI name (nil for an IP literal or no proxy).
+    private let proxyHostname: String?
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state: NIOLockedValueBox<State>
     private let serverHostname: String?
+
+    /// The SNI and host-name-check name for `host`: nil for an IP literal (NIOSSL then verifies the IP SAN).
+    static func serverHostname(_ host: String) -> String? {
+        (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
+    }
 
     /// Creates a pool (connections open lazily on first use).
     /// - Parameters:
@@ -146,8 +153,8 @@ public final class HTTP2ConnectionPool: Sendable {
             State(slots: Array(repeating: .empty(failures: 0, notBefore: now), count: max(1, configuration.connections)))
         )
         // SNI and hostname checks use the name; for an IP literal NIOSSL verifies the IP SAN instead.
-        let isIPAddress = (try? SocketAddress(ipAddress: configuration.host, port: 0)) != nil
-        self.serverHostname = isIPAddress ? nil : configuration.host
+        self.serverHostname = Self.serverHostname(configuration.host)
+        self.proxyHostname = configuration.proxy.flatMap { Self.serverHostname($0.host) }
     }
 
     // MARK: Leasing
@@ -446,7 +453,7 @@ public final class HTTP2ConnectionPool: Sendable {
 
         let proxy = configuration.proxy
         let proxySSLContext = self.proxySSLContext
-        let proxyHostname = proxy.flatMap { HTTPProxyTLS.serverHostname($0.host) }
+        let proxyHostname = self.proxyHostname
         let (host, port) = (configuration.host, configuration.port)
         let proxyTimeout = configuration.connectTimeout
         let bootstrap = ClientBootstrap(group: group)

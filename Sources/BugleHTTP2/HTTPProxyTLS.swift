@@ -1,6 +1,4 @@
 import BugleCore
-import Foundation
-import NIOCore
 import NIOSSL
 
 /// TLS to an `https://` proxy itself, the outer layer of a connection that then carries the `CONNECT` and, inside the
@@ -16,20 +14,13 @@ enum HTTPProxyTLS {
         tls.certificateVerification = .fullVerification
         tls.applicationProtocols = ["http/1.1"]
         if let caFile = proxy.caFile {
-            guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8) else {
-                throw ProxyConfigurationError.unreadableCAFile(path: caFile)
+            switch TrustedCertificates.load(caFile) {
+            case .success(let certificates): tls.additionalTrustRoots = [.certificates(certificates)]
+            case .failure(.unreadable): throw ProxyConfigurationError.unreadableCAFile(path: caFile)
+            case .failure(.noCertificate): throw ProxyConfigurationError.invalidCAFile(path: caFile)
             }
-            guard let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)), !certificates.isEmpty else {
-                throw ProxyConfigurationError.invalidCAFile(path: caFile)
-            }
-            tls.additionalTrustRoots = [.certificates(certificates)]
         }
         return try NIOSSLContext(configuration: tls)
-    }
-
-    /// The SNI name for `host`: nil for an IP literal (its certificate's IP address is verified instead).
-    static func serverHostname(_ host: String) -> String? {
-        (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
     }
 
     /// What a failed TLS handshake with the proxy means: a certificate Bugle refused, or an answer that is not TLS, is
