@@ -143,7 +143,11 @@ public enum Database {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw StoreError(.connectionFailed, "cannot connect to \(configuration)", underlying: error)
+            var message = "cannot connect to \(configuration)"
+            if DatabaseConfiguration.isRefusedLogin(error), let source = configuration.passwordSource {
+                message += "; \(source.explanation)"
+            }
+            throw StoreError(.connectionFailed, message, underlying: error)
         }
     }
 

@@ -107,13 +107,35 @@ extension DatabaseConfiguration {
             } catch {
                 throw StoreError(.unsupportedConfiguration, "cannot read sslcert \(certificatePath) (a PEM certificate)", underlying: error)
             }
-            do {
-                tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem))
-            } catch {
-                throw StoreError(.unsupportedConfiguration, "cannot read sslkey \(keyPath) (an unencrypted PEM key)", underlying: error)
-            }
+            tls.privateKey = .privateKey(try Self.clientKey(keyPath, passphrase: self.sslKeyPassword))
         }
         return tls
+    }
+
+    /// The PEM key at `path`, decrypted with `passphrase` when given.
+    /// - Throws: ``StoreError`` naming the file and what to check (never the passphrase or the key).
+    private static func clientKey(_ path: String, passphrase: String?) throws -> NIOSSLPrivateKey {
+        let bytes: [UInt8]
+        do {
+            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        } catch {
+            throw StoreError(.unsupportedConfiguration, "cannot read sslkey \(path)")
+        }
+        if let passphrase {
+            guard let key = try? NIOSSLPrivateKey(bytes: bytes, format: .pem, passphraseCallback: { (provide: ([UInt8]) -> Void) in provide(Array(passphrase.utf8)) }) else {
+                throw StoreError(.unsupportedConfiguration, "cannot read sslkey \(path) with the sslpassword given: a wrong passphrase, or not a PEM key")
+            }
+            return key
+        }
+        guard let key = try? NIOSSLPrivateKey(bytes: bytes, format: .pem) else {
+            let encrypted = String(decoding: bytes.prefix(4096), as: UTF8.self).contains("ENCRYPTED")
+            throw StoreError(
+                .unsupportedConfiguration,
+                encrypted
+                    ? "sslkey \(path) is encrypted: give its passphrase as sslpassword in the URL"
+                    : "cannot read sslkey \(path) (a PEM private key)")
+        }
+        return key
     }
 
     /// libpq's rule for `sslkey`: no access for others, and for the group only when root owns the file (0640).

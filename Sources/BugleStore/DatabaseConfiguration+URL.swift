@@ -82,6 +82,8 @@ extension DatabaseConfiguration {
         var rootCertificate: String?
         var clientCertificate: String?
         var clientKey: String?
+        var clientKeyPassword: String?
+        var passwordFile: String?
         var applicationName = "bugle"
         var connectTimeout = Duration.seconds(10)
         if rest.hasPrefix("?") {
@@ -106,6 +108,10 @@ extension DatabaseConfiguration {
                     clientCertificate = value.isEmpty ? nil : value
                 case "sslkey":
                     clientKey = value.isEmpty ? nil : value
+                case "sslpassword":
+                    clientKeyPassword = value.isEmpty ? nil : value
+                case "passfile":
+                    passwordFile = value.isEmpty ? nil : value
                 case "host":
                     host = value.isEmpty ? nil : value
                 case "port":
@@ -131,6 +137,9 @@ extension DatabaseConfiguration {
 
         guard (clientCertificate == nil) == (clientKey == nil) else {
             throw Self.urlError("sslcert and sslkey go together: give both (a client certificate and its key), or neither")
+        }
+        guard clientKeyPassword == nil || clientKey != nil else {
+            throw Self.urlError("sslpassword is the passphrase of an encrypted sslkey: give sslcert and sslkey with it")
         }
         let resolvedUser = username.flatMap { $0.isEmpty ? nil : $0 } ?? NSUserName()
         guard !resolvedUser.isEmpty else {
@@ -169,6 +178,8 @@ extension DatabaseConfiguration {
         )
         self.sslCertificatePath = clientCertificate
         self.sslKeyPath = clientKey
+        self.sslKeyPassword = clientKeyPassword
+        self.passwordFilePath = passwordFile
     }
 
     private static func urlError(_ message: String) -> StoreError {

@@ -12,10 +12,11 @@ import Foundation
 ///
 /// Recognised query parameters: `sslmode` (`disable` | `allow` | `prefer` | `require` | `verify-ca` |
 /// `verify-full`), `sslrootcert` (a PEM file, or `system`), `sslcert` and `sslkey` (a client certificate and its
-/// unencrypted PEM key, for servers and poolers that authenticate by certificate; the key must not be readable by
-/// group or others, as libpq requires), `host` (a host name, or an absolute path naming a
-/// Unix-socket directory), `port`, `user`, `password`, `dbname`, `application_name` and `connect_timeout`
-/// (seconds). Anything else is rejected by name. Special characters in the user or password (`@ / ? # :`) must be
+/// PEM key, for servers and poolers that authenticate by certificate; the key must not be readable by
+/// group or others, as libpq requires), `sslpassword` (the passphrase of an encrypted `sslkey`), `host` (a host name,
+/// or an absolute path naming a Unix-socket directory), `port`, `user`, `password`, `passfile` (a libpq password
+/// file; see ``resolvingPassword(environment:)``), `dbname`, `application_name` and `connect_timeout` (seconds).
+/// Anything else is rejected by name. Special characters in the user or password (`@ / ? # :`) must be
 /// percent-encoded.
 ///
 /// ``description`` prints the URL with the password replaced by `***`, and parse errors name the bad part of the
@@ -71,8 +72,14 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var sslRootCertificatePath: String?
     /// The client certificate (`sslcert`, PEM, with its chain) presented when the server asks for one.
     public var sslCertificatePath: String?
-    /// The client certificate's private key (`sslkey`, unencrypted PEM; 0600, or 0640 when owned by root).
+    /// The client certificate's private key (`sslkey`, PEM; 0600, or 0640 when owned by root).
     public var sslKeyPath: String?
+    /// The passphrase of an encrypted ``sslKeyPath`` (`sslpassword`). Never printed.
+    public var sslKeyPassword: String?
+    /// The password file named by the URL's `passfile` (see ``resolvingPassword(environment:)``).
+    public var passwordFilePath: String?
+    /// Where ``password`` came from, once ``resolvingPassword(environment:)`` has looked; `nil` before.
+    public var passwordSource: PasswordSource?
     /// Sent to the server as `application_name`, visible in `pg_stat_activity`.
     public var applicationName: String
     /// How long to wait for a TCP/Unix connection to open.
@@ -190,6 +197,12 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         if let certificate = self.sslCertificatePath, let key = self.sslKeyPath {
             query.append("sslcert=\(certificate)")
             query.append("sslkey=\(key)")
+            if self.sslKeyPassword != nil {
+                query.append("sslpassword=***")
+            }
+        }
+        if let file = self.passwordFilePath {
+            query.append("passfile=\(file)")
         }
         if self.applicationName != "bugle" {
             query.append("application_name=\(self.applicationName)")

@@ -13,7 +13,9 @@ struct Bugle: AsyncParsableCommand {
 
             Database: BUGLE_DATABASE_URL or --database-url selects a server; with neither, Bugle starts and uses \
             its own embedded PostgreSQL cluster under $BUGLE_HOME (default ~/.bugle). Segments are read through \
-            BUGLE_SEGMENT_DATABASE_URL when set (a read-only login), else as the bugle_segment_reader role.
+            BUGLE_SEGMENT_DATABASE_URL when set (a read-only login), else as the bugle_segment_reader role. A URL \
+            without a password takes it as libpq does: PGPASSWORD, else the password file (the URL's passfile, \
+            PGPASSFILE, or ~/.pgpass, mode 0600).
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
             credentials. APNs and FCM connections go through the proxy in https_proxy (minus no_proxy) unless the \

@@ -14,11 +14,21 @@ enum DatabaseSession {
     static func configuration(_ options: GlobalOptions, logger: Logger) async throws -> DatabaseConfiguration {
         let environment = ProcessInfo.processInfo.environment
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {
-            return try DatabaseConfiguration(url: url).taggingSessions(sessionTag)
+            return try login(url, environment: environment, logger: logger)
         }
         let cluster = EmbeddedCluster.defaultCluster(environment: environment)
         _ = try await cluster.start(logger: logger)
         return cluster.databaseConfiguration().taggingSessions(sessionTag)
+    }
+
+    /// The configuration a database URL names, with its password found as libpq finds it (the URL, `PGPASSWORD`, the
+    /// password file) and this process's ``sessionTag``. A password file Bugle cannot use is logged as a warning.
+    static func login(_ url: String, environment: [String: String], logger: Logger) throws -> DatabaseConfiguration {
+        let configuration = try DatabaseConfiguration(url: url).resolvingPassword(environment: environment)
+        if case .unusableFile(let message) = configuration.passwordSource {
+            logger.warning("\(message)")
+        }
+        return configuration.taggingSessions(sessionTag)
     }
 
     /// Logged on every command that reads a segment through `SET LOCAL ROLE` on a superuser login.
@@ -35,7 +45,7 @@ enum DatabaseSession {
     ) async throws -> SegmentAccess {
         let environment = ProcessInfo.processInfo.environment
         if let url = environment["BUGLE_SEGMENT_DATABASE_URL"], !url.isEmpty {
-            return SegmentAccess(client: client, readerLogin: try DatabaseConfiguration(url: url).taggingSessions(sessionTag))
+            return SegmentAccess(client: client, readerLogin: try login(url, environment: environment, logger: logger))
         }
         let migrator = Migrator(client: client, logger: logger)
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {

@@ -6,7 +6,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "PostgreSQL URL (postgres://user@host:port/db?sslmode=require). Defaults to $BUGLE_DATABASE_URL, else the embedded cluster.",
+            "PostgreSQL URL (postgres://user@host:port/db?sslmode=require). Defaults to $BUGLE_DATABASE_URL, else the embedded cluster. Prefer the variable or a password file to a password here: the command line is visible to other users.",
             valueName: "url"
         )
     )

@@ -62,17 +62,9 @@ struct APNsCertificateAuthTests {
             try await fixture.stop()
         }
 
-        /// Runs openssl with `arguments`; the passphrase goes through the environment, never the command line.
+        /// Runs openssl with `arguments` and the suite's passphrase in `PASS`.
         func openssl(_ arguments: [String]) throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = arguments
-            process.environment = ["PASS": APNsCertificateAuthTests.passphrase]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "openssl \(arguments.first ?? "") failed")
+            #expect(try OpenSSLTool.run(arguments, passphrase: APNsCertificateAuthTests.passphrase) == 0, "openssl \(arguments.first ?? "") failed")
         }
     }
 
@@ -88,8 +80,7 @@ struct APNsCertificateAuthTests {
             #expect(Self.isDelivered(try await fixture.send(.certificate(certFile: fixture.certificateFile, keyFile: fixture.keyFile, passphraseEnv: nil), seq: 1)))
 
             let encryptedKey = directory + "/client-encrypted.key"
-            try fixture.openssl(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", fixture.keyFile, "-out", encryptedKey, "-passout", "env:PASS"])
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: encryptedKey)
+            #expect(try OpenSSLTool.encrypt(key: fixture.keyFile, to: encryptedKey, passphrase: Self.passphrase) == 0)
             let encrypted = APNsSettings.Auth.certificate(certFile: fixture.certificateFile, keyFile: encryptedKey, passphraseEnv: Self.variable)
             #expect(Self.isDelivered(try await fixture.send(encrypted, seq: 2, environment: [Self.variable: Self.passphrase])))
 

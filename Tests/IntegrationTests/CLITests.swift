@@ -44,7 +44,8 @@ struct CLITests {
         process.arguments = arguments
         process.currentDirectoryURL = directory
         var env = ProcessInfo.processInfo.environment
-        env["BUGLE_DATABASE_URL"] = nil
+        // A developer's own database settings must not reach the child (the tests name what they use).
+        for variable in ["BUGLE_DATABASE_URL", "BUGLE_SEGMENT_DATABASE_URL", "PGPASSWORD", "PGPASSFILE"] { env[variable] = nil }
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let out = Pipe()

@@ -72,8 +72,8 @@ struct CrashFixture {
     }
 
     /// Runs `bugle` to its end with this fixture's database.
-    func bugle(_ arguments: [String], failpoint: String? = nil) async throws -> CLITests.Output {
-        var environment = ["BUGLE_DATABASE_URL": databaseURL]
+    func bugle(_ arguments: [String], failpoint: String? = nil, environment extra: [String: String] = [:]) async throws -> CLITests.Output {
+        var environment = extra.merging(["BUGLE_DATABASE_URL": databaseURL]) { $1 }
         if let failpoint { environment["BUGLE_FAILPOINT"] = failpoint }
         return try await CLITests.bugle(arguments, environment: environment)
     }

@@ -1,3 +1,4 @@
+import BugleSimulator
 import Foundation
 import PostgresNIO
 import Testing
@@ -165,5 +166,112 @@ struct DatabaseConfigurationTests {
         }
         // With sslmode=disable neither file is read.
         _ = try DatabaseConfiguration(url: "postgres://u@h/app?sslmode=disable&sslcert=/nowhere.pem&sslkey=/nowhere.key").postgresClientConfiguration()
+    }
+
+    /// libpq's password-file format: comments and short lines skipped, `\:` and `\\` unescaped, a lone `*` matches
+    /// anything (`\*` is a star), and the password ends at the next unescaped colon.
+    @Test("password file lines: comments, escapes, wildcards, and where the password ends")
+    func passwordFileLines() {
+        let text = "# comment\r\nshort:line\r\ndb.example:5432:app:alice:pa\\:ss\\\\w:ignored\n*:*:*:bob:any\n\\*:5432:app:carol:star\n\n"
+        let entries = PasswordFile.entries(in: text)
+        #expect(entries.map(\.line) == [3, 4, 5])
+        guard entries.count == 3 else { return }
+        #expect(entries[0].host == "db.example" && entries[0].port == "5432" && entries[0].database == "app" && entries[0].username == "alice")
+        #expect(entries[0].password == "pa:ss\\w")
+        #expect(entries[1].host == nil && entries[1].port == nil && entries[1].database == nil && entries[1].username == "bob")
+        #expect(entries[2].host == "*", "an escaped star is a literal host name")
+    }
+
+    /// The password as libpq finds it: the URL's, else `PGPASSWORD`, else the first matching line of the password
+    /// file (`passfile`, else `PGPASSFILE`, else `$HOME/.pgpass`), which is used only when no other user can read it.
+    /// Where it came from is kept for messages; the password never is in them.
+    @Test("password resolution: URL, then PGPASSWORD, then the password file's first matching line; an open file is not used, and says so")
+    func passwordResolution() throws {
+        let directory = NSTemporaryDirectory() + "bugle-pgpass-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/pgpass"
+        try """
+            db.example:6543:app:alice:FILE-CANARY-1
+            db.example:*:*:alice:FILE-CANARY-2
+            /var/run/postgresql:5432:bugle:bugle:SOCKET-CANARY
+            localhost:5433:carol:carol:LOCAL-CANARY
+
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        let environment = ["PGPASSFILE": file, "HOME": directory]
+
+        let fromURL = try DatabaseConfiguration(url: "postgres://alice:URL-CANARY@db.example:6543/app").resolvingPassword(environment: environment)
+        #expect(fromURL.password == "URL-CANARY" && fromURL.passwordSource == .url)
+        let fromVariable = try DatabaseConfiguration(url: "postgres://alice@db.example:6543/app")
+            .resolvingPassword(environment: environment.merging(["PGPASSWORD": "ENV-CANARY"]) { $1 })
+        #expect(fromVariable.password == "ENV-CANARY" && fromVariable.passwordSource == .environment)
+        let first = try DatabaseConfiguration(url: "postgres://alice@db.example:6543/app").resolvingPassword(environment: environment)
+        #expect(first.password == "FILE-CANARY-1" && first.passwordSource == .file(path: file, line: 1))
+        let wildcard = try DatabaseConfiguration(url: "postgres://alice@db.example/other").resolvingPassword(environment: environment)
+        #expect(wildcard.password == "FILE-CANARY-2" && wildcard.passwordSource == .file(path: file, line: 2))
+        #expect(!wildcard.description.contains("CANARY") && wildcard.description.contains(":***@"), "\(wildcard)")
+        #expect(wildcard.passwordSource?.explanation == "the password came from \(file) line 2")
+        // A Unix socket in a default directory matches its path and `localhost`; the database defaults to the user.
+        let socket = try DatabaseConfiguration(url: "postgres://bugle@/bugle?host=/var/run/postgresql").resolvingPassword(environment: environment)
+        #expect(socket.password == "SOCKET-CANARY")
+        let local = try DatabaseConfiguration(url: "postgres://carol@/?host=/tmp&port=5433").resolvingPassword(environment: environment)
+        #expect(local.password == "LOCAL-CANARY")
+        let elsewhere = try DatabaseConfiguration(url: "postgres://carol@/?host=/srv/pg&port=5433").resolvingPassword(environment: environment)
+        #expect(elsewhere.password == nil, "a socket directory of its own does not count as localhost")
+
+        let unmatched = try DatabaseConfiguration(url: "postgres://dave@db.example/app").resolvingPassword(environment: environment)
+        #expect(unmatched.password == nil)
+        #expect(unmatched.passwordSource == .missing(looked: "none in the URL, PGPASSWORD is not set, and no line of \(file) matches db.example:5432:app:dave"))
+        // `passfile` in the URL beats PGPASSFILE; without either, $HOME/.pgpass (absent here) is read.
+        let named = try DatabaseConfiguration(url: "postgres://dave@db.example/app?passfile=\(directory)/none").resolvingPassword(environment: environment)
+        #expect(named.passwordSource == .missing(looked: "none in the URL, PGPASSWORD is not set, and there is no password file \(directory)/none"))
+        #expect(named.description.contains("passfile=\(directory)/none"))
+        let home = try DatabaseConfiguration(url: "postgres://alice@db.example:6543/app").resolvingPassword(environment: ["HOME": directory])
+        #expect(home.passwordSource == .missing(looked: "none in the URL, PGPASSWORD is not set, and there is no password file \(directory)/.pgpass"))
+
+        // Readable by others: not used when it has the line, and the reason names the file, line and mode only.
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file)
+        let open = try DatabaseConfiguration(url: "postgres://alice@db.example:6543/app").resolvingPassword(environment: environment)
+        #expect(open.password == nil)
+        guard case .unusableFile(let message) = open.passwordSource else {
+            Issue.record("an open password file was used: \(String(describing: open.passwordSource))")
+            return
+        }
+        #expect(message.contains("\(file) has a line for db.example:6543:app:alice (line 1)") && message.contains("mode 644): chmod 600 it"), "\(message)")
+        #expect(!message.contains("CANARY"))
+        let openUnmatched = try DatabaseConfiguration(url: "postgres://dave@db.example/app").resolvingPassword(environment: environment)
+        #expect(openUnmatched.passwordSource?.explanation.contains("no line of") == true, "an open file without the line is no one's business")
+        let notAFile = try DatabaseConfiguration(url: "postgres://dave@db.example/app?passfile=\(directory)").resolvingPassword(environment: environment)
+        #expect(notAFile.passwordSource == .unusableFile("the password file \(directory) is not a plain file"))
+    }
+
+    /// `sslpassword` decrypts an encrypted `sslkey`; without it the key is named as encrypted, with a wrong one the
+    /// error says so; the passphrase appears in no description or error.
+    @Test("sslpassword: an encrypted sslkey is opened with it, named as encrypted without it, and refused with a wrong one")
+    func encryptedClientKey() throws {
+        #expect(throws: StoreError.self) { try DatabaseConfiguration(url: "postgres://u@h/app?sslpassword=x") }
+        let directory = NSTemporaryDirectory() + "bugle-sslpassword-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try SimulatorCertificates.generate(in: directory, port: 0)
+        let identity = try SimulatorCertificates.generateLegacyClient(in: directory)
+        let encrypted = directory + "/encrypted.key"
+        #expect(try OpenSSLTool.encrypt(key: identity.keyFile, to: encrypted, passphrase: "PHRASE-CANARY") == 0)
+        let base = "postgres://u@h/app?sslmode=require&sslcert=\(identity.certificateFile)&sslkey=\(encrypted)"
+        func failure(_ url: String) throws -> String {
+            do {
+                _ = try DatabaseConfiguration(url: url).postgresClientConfiguration()
+                return "opened"
+            } catch let error as StoreError {
+                return error.description
+            }
+        }
+        #expect(try failure(base).contains("sslkey \(encrypted) is encrypted: give its passphrase as sslpassword"))
+        let wrong = try failure(base + "&sslpassword=WRONG-CANARY")
+        #expect(wrong.contains("cannot read sslkey \(encrypted) with the sslpassword given") && !wrong.contains("CANARY"), "\(wrong)")
+        let right = try DatabaseConfiguration(url: base + "&sslpassword=PHRASE-CANARY")
+        _ = try right.postgresClientConfiguration()
+        #expect(right.description.contains("sslpassword=***") && !right.description.contains("CANARY"), "\(right)")
     }
 }

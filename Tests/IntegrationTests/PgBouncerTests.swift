@@ -64,80 +64,144 @@ struct PgBouncerTests {
     /// A wrong password is refused at connect (exit 2), and neither password appears in the output.
     @Test("bugle run through PgBouncer over TLS (sslmode=verify-full, its own CA) with SCRAM-SHA-256: every live token once; a wrong password exits 2; no password in the output")
     func campaignThroughTLSPooler() async throws {
-        try await CrashFixture.with(devices: 1_000) { direct in
+        let password = "scr4m-CANARY-pw"
+        try await Self.withSCRAMPooler(devices: 1_000, password: password) { direct, bouncer, material in
+            func url(_ password: String) -> String {
+                "postgres://\(direct.configuration.username):\(password)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
+                    + "?sslmode=verify-full&sslrootcert=\(material.caFile)"
+            }
+            let through = CrashFixture(
+                environment: direct.environment, configuration: direct.configuration, databaseURL: url(password), devices: direct.devices)
+            let campaign = try through.campaign(policy: .resend, window: 200)
+            let result = try await through.bugle(["run", campaign, "--quiet"])
+            #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
+            #expect(!(result.stdout + result.stderr).contains(password))
+            let runID = try await direct.latestRunID()
+            let (duplicates, unknown) = try await direct.checkInvariants(runID: runID)
+            #expect(duplicates == 0 && unknown == 0)
+            #expect(bouncer.log().contains("TLSv1."), "PgBouncer logs each client's TLS: \(bouncer.log().suffix(2_000))")
+
+            let wrong = CrashFixture(
+                environment: direct.environment, configuration: direct.configuration, databaseURL: url("wrong-CANARY"), devices: direct.devices)
+            let refused = try await wrong.bugle(["run", campaign, "--quiet"])
+            #expect(refused.status == 2, "\(refused.stderr)")
+            #expect(refused.stderr.lowercased().contains("auth"), "\(refused.stderr)")
+            #expect(!(refused.stdout + refused.stderr).contains("CANARY"))
+        }
+}
+
+/// A URL without a password, against a pooler that wants one (SCRAM-SHA-256 over TLS): the password comes from a
+/// libpq password file (`PGPASSFILE`) for a whole run, or from `PGPASSWORD`. A file others can read is not used,
+/// and a wrong password from a file, or no matching line, is refused with where the password came from; no
+/// password appears in any output.
+@Test("a URL without a password takes it from PGPASSFILE for a whole run, or from PGPASSWORD; an open file, a wrong line or no line exits 2 saying which")
+func passwordFromLibpqSources() async throws {
+    let password = "scr4m-CANARY-pw"
+    try await Self.withSCRAMPooler(devices: 600, password: password) { direct, bouncer, material in
+            let user = direct.configuration.username
+            let database = direct.configuration.database ?? ""
+            let url = "postgres://\(user)@127.0.0.1:\(bouncer.port)/\(database)?sslmode=verify-full&sslrootcert=\(material.caFile)"
+            let through = CrashFixture(environment: direct.environment, configuration: direct.configuration, databaseURL: url, devices: direct.devices)
+            let file = direct.environment.directory + "/pgpass"
+            func write(_ line: String, mode: Int) throws {
+                try "# Bugle's test\n\(line)\n".write(toFile: file, atomically: true, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file)
+            }
+            func check(_ output: CLITests.Output, status: Int32, says text: String? = nil) {
+                #expect(output.status == status, "\(output.stderr)")
+                if let text { #expect(output.stderr.contains(text), "\(output.stderr)") }
+                #expect(!(output.stdout + output.stderr).contains("CANARY"))
+            }
+
+            try write("127.0.0.1:\(bouncer.port):\(database):\(user):\(password)", mode: 0o600)
+            let campaign = try through.campaign(policy: .resend, window: 200)
+            check(try await through.bugle(["run", campaign, "--quiet"], environment: ["PGPASSFILE": file]), status: 0)
+            try await Self.expectEveryLiveTokenSentOnce(direct)
+            check(try await through.bugle(["runs"], environment: ["PGPASSWORD": password, "PGPASSFILE": "/nonexistent"]), status: 0)
+
+            try write("127.0.0.1:\(bouncer.port):\(database):\(user):\(password)", mode: 0o644)
+            check(try await through.bugle(["runs"], environment: ["PGPASSFILE": file]), status: 2, says: "mode 644): chmod 600 it")
+            try write("*:*:*:\(user):wrong-CANARY", mode: 0o600)
+            check(try await through.bugle(["runs"], environment: ["PGPASSFILE": file]), status: 2, says: "the password came from \(file) line 2")
+            try write("db.elsewhere:5432:*:*:\(password)", mode: 0o600)
+            check(
+                try await through.bugle(["runs"], environment: ["PGPASSFILE": file]), status: 2,
+                says: "no line of \(file) matches 127.0.0.1:\(bouncer.port):\(database):\(user)")
+        }
+}
+
+/// A pooler that authenticates by client certificate (`auth_type = cert`, the common name is the user), as some
+/// managed services do: Bugle presents `sslcert` / `sslkey` and the run goes through; without them, or with a
+/// certificate for another user, it exits 2 at connect.
+@Test("bugle run through PgBouncer authenticating by client certificate (sslcert/sslkey, verify-full): every live token once; no certificate, or another user's, exits 2")
+func campaignWithClientCertificate() async throws {
+    try await CrashFixture.with(devices: 600) { direct in
+        let directory = direct.environment.directory + "/pgbouncer-cert"
+        let material = try SimulatorCertificates.generate(in: directory, port: 0)
+        func clientFiles(_ user: String) throws -> (certificate: String, key: String) {
+            let identity = try SimulatorCertificates.issue(in: directory, commonName: user, purpose: .client)
+            let (certificate, key) = (directory + "/\(user).pem", directory + "/\(user).key")
+            try identity.certificatePEM.write(toFile: certificate, atomically: true, encoding: .utf8)
+            try identity.keyPEM.write(toFile: key, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+            return (certificate, key)
+        }
+        let own = try clientFiles(direct.configuration.username)
+        let another = try clientFiles("mallory")
+        let security = PgBouncer.ClientSecurity(
+            certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM, clientCAPEM: material.caPEM)
+        try await PgBouncer.with(server: direct.configuration, security: security) { bouncer in
+            func run(_ client: (certificate: String, key: String)?) async throws -> CLITests.Output {
+                var url = "postgres://\(direct.configuration.username)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
+                    + "?sslmode=verify-full&sslrootcert=\(material.caFile)"
+                if let client { url += "&sslcert=\(client.certificate)&sslkey=\(client.key)" }
+                let through = CrashFixture(environment: direct.environment, configuration: direct.configuration, databaseURL: url, devices: direct.devices)
+                return try await through.bugle(["run", try through.campaign(policy: .resend, window: 200), "--quiet"])
+            }
+            let refused = try await run(nil)
+            #expect(refused.status == 2, "\(refused.stderr)")
+            let impostor = try await run(another)
+            #expect(impostor.status == 2, "\(impostor.stderr)")
+            let result = try await run(own)
+            #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
+            // The same key encrypted, opened with `sslpassword`: the pooler takes the certificate as before.
+            let encrypted = directory + "/encrypted.key"
+            #expect(try OpenSSLTool.encrypt(key: own.key, to: encrypted, passphrase: "PHRASE-CANARY") == 0)
+            let login = try DatabaseConfiguration(url: "postgres://\(direct.configuration.username)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
+                + "?sslmode=verify-full&sslrootcert=\(material.caFile)&sslcert=\(own.certificate)&sslkey=\(encrypted)&sslpassword=PHRASE-CANARY")
+            let who = try await Database.withClient(login, logger: Self.logger) { client in
+                try await LedgerTestSupport.scalar(client, "SELECT current_user::text", as: String.self)
+            }
+            #expect(who == direct.configuration.username)
+            try await Self.expectEveryLiveTokenSentOnce(direct)
+        }
+        }
+    }
+
+    /// A fixture of `devices` behind a PgBouncer that wants TLS (a certificate from a CA of its own, in the material
+    /// passed to `body`) and SCRAM-SHA-256 with `password`, stopped however `body` ends.
+    static func withSCRAMPooler(
+        devices: Int, password: String, _ body: (CrashFixture, PgBouncer, SimulatorCertificates) async throws -> Void
+    ) async throws {
+        try await CrashFixture.with(devices: devices) { direct in
             let material = try SimulatorCertificates.generate(in: direct.environment.directory + "/pgbouncer-ca", port: 0)
-            let password = "scr4m-CANARY-pw"
             let security = PgBouncer.ClientSecurity(certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM, password: password)
             try await PgBouncer.with(server: direct.configuration, security: security) { bouncer in
-                func url(_ password: String) -> String {
-                    "postgres://\(direct.configuration.username):\(password)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
-                        + "?sslmode=verify-full&sslrootcert=\(material.caFile)"
-                }
-                let through = CrashFixture(
-                    environment: direct.environment, configuration: direct.configuration, databaseURL: url(password), devices: direct.devices)
-                let campaign = try through.campaign(policy: .resend, window: 200)
-                let result = try await through.bugle(["run", campaign, "--quiet"])
-                #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
-                #expect(!(result.stdout + result.stderr).contains(password))
-                let runID = try await direct.latestRunID()
-                let (duplicates, unknown) = try await direct.checkInvariants(runID: runID)
-                #expect(duplicates == 0 && unknown == 0)
-                #expect(bouncer.log().contains("TLSv1."), "PgBouncer logs each client's TLS: \(bouncer.log().suffix(2_000))")
-
-                let wrong = CrashFixture(
-                    environment: direct.environment, configuration: direct.configuration, databaseURL: url("wrong-CANARY"), devices: direct.devices)
-                let refused = try await wrong.bugle(["run", campaign, "--quiet"])
-                #expect(refused.status == 2, "\(refused.stderr)")
-                #expect(refused.stderr.lowercased().contains("auth"), "\(refused.stderr)")
-                #expect(!(refused.stdout + refused.stderr).contains("CANARY"))
+                try await body(direct, bouncer, material)
             }
         }
     }
 
-    /// A pooler that authenticates by client certificate (`auth_type = cert`, the common name is the user), as some
-    /// managed services do: Bugle presents `sslcert` / `sslkey` and the run goes through; without them, or with a
-    /// certificate for another user, it exits 2 at connect.
-    @Test("bugle run through PgBouncer authenticating by client certificate (sslcert/sslkey, verify-full): every live token once; no certificate, or another user's, exits 2")
-    func campaignWithClientCertificate() async throws {
-        try await CrashFixture.with(devices: 600) { direct in
-            let directory = direct.environment.directory + "/pgbouncer-cert"
-            let material = try SimulatorCertificates.generate(in: directory, port: 0)
-            func clientFiles(_ user: String) throws -> (certificate: String, key: String) {
-                let identity = try SimulatorCertificates.issue(in: directory, commonName: user, purpose: .client)
-                let (certificate, key) = (directory + "/\(user).pem", directory + "/\(user).key")
-                try identity.certificatePEM.write(toFile: certificate, atomically: true, encoding: .utf8)
-                try identity.keyPEM.write(toFile: key, atomically: true, encoding: .utf8)
-                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
-                return (certificate, key)
-            }
-            let own = try clientFiles(direct.configuration.username)
-            let another = try clientFiles("mallory")
-            let security = PgBouncer.ClientSecurity(
-                certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM, clientCAPEM: material.caPEM)
-            try await PgBouncer.with(server: direct.configuration, security: security) { bouncer in
-                func run(_ client: (certificate: String, key: String)?) async throws -> CLITests.Output {
-                    var url = "postgres://\(direct.configuration.username)@127.0.0.1:\(bouncer.port)/\(direct.configuration.database ?? "")"
-                        + "?sslmode=verify-full&sslrootcert=\(material.caFile)"
-                    if let client { url += "&sslcert=\(client.certificate)&sslkey=\(client.key)" }
-                    let through = CrashFixture(environment: direct.environment, configuration: direct.configuration, databaseURL: url, devices: direct.devices)
-                    return try await through.bugle(["run", try through.campaign(policy: .resend, window: 200), "--quiet"])
-                }
-                let refused = try await run(nil)
-                #expect(refused.status == 2, "\(refused.stderr)")
-                let impostor = try await run(another)
-                #expect(impostor.status == 2, "\(impostor.stderr)")
-                let result = try await run(own)
-                #expect(result.status == 0, "\(result.stderr)\n\(bouncer.log().suffix(2_000))")
-                let runID = try await direct.latestRunID()
-                let (duplicates, unknown) = try await direct.checkInvariants(runID: runID)
-                #expect(duplicates == 0 && unknown == 0)
-                let sent = try await direct.withClient { client in
-                    try await LedgerTestSupport.scalar(
-                        client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
-                }
-                #expect(sent == 570, "600 devices, every 20th dead: \(sent) sent")
-            }
+    /// The latest run of `fixture` (600 devices, every 20th dead): no duplicate or unknown, 570 sent.
+    static func expectEveryLiveTokenSentOnce(_ fixture: CrashFixture) async throws {
+        let runID = try await fixture.latestRunID()
+        let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
+        #expect(duplicates == 0 && unknown == 0)
+        let sent = try await fixture.withClient { client in
+            try await LedgerTestSupport.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
         }
+        #expect(sent == 570, "600 devices, every 20th dead: \(sent) sent")
     }
 
     /// The segment reader's lease, through the pooler: a live reader's lease refuses a second reader; a reader whose
