@@ -84,8 +84,22 @@ public struct FCMSettings: Sendable, Equatable {
     /// 10,000 a second up to an 80 ms round trip, where 2 (200) fell below it past 20 ms.
     public static let defaultConnections = 8
 
+    /// Where the lane's OAuth2 access tokens come from (`credentials:`).
+    public enum Credentials: String, Sendable, Equatable, CaseIterable {
+        /// A service account's key file, traded for tokens at its `token_uri` (the default).
+        case serviceAccount = "service_account"
+        /// Google Cloud's metadata server, for the service account attached to the workload (GKE Workload Identity,
+        /// Compute Engine, Cloud Run): no key file at all.
+        case metadataServer = "metadata_server"
+    }
+
     /// `service_account_file` (or `GOOGLE_APPLICATION_CREDENTIALS` when absent).
     public var serviceAccountFile: String?
+    /// `credentials:`.
+    public var credentials: Credentials = .serviceAccount
+    /// `project_id`: the Firebase project messages are sent for. Required with ``Credentials/metadataServer``; with a
+    /// service account it replaces the account's own `project_id` (an account of one project sending for another).
+    public var projectID: String?
     public var endpoint: Endpoint
     public var caFile: String?
     public var connections: Int

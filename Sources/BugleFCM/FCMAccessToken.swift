@@ -15,22 +15,32 @@ public struct FCMAccessToken: Sendable, Equatable {
     }
 }
 
+/// Where a lane's access tokens come from, for messages.
+public enum FCMTokenSource: Sendable, Equatable {
+    /// The service account's `token_uri`.
+    case tokenEndpoint
+    /// Google Cloud's metadata server at this address.
+    case metadataServer(String)
+}
+
 /// Why no access token could be had.
 public enum FCMAuthError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The token endpoint refused the service account (`invalid_grant`, `invalid_client`, …): permanent.
-    case rejected(String)
-    /// The token endpoint could not be reached or failed transiently (5xx, 429, connection): retry later.
-    case unavailable(String)
+    /// The source refused (`invalid_grant`, `invalid_client`, no service account attached, …): permanent.
+    case rejected(String, from: FCMTokenSource = .tokenEndpoint)
+    /// The source could not be reached or failed transiently (5xx, 429, connection): retry later.
+    case unavailable(String, from: FCMTokenSource = .tokenEndpoint)
 
     public var description: String {
         switch self {
-        case .rejected(let message): return "the OAuth2 token endpoint refused the service account: \(message)"
-        case .unavailable(let message): return "the OAuth2 token endpoint is unavailable: \(message)"
+        case .rejected(let message, .tokenEndpoint): return "the OAuth2 token endpoint refused the service account: \(message)"
+        case .unavailable(let message, .tokenEndpoint): return "the OAuth2 token endpoint is unavailable: \(message)"
+        case .rejected(let message, .metadataServer(let address)): return "the metadata server at \(address) gave no access token: \(message)"
+        case .unavailable(let message, .metadataServer(let address)): return "the metadata server at \(address) is unavailable: \(message)"
         }
     }
 }
 
-/// Something that trades the service account for a fresh access token (the token endpoint, or a test double).
+/// Something that gets a fresh access token (the token endpoint, the metadata server, or a test double).
 public protocol FCMAccessTokenFetching: Sendable {
     /// Fetches a new token.
     /// - Throws: ``FCMAuthError``.

@@ -61,9 +61,9 @@ public actor FCMAccessTokenCache<C: Clock> where C.Duration == Duration {
         }
         do {
             return try await refresh()
-        } catch .unavailable(let message) {
-            if let cached, clock.now < cached.expiresAt { return cached.value }
-            throw .unavailable(message)
+        } catch {
+            if case .unavailable = error, let cached, clock.now < cached.expiresAt { return cached.value }
+            throw error
         }
     }
 

@@ -58,7 +58,8 @@ public final class FCMProvider: PushProvider {
     private let options: Options
     private let tokens: FCMAccessTokenCache<ContinuousClock>
     private let pool: HTTP2ConnectionPool
-    private let tokenPool: HTTP2ConnectionPool
+    /// The connection to the service account's `token_uri` (none with the metadata server).
+    private let tokenPool: HTTP2ConnectionPool?
     private let authority: String
     private let path: String
     private let timeout: TimeAmount
@@ -66,11 +67,21 @@ public final class FCMProvider: PushProvider {
     private let invalidPayloadsInARow = Mutex(0)
     private let logger: Logger
 
-    /// Creates the lane from the providers file's `fcm:` section: reads the service account
-    /// (`service_account_file`, else `GOOGLE_APPLICATION_CREDENTIALS`).
+    /// Where the lane's access tokens come from.
+    private enum TokenSource {
+        /// The account's `token_uri`, or `fetcher` when given (tests).
+        case serviceAccount(FCMServiceAccount, fetcher: (any FCMAccessTokenFetching)?)
+        /// Google Cloud's metadata server.
+        case metadataServer(FCMMetadataServerAddress)
+    }
+
+    /// Creates the lane from the providers file's `fcm:` section: with `credentials: service_account` (the default)
+    /// reads the service account (`service_account_file`, else `GOOGLE_APPLICATION_CREDENTIALS`); with
+    /// `credentials: metadata_server` asks Google Cloud's metadata server (`GCE_METADATA_HOST`, else
+    /// `169.254.169.254`) for the attached service account's tokens and sends for `project_id`.
     /// - Parameters:
     ///   - settings: The `fcm:` section.
-    ///   - environment: Process environment (for `GOOGLE_APPLICATION_CREDENTIALS`).
+    ///   - environment: Process environment (for `GOOGLE_APPLICATION_CREDENTIALS` and `GCE_METADATA_HOST`).
     ///   - options: Lane options.
     ///   - logger: Logger (never receives tokens, assertions or keys).
     /// - Throws: ``FCMConfigurationError``.
@@ -80,33 +91,52 @@ public final class FCMProvider: PushProvider {
         options: Options = Options(),
         logger: Logger
     ) throws(FCMConfigurationError) {
-        guard let path = settings.serviceAccountFile ?? environment["GOOGLE_APPLICATION_CREDENTIALS"], !path.isEmpty else {
-            throw .noServiceAccount
+        switch settings.credentials {
+        case .serviceAccount:
+            guard let path = settings.serviceAccountFile ?? environment["GOOGLE_APPLICATION_CREDENTIALS"], !path.isEmpty else {
+                throw .noServiceAccount
+            }
+            let account = try FCMServiceAccount.load(path: path, allowReadableKeys: options.allowReadableKeys)
+            try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
+        case .metadataServer:
+            guard let projectID = settings.projectID else { throw .unsupported("credentials: metadata_server needs project_id") }
+            let address = try FCMMetadataServerAddress.from(environment: environment)
+            try self.init(settings: settings, projectID: projectID, tokenSource: .metadataServer(address), options: options, logger: logger)
         }
-        let account = try FCMServiceAccount.load(path: path, allowReadableKeys: options.allowReadableKeys)
-        try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
     }
 
     /// Creates the lane with an explicit account and, optionally, a token source (tests).
     /// - Parameters:
-    ///   - settings: The `fcm:` section (endpoint, CA, connections, timeout).
+    ///   - settings: The `fcm:` section (endpoint, CA, connections, timeout, `project_id`).
     ///   - account: The service account.
     ///   - tokenFetcher: Token source; nil = the account's token endpoint.
     ///   - options: Lane options.
     ///   - logger: Logger.
     /// - Throws: ``FCMConfigurationError``.
-    public init(
+    public convenience init(
         settings: FCMSettings,
         account: FCMServiceAccount,
         tokenFetcher: (any FCMAccessTokenFetching)?,
         options: Options = Options(),
         logger: Logger
     ) throws(FCMConfigurationError) {
-        self.projectID = account.projectID
+        try self.init(
+            settings: settings, projectID: settings.projectID ?? account.projectID,
+            tokenSource: .serviceAccount(account, fetcher: tokenFetcher), options: options, logger: logger)
+    }
+
+    private init(
+        settings: FCMSettings,
+        projectID: String,
+        tokenSource: TokenSource,
+        options: Options,
+        logger: Logger
+    ) throws(FCMConfigurationError) {
+        self.projectID = projectID
         self.options = options
         self.logger = logger
         self.authority = settings.endpoint.port == 443 ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
-        self.path = "/v1/projects/\(account.projectID)/messages:send"
+        self.path = "/v1/projects/\(projectID)/messages:send"
         self.timeout = .nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
 
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -121,30 +151,56 @@ public final class FCMProvider: PushProvider {
             }
         }
         let group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
-        let tokenHost = account.tokenURI.host ?? ""
         var configuration = HTTP2ConnectionPool.Configuration(
             host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), tls: tls, serviceName: "FCM")
-        var tokenConfiguration = HTTP2ConnectionPool.Configuration(
-            host: tokenHost, port: account.tokenURI.port ?? 443, connections: 1, tls: tls, serviceName: "OAuth2 token endpoint")
         do throws(ProxyConfigurationError) {
             configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.endpoint.host, environment: options.environment)
-            tokenConfiguration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: tokenHost, environment: options.environment)
         } catch {
             throw .proxy(error)
         }
         if let proxy = configuration.proxy { logger.info("FCM connections go through the proxy \(proxy)") }
-        if let proxy = tokenConfiguration.proxy { logger.info("OAuth2 token endpoint connections go through the proxy \(proxy)") }
         do {
             self.pool = try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
-            self.tokenPool = try HTTP2ConnectionPool(configuration: tokenConfiguration, group: group, logger: logger)
         } catch let error as ProxyConfigurationError {
             throw .proxy(error)
         } catch {
             throw .unsupported("TLS configuration rejected: \(error)")
         }
-        let fetcher = tokenFetcher
-            ?? FCMTokenEndpointClient(account: account, pool: tokenPool, timeout: timeout, epochSeconds: { Int64(Date().timeIntervalSince1970) })
+        let fetcher: any FCMAccessTokenFetching
+        switch tokenSource {
+        case .serviceAccount(let account, let given):
+            let pool = try Self.tokenEndpointPool(account: account, settings: settings, tls: tls, options: options, group: group, logger: logger)
+            self.tokenPool = pool
+            fetcher = given ?? FCMTokenEndpointClient(account: account, pool: pool, timeout: timeout, epochSeconds: { Int64(Date().timeIntervalSince1970) })
+        case .metadataServer(let address):
+            // Link-local and plain HTTP: never through the section's proxy (the server refuses proxied requests).
+            self.tokenPool = nil
+            fetcher = FCMMetadataTokenClient(address: address, timeout: timeout, group: group)
+            logger.info("FCM access tokens come from the metadata server at \(address)")
+        }
         self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())
+    }
+
+    /// The connection to the service account's `token_uri`, through the section's proxy as FCM's are.
+    private static func tokenEndpointPool(
+        account: FCMServiceAccount, settings: FCMSettings, tls: TLSConfiguration, options: Options, group: any EventLoopGroup, logger: Logger
+    ) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
+        let tokenHost = account.tokenURI.host ?? ""
+        var configuration = HTTP2ConnectionPool.Configuration(
+            host: tokenHost, port: account.tokenURI.port ?? 443, connections: 1, tls: tls, serviceName: "OAuth2 token endpoint")
+        do throws(ProxyConfigurationError) {
+            configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: tokenHost, environment: options.environment)
+        } catch {
+            throw .proxy(error)
+        }
+        if let proxy = configuration.proxy { logger.info("OAuth2 token endpoint connections go through the proxy \(proxy)") }
+        do {
+            return try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
+        } catch let error as ProxyConfigurationError {
+            throw .proxy(error)
+        } catch {
+            throw .unsupported("TLS configuration rejected: \(error)")
+        }
     }
 
     /// Sends one message and classifies the answer. Never throws.
@@ -288,7 +344,7 @@ public final class FCMProvider: PushProvider {
     /// Closes all connections.
     public func shutdown() async {
         await pool.shutdown()
-        await tokenPool.shutdown()
+        await tokenPool?.shutdown()
     }
 
     /// Access tokens fetched so far (diagnostics and tests).

@@ -1,11 +1,12 @@
 import BugleCore
+import BugleFCM
 import Foundation
 
 /// Where each HTTP/2 lane's connections go, for `bugle validate`: straight to the endpoint, or through which proxy
 /// (the section's `proxy:`, else `https_proxy` minus `no_proxy`). Never shows the proxy's credentials.
 enum ProviderRoutes {
     /// One line per configured HTTP/2 lane, such as `apns: https://api.push.apple.com:443 through the proxy
-    /// http://10.0.0.5:3128 (with credentials)`.
+    /// http://10.0.0.5:3128 (with credentials)`, and one for FCM's metadata server when its tokens come from there.
     /// - Throws: ``UsageError`` when a lane's proxy cannot be used (an unset credentials variable, a bad `https_proxy`, an
     ///   unreadable `proxy_ca_file`).
     static func lines(_ settings: ProviderSettings, environment: [String: String]) throws -> [String] {
@@ -27,6 +28,14 @@ enum ProviderRoutes {
             }
             let trust = proxy?.caFile.map { " (its certificate checked against proxy_ca_file \($0) too)" } ?? ""
             lines.append("\(name): \(endpoint) " + (proxy.map { "through the proxy \($0)" + trust } ?? "directly"))
+        }
+        if let fcm = settings.fcm, fcm.credentials == .metadataServer {
+            do throws(FCMConfigurationError) {
+                let address = try FCMMetadataServerAddress.from(environment: environment)
+                lines.append("fcm access tokens: the metadata server at \(address), directly, for project \(fcm.projectID ?? "")")
+            } catch {
+                throw UsageError("\(source): fcm: \(error)")
+            }
         }
         return lines
     }

@@ -71,6 +71,19 @@ struct CrashFixture {
         )
     }
 
+    /// The latest run: no duplicate or unknown, and every live device sent (every 20th of each platform is dead, so
+    /// `devices` a multiple of 40 leaves `devices - devices / 20`).
+    func expectEveryLiveTokenSentOnce() async throws {
+        let runID = try await latestRunID()
+        let (duplicates, unknown) = try await checkInvariants(runID: runID)
+        #expect(duplicates == 0 && unknown == 0)
+        let sent = try await withClient { client in
+            try await LedgerTestSupport.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'", as: Int64.self)
+        }
+        #expect(sent == Int64(devices - devices / 20), "\(devices) devices, every 20th dead: \(String(describing: sent)) sent")
+    }
+
     /// Runs `bugle` to its end with this fixture's database.
     func bugle(_ arguments: [String], failpoint: String? = nil, environment extra: [String: String] = [:]) async throws -> CLITests.Output {
         var environment = extra.merging(["BUGLE_DATABASE_URL": databaseURL]) { $1 }

@@ -84,9 +84,18 @@ struct MixedTestEnvironment {
     }
 
     /// Paced, instrumented lanes for `campaign`, as the CLI builds them.
-    func lanes(for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil, fcmConcurrency: Int? = nil) throws -> LanePacing.Lanes {
+    /// - Parameters:
+    ///   - fcmTokens: Where FCM's tokens come from instead of the service account's token endpoint.
+    ///   - fcmConcurrency: The FCM lane's `concurrency`.
+    ///   - fcmEnvironment: Where the FCM lane reads `GOOGLE_APPLICATION_CREDENTIALS` and `GCE_METADATA_HOST`.
+    ///   - adjust: Changes to the providers file's settings.
+    func lanes(
+        for campaign: Campaign, fcmTokens: (any FCMAccessTokenFetching)? = nil, fcmConcurrency: Int? = nil,
+        fcmEnvironment: [String: String] = [:], adjust: (inout ProviderSettings) -> Void = { _ in }
+    ) throws -> LanePacing.Lanes {
         var settings = try settings()
         if let fcmConcurrency { settings.fcm?.concurrency = fcmConcurrency }
+        adjust(&settings)
         // Debug builds of two simulators and Bugle share two cores with the rest of the suite: give requests
         // room, so a starved scheduler is not mistaken for a lost answer.
         settings.fcm?.timeoutSeconds = 60
@@ -100,7 +109,7 @@ struct MixedTestEnvironment {
                 let account = try FCMServiceAccount.load(path: material.fcmServiceAccountFile, allowReadableKeys: false)
                 lanes[.fcm] = try FCMProvider(settings: fcmSettings, account: account, tokenFetcher: fcmTokens, logger: Self.logger)
             } else {
-                lanes[.fcm] = try FCMProvider(settings: fcmSettings, logger: Self.logger)
+                lanes[.fcm] = try FCMProvider(settings: fcmSettings, environment: fcmEnvironment, logger: Self.logger)
             }
         }
         return LanePacing.wrap(lanes, settings: settings, campaign: campaign)

@@ -135,18 +135,7 @@ public final class APNsSimulator: Sendable {
                     try sync.addHandler(APNsConnectionErrorHandler(ledger: ledger))
                 }
             }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        } catch {
-            try? await group.shutdownGracefully()
-            throw error
-        }
-        guard let port = channel.localAddress?.port else {
-            try? await channel.close()
-            try? await group.shutdownGracefully()
-            throw LifecycleError(description: "bound socket has no port")
-        }
+        let (channel, port) = try await ListeningSocket.bind(bootstrap, host: configuration.host, port: configuration.port, group: group)
         let started = lifecycle.withLockedValue { state -> Bool in
             guard case .idle = state else { return false }
             state = .running(group: group, channel: channel, port: port)

@@ -129,18 +129,7 @@ public final class FCMSimulator: Sendable {
                     }
                 )
             }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        } catch {
-            try? await group.shutdownGracefully()
-            throw error
-        }
-        guard let port = channel.localAddress?.port else {
-            try? await channel.close()
-            try? await group.shutdownGracefully()
-            throw LifecycleError(description: "bound socket has no port")
-        }
+        let (channel, port) = try await ListeningSocket.bind(bootstrap, host: configuration.host, port: configuration.port, group: group)
         core.bind(port: port)
         let started = lifecycle.withLockedValue { state -> Bool in
             guard case .idle = state else { return false }

@@ -174,6 +174,12 @@ extension BugleSim {
         @Option(name: .customLong("fcm-record"), help: "Append every delivered FCM message as JSON lines to this file.")
         var fcmRecord: String?
 
+        @Option(
+            name: .customLong("metadata-port"),
+            help: "Also serve a Google Cloud metadata server (plain HTTP/1.1) on this port (0 = ephemeral), issuing FCM access tokens for credentials: metadata_server; point Bugle at it with GCE_METADATA_HOST=127.0.0.1:PORT."
+        )
+        var metadataPort: Int?
+
         func validate() throws {
             guard (0...1).contains(errorRatio), (0...1).contains(hangRatio), errorRatio + hangRatio <= 1 else {
                 throw ValidationError("--error-ratio and --hang-ratio must be within 0...1 and sum to at most 1")
@@ -236,6 +242,21 @@ extension BugleSim {
                 }
                 fcmSimulator = fcm
             }
+            var metadataServer: MetadataServerSimulator?
+            var boundMetadataPort: Int?
+            if let metadataPort {
+                var metadataConfiguration = MetadataServerConfiguration(certificates: material, port: metadataPort)
+                metadataConfiguration.accessTokenLifetime = .seconds(fcmTokenLifetime)
+                let server = MetadataServerSimulator(configuration: metadataConfiguration)
+                do {
+                    boundMetadataPort = try await server.start()
+                } catch {
+                    try? await simulator.stop()
+                    try? await fcmSimulator?.stop()
+                    throw error
+                }
+                metadataServer = server
+            }
             if port != apnsPort || boundFCMPort != nil {
                 try material.writeProvidersFile(port: port, fcmPort: boundFCMPort)
             }
@@ -245,18 +266,25 @@ extension BugleSim {
                 lines += "fcm https://127.0.0.1:\(boundFCMPort)\n"
                 lines += "fcm service account: \(material.fcmServiceAccountFile)\n"
             }
+            if let boundMetadataPort {
+                lines += "metadata server http://127.0.0.1:\(boundMetadataPort) (GCE_METADATA_HOST=127.0.0.1:\(boundMetadataPort), project_id \(material.fcmProjectID))\n"
+            }
             lines += "providers file: \(material.providersFile)\n"
             // FileHandle writes are unbuffered, so scripts reading our stdout see the ports at once.
             FileHandle.standardOutput.write(Data(lines.utf8))
             await Self.waitForTermination()
             try await simulator.stop()
             try await fcmSimulator?.stop()
+            try await metadataServer?.stop()
             let counters = simulator.counters()
             print("accepted \(counters.accepted) rejected \(counters.rejected) connections \(counters.connections)")
             if let fcmCounters = fcmSimulator?.counters() {
                 print(
                     "fcm accepted \(fcmCounters.accepted) rejected \(fcmCounters.rejected) token grants \(fcmCounters.tokenGrants) connections \(fcmCounters.connections)"
                 )
+            }
+            if let metadataCounters = metadataServer?.counters() {
+                print("metadata tokens issued \(metadataCounters.tokensIssued) of \(metadataCounters.tokenRequests) requests, refused for headers \(metadataCounters.refusedHeaders)")
             }
         }
 

@@ -18,6 +18,8 @@ import Foundation
 ///       proxy_ca_file: <path: an extra CA for an https:// proxy's certificate>
 ///     fcm:
 ///       service_account_file: <path> [GOOGLE_APPLICATION_CREDENTIALS]   endpoint [https://fcm.googleapis.com]
+///       credentials: service_account | metadata_server [service_account]
+///       project_id: <Firebase project> [the service account's; required with metadata_server]
 ///       ca_file   connections [8]   timeout [10s]   rate [600000/min = 10000/s]   concurrency [connections × 100]
 ///       proxy   proxy_credentials_env   proxy_ca_file (as for apns; also used for the service account's token_uri)
 ///     legacy_apns:
@@ -37,7 +39,7 @@ public enum ProviderSettingsLoader {
     static let tokenKeys = ["team_id", "key_id", "key_file"]
     static let certificateKeys = ["cert_file", "key_file", "p12_file", "passphrase_env"]
     static let fcmKeys = [
-        "service_account_file", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env", "proxy_ca_file",
+        "service_account_file", "credentials", "project_id", "endpoint", "ca_file", "connections", "timeout", "rate", "concurrency", "proxy", "proxy_credentials_env", "proxy_ca_file",
     ]
     static let legacyKeys = [
         "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
@@ -146,7 +148,33 @@ public enum ProviderSettingsLoader {
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
         settings.proxy = try proxy(map)
         settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
+        try fcmCredentials(map, into: &settings)
         return settings
+    }
+
+    /// `credentials` and `project_id`: the metadata server needs a project and no key file.
+    private static func fcmCredentials(_ map: ConfigurationMapping, into settings: inout FCMSettings) throws {
+        if let node = map["credentials"] {
+            guard let credentials = FCMSettings.Credentials(rawValue: try node.string()) else {
+                throw node.error("expected " + FCMSettings.Credentials.allCases.map(\.rawValue).joined(separator: " or "))
+            }
+            settings.credentials = credentials
+        }
+        if let node = map["project_id"] {
+            let project = try node.singleLineString(maximumLength: 100)
+            let allowed = project.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || "-.:".unicodeScalars.contains($0) }
+            guard project.count >= 4, allowed else {
+                throw node.error("expected a Google Cloud project id: lower-case letters, digits and hyphens, such as my-app-1234")
+            }
+            settings.projectID = project
+        }
+        guard settings.credentials == .metadataServer else { return }
+        if let file = map["service_account_file"] {
+            throw file.keyError("give either service_account_file or credentials: metadata_server, not both")
+        }
+        guard settings.projectID != nil else {
+            throw map.missing("project_id", hint: "the Firebase project to send for; the metadata server's tokens do not name one")
+        }
     }
 
     private static func legacy(_ node: ConfigurationNode, paths: PathResolver) throws -> LegacyAPNsSettings {

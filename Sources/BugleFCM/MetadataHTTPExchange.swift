@@ -1,0 +1,117 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// One plain HTTP/1.1 `GET` on a connection of its own (`Connection: close`), which is all Google Cloud's metadata
+/// server speaks: it is link-local, so neither TLS nor a proxy is involved (the server refuses proxied requests).
+/// Token fetches come once an hour, so nothing is pooled. The answer's body is capped at ``bodyLimit``.
+enum MetadataHTTPExchange {
+    /// An answer: its status and body.
+    struct Answer: Sendable {
+        var status: Int
+        var body: [UInt8]
+    }
+
+    /// Why no answer came.
+    enum Failure: Error, CustomStringConvertible {
+        /// The connection could not be opened (refused, unreachable, or not within the connect timeout).
+        case connect(String)
+        /// No whole answer within the deadline.
+        case timedOut
+        /// The server closed the connection before a whole answer.
+        case closedEarly
+        /// The body was longer than ``bodyLimit``.
+        case tooLarge
+
+        var description: String {
+            switch self {
+            case .connect(let why): return "cannot connect (\(why))"
+            case .timedOut: return "no answer in time"
+            case .closedEarly: return "the connection closed before a whole answer"
+            case .tooLarge: return "an answer longer than \(MetadataHTTPExchange.bodyLimit) bytes"
+            }
+        }
+    }
+
+    /// Longest body read: a token answer is a few hundred bytes.
+    static let bodyLimit = 65_536
+
+    /// Sends `GET path` to `host:port` with `headers` (plus `Host` and `Connection: close`) and reads the answer.
+    /// - Parameters:
+    ///   - timeout: Bounds the whole exchange, connecting included.
+    ///   - group: Where the connection runs.
+    /// - Throws: ``Failure``.
+    static func get(
+        host: String, port: Int, path: String, headers: [(String, String)], timeout: TimeAmount, group: any EventLoopGroup
+    ) async throws -> Answer {
+        let promise = group.next().makePromise(of: Answer.self)
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(timeout)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(AnswerCollector(promise: promise))
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: host, port: port).get()
+        } catch {
+            promise.fail(Failure.connect("\(error)"))
+            throw Failure.connect("\(error)")
+        }
+        let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+            promise.fail(Failure.timedOut)
+            channel.close(promise: nil)
+        }
+        var fields = HTTPHeaders([("Host", port == 80 ? host : "\(host):\(port)"), ("Connection", "close")])
+        fields.add(contentsOf: headers)
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: fields)
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        defer {
+            deadline.cancel()
+            channel.close(promise: nil)
+        }
+        return try await promise.futureResult.get()
+    }
+}
+
+/// Collects one HTTP/1.1 answer into a promise; a close or an error before its end fails it.
+private final class AnswerCollector: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let promise: EventLoopPromise<MetadataHTTPExchange.Answer>
+    private var status = 0
+    private var body: [UInt8] = []
+
+    init(promise: EventLoopPromise<MetadataHTTPExchange.Answer>) {
+        self.promise = promise
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            status = Int(head.status.code)
+        case .body(let buffer):
+            guard body.count + buffer.readableBytes <= MetadataHTTPExchange.bodyLimit else {
+                promise.fail(MetadataHTTPExchange.Failure.tooLarge)
+                context.close(promise: nil)
+                return
+            }
+            body.append(contentsOf: buffer.readableBytesView)
+        case .end:
+            promise.succeed(MetadataHTTPExchange.Answer(status: status, body: body))
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(MetadataHTTPExchange.Failure.closedEarly)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,185 @@
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// What a ``MetadataServerSimulator`` serves and how it misbehaves.
+public struct MetadataServerConfiguration: Sendable {
+    /// Address to bind (default `127.0.0.1`).
+    public var host = "127.0.0.1"
+    /// Port to bind; 0 picks an ephemeral one.
+    public var port: Int
+    /// Signs the access tokens, so the FCM simulator with the same secret accepts them.
+    public var accessTokenSecret: SymmetricKey
+    /// `expires_in` of each token (default 3600 s, as Google's).
+    public var accessTokenLifetime: Duration = .seconds(3600)
+    /// Whether a service account is attached to the workload. Without one every token request is answered 404, as on
+    /// a GKE node pool without Workload Identity for the pod's Kubernetes service account.
+    public var serviceAccountAttached = true
+    /// The first this many token requests are answered 503 (a metadata server still starting, as GKE's can be for
+    /// a pod's first seconds).
+    public var unavailableFirst = 0
+    /// Wall clock, seconds since 1970.
+    public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+
+    /// A configuration whose tokens the FCM simulator of `certificates` accepts.
+    public init(certificates: SimulatorCertificates, port: Int = 0) {
+        self.port = port
+        self.accessTokenSecret = certificates.fcmTokenSecret
+    }
+}
+
+/// What the metadata server has answered.
+public struct MetadataServerCounters: Sendable, Equatable {
+    /// Token requests that carried `Metadata-Flavor: Google`.
+    public var tokenRequests = 0
+    /// Tokens issued (200).
+    public var tokensIssued = 0
+    /// Requests refused for their headers (403: no `Metadata-Flavor: Google`, or an `X-Forwarded-For`).
+    public var refusedHeaders = 0
+    /// The `scopes` of the last token request (empty when it named none).
+    public var lastScopes: [String] = []
+}
+
+/// A local stand-in for Google Cloud's metadata server (`169.254.169.254`, `metadata.google.internal`): plain HTTP/1.1,
+/// as the real one. It serves `GET /computeMetadata/v1/instance/service-accounts/default/token[?scopes=a,b]` with
+/// `{"access_token", "expires_in", "token_type": "Bearer"}`, tokens the FCM simulator accepts. As the real server it
+/// refuses (403) a request without `Metadata-Flavor: Google` and any request with `X-Forwarded-For` (one that came
+/// through a proxy), answers every answer with `Metadata-Flavor: Google`, and 404 for a path it does not know or
+/// when no service account is attached. Point Bugle at it with `GCE_METADATA_HOST=127.0.0.1:<port>`.
+public final class MetadataServerSimulator: Sendable {
+    static let tokenPath = "/computeMetadata/v1/instance/service-accounts/default/token"
+
+    private enum Lifecycle {
+        case idle
+        case running(group: MultiThreadedEventLoopGroup, channel: any Channel)
+        case stopped
+    }
+
+    private let configuration: MetadataServerConfiguration
+    private let lifecycle = NIOLockedValueBox<Lifecycle>(.idle)
+    private let state = NIOLockedValueBox(MetadataServerCounters())
+    private let logger: Logger
+
+    /// A server, not yet listening.
+    public init(configuration: MetadataServerConfiguration, logger: Logger = Logger(label: "bugle.sim.metadata")) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Starts listening.
+    /// - Returns: The bound port.
+    @discardableResult
+    public func start() async throws -> Int {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline()
+                    try sync.addHandler(MetadataRequestHandler(server: self))
+                }
+            }
+        let (channel, port) = try await ListeningSocket.bind(bootstrap, host: configuration.host, port: configuration.port, group: group)
+        let started = lifecycle.withLockedValue { lifecycle -> Bool in
+            guard case .idle = lifecycle else { return false }
+            lifecycle = .running(group: group, channel: channel)
+            return true
+        }
+        guard started else {
+            try? await channel.close()
+            try? await group.shutdownGracefully()
+            throw APNsSimulator.LifecycleError(description: "the metadata server was already started")
+        }
+        logger.info("metadata server listening", metadata: ["port": "\(port)"])
+        return port
+    }
+
+    /// Stops listening and closes its event loop.
+    public func stop() async throws {
+        let running = lifecycle.withLockedValue { lifecycle -> (MultiThreadedEventLoopGroup, any Channel)? in
+            defer { lifecycle = .stopped }
+            if case .running(let group, let channel) = lifecycle { return (group, channel) }
+            return nil
+        }
+        guard let (group, channel) = running else { return }
+        try? await channel.close()
+        try await group.shutdownGracefully()
+    }
+
+    /// What it has answered so far.
+    public func counters() -> MetadataServerCounters {
+        state.withLockedValue { $0 }
+    }
+
+    /// The answer to one request: status, content type and body.
+    func answer(method: HTTPMethod, uri: String, headers: HTTPHeaders) -> (HTTPResponseStatus, String, String) {
+        guard headers.first(name: "metadata-flavor") == "Google", !headers.contains(name: "x-forwarded-for") else {
+            state.withLockedValue { $0.refusedHeaders += 1 }
+            return (.forbidden, "text/plain", "Missing required header \"Metadata-Flavor\": \"Google\", or a proxied request\n")
+        }
+        let components = URLComponents(string: uri)
+        let path = components?.path ?? uri
+        guard path == Self.tokenPath else { return (.notFound, "text/plain", "Not Found\n") }
+        guard method == .GET else { return (.methodNotAllowed, "text/plain", "Method Not Allowed\n") }
+        let scopes = components?.queryItems?.first { $0.name == "scopes" }?.value?.split(separator: ",").map(String.init) ?? []
+        let attempt = state.withLockedValue { counters -> Int in
+            counters.tokenRequests += 1
+            counters.lastScopes = scopes
+            return counters.tokenRequests
+        }
+        if attempt <= configuration.unavailableFirst {
+            return (.serviceUnavailable, "text/plain", "Service Unavailable\n")
+        }
+        guard configuration.serviceAccountAttached else {
+            return (.notFound, "text/plain", "Not Found: no service account is attached to this workload\n")
+        }
+        let lifetime = Double(configuration.accessTokenLifetime.components.seconds)
+        let token = FCMAccessTokenAuthority(secret: configuration.accessTokenSecret).mint(expiresAt: configuration.wallClock() + lifetime)
+        state.withLockedValue { $0.tokensIssued += 1 }
+        return (.ok, "application/json", "{\"access_token\":\"\(token)\",\"expires_in\":\(Int(lifetime)),\"token_type\":\"Bearer\"}")
+    }
+}
+
+/// One connection's HTTP/1.1 requests, each answered by ``MetadataServerSimulator/answer(method:uri:headers:)``.
+final class MetadataRequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let server: MetadataServerSimulator
+    private var head: HTTPRequestHead?
+
+    init(server: MetadataServerSimulator) {
+        self.server = server
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let (status, contentType, body) = server.answer(method: head.method, uri: head.uri, headers: head.headers)
+            var headers = HTTPHeaders()
+            headers.add(name: "Metadata-Flavor", value: "Google")
+            headers.add(name: "Content-Type", value: contentType)
+            headers.add(name: "Content-Length", value: String(body.utf8.count))
+            if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
+            if head.isKeepAlive {
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            } else {
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+            }
+        }
+    }
+}
