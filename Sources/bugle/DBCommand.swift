@@ -12,7 +12,8 @@ struct DBCommand: AsyncParsableCommand {
     )
 
     struct Status: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the embedded cluster's state and the schema's migrations.")
+        static let configuration = CommandConfiguration(
+            abstract: "Show the embedded cluster's state (or the server a URL names, and where its password came from) and the schema's migrations.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -23,6 +24,10 @@ struct DBCommand: AsyncParsableCommand {
                     let status = try await EmbeddedCluster.defaultCluster(environment: environment).status()
                     print(status.description)
                     guard status.isRunning else { return ExitCodes.completed }
+                } else {
+                    let configuration = try await DatabaseSession.configuration(global, logger: logger)
+                    print("database \(configuration)")
+                    if let source = configuration.passwordSource { print("password: \(source.explanation)") }
                 }
                 let migrations = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
                     try await Migrator(client: client, logger: logger).status()

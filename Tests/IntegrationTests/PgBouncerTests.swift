@@ -118,6 +118,10 @@ func passwordFromLibpqSources() async throws {
             check(try await through.bugle(["run", campaign, "--quiet"], environment: ["PGPASSFILE": file]), status: 0)
             try await direct.expectEveryLiveTokenSentOnce()
             check(try await through.bugle(["runs"], environment: ["PGPASSWORD": password, "PGPASSFILE": "/nonexistent"]), status: 0)
+            let status = try await through.bugle(["db", "status"], environment: ["PGPASSFILE": file])
+            check(status, status: 0)
+            #expect(status.stdout.contains("database postgres://\(user):***@127.0.0.1:\(bouncer.port)/\(database)?sslmode=verify-full"), "\(status.stdout)")
+            #expect(status.stdout.contains("password: the password came from \(file) line 2"), "\(status.stdout)")
 
             try write("127.0.0.1:\(bouncer.port):\(database):\(user):\(password)", mode: 0o644)
             check(try await through.bugle(["runs"], environment: ["PGPASSFILE": file]), status: 2, says: "mode 644): chmod 600 it")
