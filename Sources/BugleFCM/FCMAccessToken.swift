@@ -21,6 +21,9 @@ public enum FCMTokenSource: Sendable, Equatable {
     case tokenEndpoint
     /// Google Cloud's metadata server at this address.
     case metadataServer(String)
+    /// Workload identity federation: an external subject token exchanged at Google's STS (and, with impersonation,
+    /// IAM credentials).
+    case federation
 }
 
 /// Why no access token could be had.
@@ -36,6 +39,8 @@ public enum FCMAuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unavailable(let message, .tokenEndpoint): return "the OAuth2 token endpoint is unavailable: \(message)"
         case .rejected(let message, .metadataServer(let address)): return "the metadata server at \(address) gave no access token: \(message)"
         case .unavailable(let message, .metadataServer(let address)): return "the metadata server at \(address) is unavailable: \(message)"
+        case .rejected(let message, .federation): return "workload identity federation gave no access token: \(message)"
+        case .unavailable(let message, .federation): return "workload identity federation is unavailable: \(message)"
         }
     }
 }

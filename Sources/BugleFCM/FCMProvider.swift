@@ -58,8 +58,8 @@ public final class FCMProvider: PushProvider {
     private let options: Options
     private let tokens: FCMAccessTokenCache<ContinuousClock>
     private let pool: HTTP2ConnectionPool
-    /// The connection to the service account's `token_uri` (none with the metadata server).
-    private let tokenPool: HTTP2ConnectionPool?
+    /// The connections to credentials endpoints (none with the metadata server).
+    private let tokenPools: [HTTP2ConnectionPool]
     private let authority: String
     private let path: String
     private let timeout: TimeAmount
@@ -73,6 +73,8 @@ public final class FCMProvider: PushProvider {
         case serviceAccount(FCMServiceAccount, fetcher: (any FCMAccessTokenFetching)?)
         /// Google Cloud's metadata server.
         case metadataServer(FCMMetadataServerAddress)
+        /// Workload identity federation.
+        case externalAccount(FCMExternalAccount)
     }
 
     /// Creates the lane from the providers file's `fcm:` section: with `credentials: service_account` (the default)
@@ -96,8 +98,15 @@ public final class FCMProvider: PushProvider {
             guard let path = settings.serviceAccountFile ?? environment["GOOGLE_APPLICATION_CREDENTIALS"], !path.isEmpty else {
                 throw .noServiceAccount
             }
-            let account = try FCMServiceAccount.load(path: path, allowReadableKeys: options.allowReadableKeys)
-            try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
+            switch try FCMCredentialFile.load(path: path, allowReadableKeys: options.allowReadableKeys) {
+            case .serviceAccount(let account):
+                try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
+            case .externalAccount(let account):
+                guard let projectID = settings.projectID else {
+                    throw .unsupported("\(path) is an external_account (workload identity federation), which names no project: set project_id in the fcm: section")
+                }
+                try self.init(settings: settings, projectID: projectID, tokenSource: .externalAccount(account), options: options, logger: logger)
+            }
         case .metadataServer:
             guard let projectID = settings.projectID else { throw .unsupported("credentials: metadata_server needs project_id") }
             let address = try FCMMetadataServerAddress.from(environment: environment)
@@ -169,31 +178,43 @@ public final class FCMProvider: PushProvider {
         let fetcher: any FCMAccessTokenFetching
         switch tokenSource {
         case .serviceAccount(let account, let given):
-            let pool = try Self.tokenEndpointPool(account: account, settings: settings, tls: tls, options: options, group: group, logger: logger)
-            self.tokenPool = pool
+            let pool = try Self.tokenPool(account.tokenURI, "OAuth2 token endpoint", settings: settings, tls: tls, options: options, group: group, logger: logger)
+            self.tokenPools = [pool]
             fetcher = given ?? FCMTokenEndpointClient(account: account, pool: pool, timeout: timeout, epochSeconds: { Int64(Date().timeIntervalSince1970) })
         case .metadataServer(let address):
             // Link-local and plain HTTP: never through the section's proxy (the server refuses proxied requests).
-            self.tokenPool = nil
+            self.tokenPools = []
             fetcher = FCMMetadataTokenClient(address: address, timeout: timeout, group: group)
             logger.info("FCM access tokens come from the metadata server at \(address)")
+        case .externalAccount(let account):
+            let sts = try Self.tokenPool(account.tokenURL, "STS", settings: settings, tls: tls, options: options, group: group, logger: logger)
+            var iam: FCMTokenRequest?
+            if let url = account.impersonationURL {
+                let pool = try Self.tokenPool(url, "IAM credentials", settings: settings, tls: tls, options: options, group: group, logger: logger)
+                iam = FCMTokenRequest(url: url, pool: pool, source: .federation)
+            }
+            self.tokenPools = [sts] + (iam.map { [$0.pool] } ?? [])
+            fetcher = FCMExternalAccountClient(
+                account: account, sts: FCMTokenRequest(url: account.tokenURL, pool: sts, source: .federation), iam: iam, timeout: timeout, group: group)
+            logger.info("FCM access tokens come from workload identity federation", metadata: ["impersonating": "\(account.impersonationURL != nil)"])
         }
         self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())
     }
 
-    /// The connection to the service account's `token_uri`, through the section's proxy as FCM's are.
-    private static func tokenEndpointPool(
-        account: FCMServiceAccount, settings: FCMSettings, tls: TLSConfiguration, options: Options, group: any EventLoopGroup, logger: Logger
+    /// The connection to a credentials endpoint (the service account's `token_uri`, STS, IAM credentials), through the
+    /// section's proxy as FCM's are.
+    private static func tokenPool(
+        _ url: URL, _ serviceName: String, settings: FCMSettings, tls: TLSConfiguration, options: Options, group: any EventLoopGroup, logger: Logger
     ) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
-        let tokenHost = account.tokenURI.host ?? ""
+        let tokenHost = url.host ?? ""
         var configuration = HTTP2ConnectionPool.Configuration(
-            host: tokenHost, port: account.tokenURI.port ?? 443, connections: 1, tls: tls, serviceName: "OAuth2 token endpoint")
+            host: tokenHost, port: url.port ?? 443, connections: 1, tls: tls, serviceName: serviceName)
         do throws(ProxyConfigurationError) {
             configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: tokenHost, environment: options.environment)
         } catch {
             throw .proxy(error)
         }
-        if let proxy = configuration.proxy { logger.info("OAuth2 token endpoint connections go through the proxy \(proxy)") }
+        if let proxy = configuration.proxy { logger.info("\(serviceName) connections go through the proxy \(proxy)") }
         do {
             return try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
         } catch let error as ProxyConfigurationError {
@@ -344,7 +365,7 @@ public final class FCMProvider: PushProvider {
     /// Closes all connections.
     public func shutdown() async {
         await pool.shutdown()
-        await tokenPool?.shutdown()
+        for pool in tokenPools { await pool.shutdown() }
     }
 
     /// Access tokens fetched so far (diagnostics and tests).

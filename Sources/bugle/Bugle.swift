@@ -20,8 +20,9 @@ struct Bugle: AsyncParsableCommand {
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
             credentials. APNs and FCM connections go through the proxy in https_proxy (minus no_proxy) unless the \
             file's `proxy:` says otherwise (http:// or https://, the latter with TLS to the proxy itself); loopback \
-            endpoints always connect directly. FCM's access tokens come from a service-account file, or, on Google \
-            Cloud, from the metadata server (credentials: metadata_server, with project_id; GCE_METADATA_HOST).
+            endpoints always connect directly. FCM's access tokens come from a service-account file, an \
+            external_account file (workload identity federation, with project_id), or, on Google Cloud, the metadata \
+            server (credentials: metadata_server, with project_id; GCE_METADATA_HOST).
             """,
         version: "0.1.0",
         subcommands: [

@@ -63,4 +63,80 @@ struct FCMCredentialsTests {
         #expect(FCMAuthError.unavailable("HTTP 503", from: source).description == "the metadata server at 127.0.0.1:8080 is unavailable: HTTP 503")
         #expect(FCMAuthError.rejected("invalid_grant").description == "the OAuth2 token endpoint refused the service account: invalid_grant")
     }
+
+    static func external(_ changes: [String: Any?]) -> Data {
+        var object: [String: Any] = [
+            "type": "external_account",
+            "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/k",
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": "https://sts.googleapis.com/v1/token",
+            "credential_source": ["file": "/var/run/secrets/tokens/gcp"],
+        ]
+        for (key, value) in changes { object[key] = value }
+        return (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+    }
+
+    static func parseError(_ data: Data) -> String? {
+        do {
+            _ = try FCMExternalAccount.parse(data, path: "/etc/bugle/wif.json")
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test("external_account: file and url sources, text and json formats, impersonation and its lifetime")
+    func externalAccount() throws {
+        let plain = try FCMExternalAccount.parse(Self.external([:]), path: "wif.json")
+        #expect(plain.source == .file("/var/run/secrets/tokens/gcp") && plain.format == .text)
+        #expect(plain.impersonationURL == nil && plain.impersonationLifetime == 3600 && plain.tokenURL.host == "sts.googleapis.com")
+        let url = try FCMExternalAccount.parse(
+            Self.external([
+                "credential_source": [
+                    "url": "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=x",
+                    "headers": ["Metadata": "True"], "format": ["type": "json", "subject_token_field_name": "access_token"],
+                ],
+                "service_account_impersonation_url": "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/a@b.iam.gserviceaccount.com:generateAccessToken",
+                "service_account_impersonation": ["token_lifetime_seconds": 1800],
+            ]), path: "wif.json")
+        #expect(url.source == .url(host: "169.254.169.254", port: 80, path: "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=x", headers: ["Metadata": "True"]))
+        #expect(url.format == .json(field: "access_token") && url.impersonationLifetime == 1800 && url.impersonationURL != nil)
+    }
+
+    @Test("external_account errors name the file and key; AWS, executable and https:// sources are refused by name")
+    func externalAccountErrors() {
+        let cases: [([String: Any?], String)] = [
+            (["audience": nil], "missing or empty \"audience\""),
+            (["token_url": "http://sts.example/v1/token"], "\"token_url\" must be an https URL"),
+            (["credential_source": ["environment_id": "aws1", "region_url": "http://169.254.169.254"]], "an AWS credential_source (environment_id) is not supported"),
+            (["credential_source": ["executable": ["command": "/bin/token"]]], "an executable credential_source is not supported"),
+            (["credential_source": ["url": "https://idp.example/token"]], "credential_source.url must be http://"),
+            (["credential_source": ["format": ["type": "text"]]], "has neither \"file\" nor \"url\""),
+            (["credential_source": ["file": "/t", "format": ["type": "json"]]], "subject_token_field_name"),
+            (["credential_source": ["file": "/t", "format": ["type": "xml"]]], "must be text or json"),
+            (["service_account_impersonation": ["token_lifetime_seconds": 60]], "must be 600 to 43200"),
+        ]
+        for (changes, expected) in cases {
+            let message = Self.parseError(Self.external(changes))
+            #expect(message?.contains(expected) == true && message?.contains("/etc/bugle/wif.json") == true, "\(changes): \(String(describing: message))")
+        }
+    }
+
+    @Test("a credentials file is told apart by its type: an external_account readable by others is fine, an unknown type is named")
+    func credentialFile() throws {
+        let directory = NSTemporaryDirectory() + "bugle-credentials-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/wif.json"
+        try Self.external([:]).write(to: URL(fileURLWithPath: file))
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file)
+        guard case .externalAccount = try FCMCredentialFile.load(path: file, allowReadableKeys: false) else {
+            Issue.record("not read as an external_account")
+            return
+        }
+        try #"{"type": "authorized_user"}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(throws: FCMConfigurationError.malformed(path: file, detail: "\"type\" is \"authorized_user\", expected \"service_account\" or \"external_account\"")) {
+            try FCMCredentialFile.load(path: file, allowReadableKeys: false)
+        }
+    }
 }

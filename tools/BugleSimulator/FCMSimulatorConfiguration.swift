@@ -59,6 +59,27 @@ public struct FCMSimulatorConfiguration: Sendable {
     /// Number of event-loop threads (default: number of cores).
     public var threads: Int
 
+    /// Workload identity federation (`external_account` credentials): when set, the simulator also serves Google's
+    /// STS token exchange (`POST /v1/token`) and IAM's `generateAccessToken` for the service account it names.
+    public var federation: Federation?
+
+    /// What the simulated STS and IAM credentials endpoints accept.
+    public struct Federation: Sendable {
+        /// The workload identity pool provider (`//iam.googleapis.com/projects/…/providers/…`) exchanges must name.
+        public var audience: String
+        /// Subject tokens the external identity provider vouches for (a Kubernetes projected token, an OIDC token).
+        public var subjectTokens: Set<String>
+        /// The service account federated tokens may impersonate.
+        public var serviceAccountEmail: String
+
+        /// Federation settings.
+        public init(audience: String, subjectTokens: Set<String>, serviceAccountEmail: String) {
+            self.audience = audience
+            self.subjectTokens = subjectTokens
+            self.serviceAccountEmail = serviceAccountEmail
+        }
+    }
+
     /// Fault injection knobs. Random choices use one seeded generator, so a run is reproducible for a given
     /// request order. Faults apply only to requests that passed every check and are not scripted.
     public struct Faults: Sendable {

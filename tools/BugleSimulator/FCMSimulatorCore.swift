@@ -39,6 +39,8 @@ final class FCMSimulatorCore: Sendable {
     private let validator = FCMMessageValidator()
     private let retryAfterSeconds: Int
     private let accessTokenLifetime: Double
+    /// The STS and IAM endpoints, when federation is configured.
+    private let federation: FCMFederationEndpoints?
     private let boundPort = NIOLockedValueBox<Int?>(nil)
     /// Expiry of access tokens whose HMAC already verified, so a busy client's token is checked once.
     private let verifiedTokens = NIOLockedValueBox<[String: Double]>([:])
@@ -65,6 +67,9 @@ final class FCMSimulatorCore: Sendable {
         self.latency = configuration.faults.latency.map { TimeAmount($0) }
         self.retryAfterSeconds = max(1, Int(Self.seconds(configuration.retryAfter).rounded(.up)))
         self.accessTokenLifetime = Self.seconds(configuration.accessTokenLifetime)
+        self.federation = configuration.federation.map {
+            FCMFederationEndpoints(federation: $0, tokens: FCMAccessTokenAuthority(secret: configuration.accessTokenSecret), lifetime: Self.seconds(configuration.accessTokenLifetime))
+        }
     }
 
     /// Tells the core its bound port (for the `aud` check against its own token URI).
@@ -84,6 +89,9 @@ final class FCMSimulatorCore: Sendable {
             }
             return grantToken(body: request.body, now: now)
         }
+        if let federation, let answer = federated(federation, path: path, request: request, now: now) {
+            return answer
+        }
         if let project = Self.sendRouteProject(path) {
             guard request.method == .POST else {
                 ledger.recordRouteError("METHOD_NOT_ALLOWED")
@@ -98,6 +106,26 @@ final class FCMSimulatorCore: Sendable {
         }
         ledger.recordRouteError("NOT_FOUND")
         return googleError(code: 404, status: "NOT_FOUND", message: "The requested URL was not found on this server.", details: [])
+    }
+
+    // MARK: - Workload identity federation
+
+    /// The STS exchange or IAM's `generateAccessToken`, or nil when `path` is neither.
+    private func federated(_ federation: FCMFederationEndpoints, path: Substring, request: Request, now: Double) -> Answer? {
+        let answer: FCMFederationEndpoints.Answer
+        if path == FCMFederationEndpoints.stsPath {
+            guard request.method == .POST else { return oauthError(status: 405, error: "invalid_request", description: "Use POST.") }
+            answer = federation.exchange(form: Self.parseForm(request.body), now: now)
+            if answer.status == 200 { ledger.updateCounters { $0.stsExchanges += 1 } }
+        } else if let account = FCMFederationEndpoints.impersonatedAccount(path) {
+            guard request.method == .POST else { return googleError(code: 405, status: "METHOD_NOT_ALLOWED", message: "Use POST.", details: []) }
+            let bearer = request.authorization.flatMap { $0.lowercased().hasPrefix("bearer ") ? String($0.dropFirst(7)) : nil }
+            answer = federation.impersonate(account: account, bearer: bearer, body: request.body, now: now)
+            if answer.status == 200 { ledger.updateCounters { $0.impersonations += 1 } }
+        } else {
+            return nil
+        }
+        return .respond(Response(status: answer.status, headers: [Self.jsonContentType, ("cache-control", "no-store")], body: answer.body))
     }
 
     // MARK: - OAuth token endpoint

@@ -12,6 +12,10 @@ public struct FCMSimulatorCounters: Sendable, Equatable {
     public var rejectedByReason: [String: Int] = [:]
     /// Access tokens granted by `POST /token`.
     public var tokenGrants: Int = 0
+    /// Token exchanges granted by the STS endpoint (`POST /v1/token`, federation).
+    public var stsExchanges: Int = 0
+    /// Access tokens granted by IAM's `generateAccessToken` (federation with impersonation).
+    public var impersonations: Int = 0
     /// `POST /token` errors by OAuth error (`"invalid_grant"`, `"invalid_scope"`, `"invalid_client"`, ...).
     public var tokenErrors: [String: Int] = [:]
     /// Send requests answered 401 for a missing, unknown or expired access token.

@@ -22,6 +22,10 @@ public struct MetadataServerConfiguration: Sendable {
     /// The first this many token requests are answered 503 (a metadata server still starting, as GKE's can be for
     /// a pod's first seconds).
     public var unavailableFirst = 0
+    /// When set, also answers as Azure's instance metadata service does for a managed identity's token:
+    /// `GET /metadata/identity/oauth2/token?…` with `Metadata: true` → `{"access_token": <this>}` (the subject token of
+    /// an `external_account` whose `credential_source` is a `url`).
+    public var azureIdentityToken: String?
     /// Wall clock, seconds since 1970.
     public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 
@@ -40,6 +44,8 @@ public struct MetadataServerCounters: Sendable, Equatable {
     public var tokensIssued = 0
     /// Requests refused for their headers (403: no `Metadata-Flavor: Google`, or an `X-Forwarded-For`).
     public var refusedHeaders = 0
+    /// Azure-style identity tokens served (``MetadataServerConfiguration/azureIdentityToken``).
+    public var identityTokens = 0
     /// The `scopes` of the last token request (empty when it named none).
     public var lastScopes: [String] = []
 }
@@ -52,6 +58,7 @@ public struct MetadataServerCounters: Sendable, Equatable {
 /// when no service account is attached. Point Bugle at it with `GCE_METADATA_HOST=127.0.0.1:<port>`.
 public final class MetadataServerSimulator: Sendable {
     static let tokenPath = "/computeMetadata/v1/instance/service-accounts/default/token"
+    static let azureIdentityPath = "/metadata/identity/oauth2/token"
 
     private enum Lifecycle {
         case idle
@@ -118,6 +125,14 @@ public final class MetadataServerSimulator: Sendable {
 
     /// The answer to one request: status, content type and body.
     func answer(method: HTTPMethod, uri: String, headers: HTTPHeaders) -> (HTTPResponseStatus, String, String) {
+        if let token = configuration.azureIdentityToken, uri.hasPrefix(Self.azureIdentityPath) {
+            guard headers.first(name: "metadata")?.lowercased() == "true" else {
+                state.withLockedValue { $0.refusedHeaders += 1 }
+                return (.badRequest, "application/json", "{\"error\":\"invalid_request\",\"error_description\":\"Required metadata header not specified\"}")
+            }
+            state.withLockedValue { $0.identityTokens += 1 }
+            return (.ok, "application/json", "{\"access_token\":\"\(token)\",\"token_type\":\"Bearer\"}")
+        }
         guard headers.first(name: "metadata-flavor") == "Google", !headers.contains(name: "x-forwarded-for") else {
             state.withLockedValue { $0.refusedHeaders += 1 }
             return (.forbidden, "text/plain", "Missing required header \"Metadata-Flavor\": \"Google\", or a proxied request\n")

@@ -1,0 +1,125 @@
+import BugleCore
+import BugleFCM
+import BugleSimulator
+import Foundation
+import Testing
+
+/// FCM access tokens by workload identity federation (`external_account` credentials) against the simulator's STS and
+/// IAM credentials endpoints over TLS + HTTP/2, the lane built from the providers file's settings as the CLI builds it.
+@Suite("FCM with workload identity federation (external_account)")
+struct FCMFederationTests {
+    static let audience = "//iam.googleapis.com/projects/123456/locations/global/workloadIdentityPools/bugle/providers/k8s"
+    static let subject = "eyJhbGciOiJSUzI1NiJ9.subject-CANARY.sig"
+    static let impersonated = "bugle-sender@bugle-sim.iam.gserviceaccount.com"
+
+    /// An `external_account` configuration for `environment`'s FCM simulator.
+    /// - Parameters:
+    ///   - source: The `credential_source` object.
+    ///   - impersonate: The service account to act as, if any.
+    static func configuration(_ environment: MixedTestEnvironment, source: [String: Any], impersonate: String? = impersonated) throws -> String {
+        var object: [String: Any] = [
+            "type": "external_account",
+            "audience": audience,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": "https://127.0.0.1:\(environment.fcmPort)/v1/token",
+            "credential_source": source,
+        ]
+        if let impersonate {
+            object["service_account_impersonation_url"] =
+                "https://127.0.0.1:\(environment.fcmPort)/v1/projects/-/serviceAccounts/\(impersonate):generateAccessToken"
+        }
+        let path = environment.directory + "/external-account-\(UUID().uuidString.prefix(8)).json"
+        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        return path
+    }
+
+    /// The FCM lane with its credentials from `file` and the simulator's project, as `bugle run` builds it.
+    static func lane(_ environment: MixedTestEnvironment, file: String) throws -> FCMProvider {
+        var settings = try #require(try environment.settings().fcm)
+        settings.serviceAccountFile = file
+        settings.projectID = environment.material.fcmProjectID
+        return try FCMProvider(settings: settings, environment: [:], logger: MixedTestEnvironment.logger)
+    }
+
+    /// Sends `count` messages at once through `lane`; returns how many were delivered.
+    static func deliver(_ count: Int, through lane: FCMProvider) async -> Int {
+        await withTaskGroup(of: Bool.self) { group in
+            for seq in 1...Int64(count) {
+                group.addTask {
+                    if case .delivered = await lane.send(FCMPayloadBreakerTests.goodPayload(seq)) { return true }
+                    return false
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+    }
+
+    static func federated(_ configuration: inout FCMSimulatorConfiguration) {
+        configuration.federation = .init(audience: audience, subjectTokens: [subject], serviceAccountEmail: impersonated)
+    }
+
+    @Test("a projected-token file, exchanged at STS and impersonating a service account: 300 messages delivered, no service-account key used")
+    func fileWithImpersonation() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            let token = environment.directory + "/projected-token"
+            try (Self.subject + "\n").write(toFile: token, atomically: true, encoding: .utf8)
+            let lane = try Self.lane(environment, file: try Self.configuration(environment, source: ["file": token]))
+            #expect(await Self.deliver(300, through: lane) == 300)
+            await lane.shutdown()
+            let counters = environment.fcm.counters()
+            #expect(counters.stsExchanges == 1 && counters.impersonations == 1, "\(counters)")
+            #expect(counters.tokenGrants == 0)
+            #expect(Set(environment.fcm.accepted().compactMap(\.token)).count == 300)
+        }
+    }
+
+    @Test("a url source (a link-local metadata service with its header, JSON format) and the federated token used directly: delivered")
+    func urlWithoutImpersonation() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            try await FCMMetadataServerTests.withMetadataServer(environment, configure: { $0.azureIdentityToken = Self.subject }) { metadata, port in
+                let source: [String: Any] = [
+                    "url": "http://127.0.0.1:\(port)/metadata/identity/oauth2/token?api-version=2018-02-01&resource=api://bugle",
+                    "headers": ["Metadata": "True"],
+                    "format": ["type": "json", "subject_token_field_name": "access_token"],
+                ]
+                let lane = try Self.lane(environment, file: try Self.configuration(environment, source: source, impersonate: nil))
+                #expect(await Self.deliver(50, through: lane) == 50)
+                await lane.shutdown()
+                #expect(metadata.counters().identityTokens == 1)
+                let counters = environment.fcm.counters()
+                #expect(counters.stsExchanges == 1 && counters.impersonations == 0, "\(counters)")
+            }
+        }
+    }
+
+    @Test("refusals halt with the reason and without the subject token: an unknown subject token, another service account, a missing token file")
+    func refusals() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            let wrong = environment.directory + "/wrong-token"
+            try "another-CANARY".write(toFile: wrong, atomically: true, encoding: .utf8)
+            let right = environment.directory + "/right-token"
+            try Self.subject.write(toFile: right, atomically: true, encoding: .utf8)
+            let cases: [(String, String)] = [
+                (try Self.configuration(environment, source: ["file": wrong]), "workload identity federation gave no access token: STS: invalid_grant: The subject token is invalid"),
+                (
+                    try Self.configuration(environment, source: ["file": right], impersonate: "someone-else@bugle-sim.iam.gserviceaccount.com"),
+                    "IAM generateAccessToken: PERMISSION_DENIED: Permission 'iam.serviceAccounts.getAccessToken' denied"
+                ),
+                (try Self.configuration(environment, source: ["file": environment.directory + "/no-such-token"]), "cannot read the subject token file"),
+            ]
+            for (file, reason) in cases {
+                let lane = try Self.lane(environment, file: file)
+                let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(1))
+                await lane.shutdown()
+                guard case .halt(let code, let message) = outcome else {
+                    Issue.record("expected a halt for \(reason), got \(outcome)")
+                    continue
+                }
+                #expect(code == "OAUTH_REJECTED" && message.contains(reason), "\(message)")
+                #expect(!message.contains("CANARY"))
+            }
+            #expect(environment.fcm.accepted().isEmpty)
+        }
+    }
+}
