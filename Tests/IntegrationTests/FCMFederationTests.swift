@@ -39,19 +39,24 @@ struct FCMFederationTests {
         var settings = try #require(try environment.settings().fcm)
         settings.serviceAccountFile = file
         settings.projectID = environment.material.fcmProjectID
+        // Debug builds of the simulator and Bugle share two cores with the rest of the suite: give requests room, so
+        // a starved scheduler is not mistaken for a lost answer (as MixedTestEnvironment.lanes does).
+        settings.timeoutSeconds = 60
         return try FCMProvider(settings: settings, environment: [:], logger: MixedTestEnvironment.logger)
     }
 
-    /// Sends `count` messages at once through `lane`; returns how many were delivered.
-    static func deliver(_ count: Int, through lane: FCMProvider) async -> Int {
-        await withTaskGroup(of: Bool.self) { group in
+    /// Sends `count` messages at once through `lane`; returns the outcomes that were not deliveries (empty when all
+    /// were delivered).
+    static func undelivered(_ count: Int, through lane: FCMProvider) async -> [String] {
+        await withTaskGroup(of: String?.self) { group in
             for seq in 1...Int64(count) {
                 group.addTask {
-                    if case .delivered = await lane.send(FCMPayloadBreakerTests.goodPayload(seq)) { return true }
-                    return false
+                    let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(seq))
+                    if case .delivered = outcome { return nil }
+                    return "\(outcome)"
                 }
             }
-            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            return await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
         }
     }
 
@@ -59,18 +64,19 @@ struct FCMFederationTests {
         configuration.federation = .init(audience: audience, subjectTokens: [subject], serviceAccountEmail: impersonated)
     }
 
-    @Test("a projected-token file, exchanged at STS and impersonating a service account: 300 messages delivered, no service-account key used")
+    @Test("a projected-token file, exchanged at STS and impersonating a service account: 200 messages delivered, no service-account key used")
     func fileWithImpersonation() async throws {
         try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
             let token = environment.directory + "/projected-token"
             try (Self.subject + "\n").write(toFile: token, atomically: true, encoding: .utf8)
             let lane = try Self.lane(environment, file: try Self.configuration(environment, source: ["file": token]))
-            #expect(await Self.deliver(300, through: lane) == 300)
+            let failures = await Self.undelivered(200, through: lane)
+            #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
             await lane.shutdown()
             let counters = environment.fcm.counters()
             #expect(counters.stsExchanges == 1 && counters.impersonations == 1, "\(counters)")
             #expect(counters.tokenGrants == 0)
-            #expect(Set(environment.fcm.accepted().compactMap(\.token)).count == 300)
+            #expect(Set(environment.fcm.accepted().compactMap(\.token)).count == 200)
         }
     }
 
@@ -84,7 +90,8 @@ struct FCMFederationTests {
                     "format": ["type": "json", "subject_token_field_name": "access_token"],
                 ]
                 let lane = try Self.lane(environment, file: try Self.configuration(environment, source: source, impersonate: nil))
-                #expect(await Self.deliver(50, through: lane) == 50)
+                let failures = await Self.undelivered(50, through: lane)
+                #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
                 await lane.shutdown()
                 #expect(metadata.counters().identityTokens == 1)
                 let counters = environment.fcm.counters()
