@@ -23,19 +23,36 @@ trap 'rm -rf "$log_dir" "$scratch"' EXIT
 export TMPDIR="$scratch"
 
 # Runs one phase with its output also kept in a log, so the end of the script can name the failing tests
-# (a CI log often shows only its last lines).
+# (a CI log often shows only its last lines). A phase still running after `limit` seconds (several times its usual
+# length) is a hung test process: its threads' stacks are printed (with gdb, when installed) and it is stopped, so the
+# phase fails with a clue instead of holding CI until its own limit.
 phase() {
-  local name=$1; shift
-  "$@" 2>&1 | tee "$log_dir/$name.log"
-  return "${PIPESTATUS[0]}"
+  local name=$1 limit=$2; shift 2
+  (
+    sleep "$limit"
+    echo "tools/test.sh: $name still running after $limit s: a hung test process; its threads follow" >&2
+    for pid in $(pgrep -f 'BuglePackageTests.xctest' || true); do
+      if command -v gdb >/dev/null 2>&1; then
+        gdb -p "$pid" -batch -ex 'thread apply all bt 30' 2>&1 | grep -E '^Thread|^#' | head -n 600 >&2 || true
+      fi
+      kill "$pid" 2>/dev/null || true
+    done
+  ) &
+  local watchdog=$!
+  local status=0
+  "$@" 2>&1 | tee "$log_dir/$name.log" || status=${PIPESTATUS[0]}
+  pkill -P "$watchdog" 2>/dev/null || true
+  kill "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || true
+  return "$status"
 }
 
 swift build --build-tests
-phase parallel swift test --skip-build "$@" || failed+=("parallel phase")
+phase parallel 1800 swift test --skip-build "$@" || failed+=("parallel phase")
 
 swift build "${optimized[@]}" --build-tests
 for suite in "${timing[@]}"; do
-  BUGLE_TIMING_TESTS=1 phase "$suite" swift test "${optimized[@]}" --skip-build --filter "$suite" "$@" || failed+=("$suite")
+  BUGLE_TIMING_TESTS=1 phase "$suite" 900 swift test "${optimized[@]}" --skip-build --filter "$suite" "$@" || failed+=("$suite")
 done
 
 if ((${#failed[@]})); then
