@@ -4,7 +4,8 @@ import Logging
 
 /// Fresh, migrated PostgreSQL databases for integration tests.
 ///
-/// When `BUGLE_TEST_DATABASE_URL` is set, databases are created on that server (its user needs `CREATEDB`).
+/// When `BUGLE_TEST_DATABASE_URL` is set, databases are created on that server (its user needs `CREATEDB`; a URL
+/// without a password takes it from `PGPASSWORD` or the password file, as `bugle` does).
 /// Otherwise one throwaway ``EmbeddedCluster`` is started per test process, lazily, in a temporary directory
 /// (`fsync=off`, Unix socket only); it is stopped with `pg_ctl stop -m immediate` and deleted when the process exits
 /// (set `BUGLE_TEST_KEEP_CLUSTER=1` to keep it for debugging). Each call to ``fresh()`` creates its own database
@@ -64,7 +65,7 @@ private actor TestServer {
     private static func start() async throws -> DatabaseConfiguration {
         let environment = ProcessInfo.processInfo.environment
         if let url = environment["BUGLE_TEST_DATABASE_URL"], !url.isEmpty {
-            return try DatabaseConfiguration(url: url)
+            return try DatabaseConfiguration(url: url).resolvingPassword(environment: environment)
         }
         let directory = NSTemporaryDirectory().appending("bugle-test-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(
