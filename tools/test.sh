@@ -29,7 +29,11 @@ export TMPDIR="$scratch"
 phase() {
   local name=$1 limit=$2; shift 2
   (
-    sleep "$limit"
+    # Stopped (TERM) when the phase ends in time: the sleep goes with it, and nothing below runs.
+    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+    sleep "$limit" &
+    sleeper=$!
+    wait "$sleeper"
     echo "tools/test.sh: $name still running after $limit s: a hung test process; its threads follow" >&2
     for pid in $(pgrep -f 'BuglePackageTests.xctest' || true); do
       if command -v gdb >/dev/null 2>&1; then
@@ -41,7 +45,6 @@ phase() {
   local watchdog=$!
   local status=0
   "$@" 2>&1 | tee "$log_dir/$name.log" || status=${PIPESTATUS[0]}
-  pkill -P "$watchdog" 2>/dev/null || true
   kill "$watchdog" 2>/dev/null || true
   wait "$watchdog" 2>/dev/null || true
   return "$status"
