@@ -319,9 +319,12 @@ public final class HTTP2ConnectionPool: Sendable {
         }
     }
 
-    /// Starts connects for empty slots that are due, when someone is waiting.
+    /// Starts connects for empty slots that are due, when someone is waiting. Not while a refusal stands (a certificate
+    /// or a proxy refused a connection for its configuration) and no connection works: dialling again would be refused
+    /// again, and the waiters fail once the connects already on their way end
+    /// (``failWaitersIfHopelessLocked(_:serviceName:)``). With a working connection, slots are dialled as before.
     private static func connectIfNeededLocked(_ state: inout State) -> [Effect] {
-        guard state.pendingWaiters > 0, !state.isShutdown else { return [] }
+        guard state.pendingWaiters > 0, !state.isShutdown, state.rejection == nil || hasUsableConnectionLocked(state) else { return [] }
         let now = NIODeadline.now()
         var effects: [Effect] = []
         var earliest: NIODeadline?

@@ -44,8 +44,11 @@ final class ConnectProxy: Sendable {
     ///   - tls: The server side of TLS to the proxy itself (nil: a plain `http://` proxy).
     ///   - refusalDelay: How long it takes to refuse credentials (squid asks a helper program first), so a client
     ///     that took the connection for ready too early writes requests into it meanwhile.
+    ///   - refusalDelays: The delay of the first, second, … `CONNECT` when they differ (later ones take
+    ///     `refusalDelay`).
     static func start(
-        requiredAuthorization: String? = nil, refuseWith: Int? = nil, tls: NIOSSLContext? = nil, refusalDelay: TimeAmount = .zero
+        requiredAuthorization: String? = nil, refuseWith: Int? = nil, tls: NIOSSLContext? = nil, refusalDelay: TimeAmount = .zero,
+        refusalDelays: [TimeAmount] = []
     ) async throws -> ConnectProxy {
         let state = NIOLockedValueBox(State())
         let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -55,7 +58,9 @@ final class ConnectProxy: Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
-                    try sync.addHandler(ConnectRequestHandler(requiredAuthorization: requiredAuthorization, refuseWith: refuseWith, refusalDelay: refusalDelay, state: state))
+                    try sync.addHandler(
+                        ConnectRequestHandler(
+                            requiredAuthorization: requiredAuthorization, refuseWith: refuseWith, refusalDelays: (refusalDelays, refusalDelay), state: state))
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -92,15 +97,15 @@ final class ConnectProxy: Sendable {
 
         private let requiredAuthorization: String?
         private let refuseWith: Int?
-        private let refusalDelay: TimeAmount
+        private let refusalDelays: (each: [TimeAmount], otherwise: TimeAmount)
         private let state: NIOLockedValueBox<State>
         private var head = ByteBuffer()
         private var done = false
 
-        init(requiredAuthorization: String?, refuseWith: Int?, refusalDelay: TimeAmount, state: NIOLockedValueBox<State>) {
+        init(requiredAuthorization: String?, refuseWith: Int?, refusalDelays: (each: [TimeAmount], otherwise: TimeAmount), state: NIOLockedValueBox<State>) {
             self.requiredAuthorization = requiredAuthorization
             self.refuseWith = refuseWith
-            self.refusalDelay = refusalDelay
+            self.refusalDelays = refusalDelays
             self.state = state
         }
 
@@ -132,8 +137,10 @@ final class ConnectProxy: Sendable {
             }
             if let requiredAuthorization, authorization != requiredAuthorization {
                 ConnectProxy.record(state, Request(target: target, authorization: authorization, status: 407, host: host, userAgent: userAgent))
+                let index = state.withLockedValue { $0.requests.count } - 1
+                let delay = index < refusalDelays.each.count ? refusalDelays.each[index] : refusalDelays.otherwise
                 let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-                context.eventLoop.scheduleTask(in: refusalDelay) {
+                context.eventLoop.scheduleTask(in: delay) {
                     let (handler, context) = loopBound.value
                     handler.answer(context: context, 407, "Proxy Authentication Required", extra: "Proxy-Authenticate: Basic realm=\"bugle-test\"\r\n")
                 }

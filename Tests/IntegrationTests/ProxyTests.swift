@@ -270,6 +270,29 @@ struct ProxyTests {
         #expect(message.contains("407") && message.contains("https://127.0.0.1:\(proxy.port)"), "\(message)")
     }
 
+    /// A proxy that refuses one connection at once and the other only after 1.5 s: while the second is still being
+    /// refused, the first slot's backoff ends, and it used to dial again (and again) for the waiting request. A refusal
+    /// is configuration, so nothing is redialled while it stands: the request fails once the second refusal arrives,
+    /// after exactly one `CONNECT` per slot. (Found by CI: under a loaded machine, a refused lane asked tinyproxy 5 times.)
+    @Test("a refused proxy is not asked again while a slot's refusal is still on its way: one CONNECT per slot, then proxyRefused")
+    func noRedialWhileRefused() async throws {
+        let proxy = try await ConnectProxy.start(
+            requiredAuthorization: HTTPProxy.basicAuthorization("bugle:right"), refusalDelays: [.zero, .milliseconds(1_500)])
+        var configuration = HTTP2ConnectionPool.Configuration(
+            host: "127.0.0.1", port: try freeLoopbackPort(), connections: 2, tls: TLSConfiguration.makeClientConfiguration(), serviceName: "APNs")
+        configuration.backoffBase = .milliseconds(20)
+        configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxy.port, authorization: HTTPProxy.basicAuthorization("bugle:wrong"))
+        let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
+        let headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
+        let error = await #expect(throws: HTTP2TransportError.self) {
+            _ = try await pool.execute(headers: headers, body: ByteBuffer(string: "{}"), deadline: .now() + .seconds(10))
+        }
+        await pool.shutdown()
+        await proxy.stop()
+        if case .proxyRefused? = error {} else { Issue.record("expected a proxy refusal, got \(String(describing: error))") }
+        #expect(proxy.requests.count == 2, "\(proxy.requests.count) CONNECTs for two slots")
+    }
+
     /// An APNs simulator on loopback for `body` (its environment, the simulator, its port), stopped however `body` ends.
     static func withAPNsSimulator<T>(_ body: (APNsTestEnvironment, APNsSimulator, Int) async throws -> T) async throws -> T {
         let environment = try APNsTestEnvironment()
