@@ -45,9 +45,9 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
             }
             raw = data
         case .url(let host, let port, let path, let headers):
-            let answer: MetadataHTTPExchange.Answer
+            let answer: PlainHTTPExchange.Answer
             do {
-                answer = try await MetadataHTTPExchange.get(
+                answer = try await PlainHTTPExchange.get(
                     host: host, port: port, path: path, headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                     timeout: timeout, group: group)
             } catch {
@@ -75,7 +75,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
 
     /// The STS exchange.
     private func exchange(_ subject: String) async throws(FCMAuthError) -> FCMAccessToken {
-        let scope = iam == nil ? FCMMetadataTokenClient.scope : Self.cloudPlatformScope
+        let scope = iam == nil ? FCMAssertion.scope : Self.cloudPlatformScope
         let form = [
             ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
             ("audience", account.audience),
@@ -87,7 +87,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         let body = form.map { "\($0.0)=\(Self.formEncoded($0.1))" }.joined(separator: "&")
         let (status, object) = try await sts.post(contentType: "application/x-www-form-urlencoded", body: body, timeout: timeout)
         if status == 200, let value = object?["access_token"] as? String, !value.isEmpty {
-            return FCMAccessToken(value: value, lifetime: .seconds(max(1, FCMTokenEndpointClient.expiresIn(object))))
+            return FCMAccessToken(value: value, lifetime: .seconds(max(1, FCMTokenRequest.expiresIn(object))))
         }
         let error = object?["error"] as? String
         let message = "STS: " + (error ?? "HTTP \(status)") + ((object?["error_description"] as? String).map { ": " + $0 } ?? "")
@@ -97,7 +97,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
 
     /// IAM credentials' `generateAccessToken` with the federated token.
     private func impersonate(_ iam: FCMTokenRequest, with federated: String) async throws(FCMAuthError) -> FCMAccessToken {
-        let body = "{\"scope\":[\"\(FCMMetadataTokenClient.scope)\"],\"lifetime\":\"\(account.impersonationLifetime)s\"}"
+        let body = "{\"scope\":[\"\(FCMAssertion.scope)\"],\"lifetime\":\"\(account.impersonationLifetime)s\"}"
         let (status, object) = try await iam.post(contentType: "application/json", body: body, bearer: federated, timeout: timeout)
         if status == 200, let value = object?["accessToken"] as? String, !value.isEmpty {
             let expiry = (object?["expireTime"] as? String).flatMap { Self.rfc3339($0) }

@@ -10,9 +10,7 @@ import NIOCore
 /// for good and halts the lane; a 5xx, 429, an unreachable server or a timeout is unavailable and retried by the lane,
 /// which keeps a still-valid token meanwhile.
 final class FCMMetadataTokenClient: FCMAccessTokenFetching {
-    /// The scope FCM's HTTP v1 API needs.
-    static let scope = "https://www.googleapis.com/auth/firebase.messaging"
-    static let path = "/computeMetadata/v1/instance/service-accounts/default/token?scopes=" + scope
+    static let path = "/computeMetadata/v1/instance/service-accounts/default/token?scopes=" + FCMAssertion.scope
 
     private let address: FCMMetadataServerAddress
     private let timeout: TimeAmount
@@ -27,9 +25,9 @@ final class FCMMetadataTokenClient: FCMAccessTokenFetching {
 
     func fetch() async throws(FCMAuthError) -> FCMAccessToken {
         let source = FCMTokenSource.metadataServer(address.description)
-        let answer: MetadataHTTPExchange.Answer
+        let answer: PlainHTTPExchange.Answer
         do {
-            answer = try await MetadataHTTPExchange.get(
+            answer = try await PlainHTTPExchange.get(
                 host: address.host, port: address.port, path: Self.path, headers: [("Metadata-Flavor", "Google")],
                 timeout: timeout, group: group)
         } catch {
@@ -42,17 +40,15 @@ final class FCMMetadataTokenClient: FCMAccessTokenFetching {
             guard let value = object?["access_token"] as? String, !value.isEmpty else {
                 throw .unavailable("answered 200 without access_token", from: source)
             }
-            let expiresIn = (object?["expires_in"] as? Int) ?? 3600
-            return FCMAccessToken(value: value, lifetime: .seconds(max(1, expiresIn)))
+            return FCMAccessToken(value: value, lifetime: .seconds(max(1, FCMTokenRequest.expiresIn(object))))
         case 404:
             throw .rejected(
                 "404: no service account is attached to this workload (on GKE, bind the pod's Kubernetes service account "
                     + "to a Google service account with Workload Identity)", from: source)
         case 403:
             throw .rejected("403: the request was refused (a proxy in between, or a missing Metadata-Flavor header)", from: source)
-        case 429, 500...:
-            throw .unavailable("HTTP \(answer.status)", from: source)
         default:
+            if FCMTokenRequest.isTransient(status: answer.status, error: nil) { throw .unavailable("HTTP \(answer.status)", from: source) }
             throw .rejected("HTTP \(answer.status)", from: source)
         }
     }

@@ -160,25 +160,32 @@ public final class FCMProvider: PushProvider {
             }
         }
         let group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
-        var configuration = HTTP2ConnectionPool.Configuration(
-            host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), tls: tls, serviceName: "FCM")
-        do throws(ProxyConfigurationError) {
-            configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.endpoint.host, environment: options.environment)
-        } catch {
-            throw .proxy(error)
+        /// A pool to `host:port`, through the section's proxy (FCM's own, and each credentials endpoint's).
+        func makePool(host: String, port: Int, connections: Int = 1, _ serviceName: String) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
+            var configuration = HTTP2ConnectionPool.Configuration(host: host, port: port, connections: connections, tls: tls, serviceName: serviceName)
+            do throws(ProxyConfigurationError) {
+                configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: host, environment: options.environment)
+            } catch {
+                throw .proxy(error)
+            }
+            if let proxy = configuration.proxy { logger.info("\(serviceName) connections go through the proxy \(proxy)") }
+            do {
+                return try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
+            } catch let error as ProxyConfigurationError {
+                throw .proxy(error)
+            } catch {
+                throw .unsupported("TLS configuration rejected: \(error)")
+            }
         }
-        if let proxy = configuration.proxy { logger.info("FCM connections go through the proxy \(proxy)") }
-        do {
-            self.pool = try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
-        } catch let error as ProxyConfigurationError {
-            throw .proxy(error)
-        } catch {
-            throw .unsupported("TLS configuration rejected: \(error)")
+        /// The pool to a credentials endpoint (the service account's `token_uri`, STS, IAM credentials).
+        func makePool(_ url: URL, _ serviceName: String) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
+            try makePool(host: url.host ?? "", port: url.port ?? 443, serviceName)
         }
+        self.pool = try makePool(host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), "FCM")
         let fetcher: any FCMAccessTokenFetching
         switch tokenSource {
         case .serviceAccount(let account, let given):
-            let pool = try Self.tokenPool(account.tokenURI, "OAuth2 token endpoint", settings: settings, tls: tls, options: options, group: group, logger: logger)
+            let pool = try makePool(account.tokenURI, "OAuth2 token endpoint")
             self.tokenPools = [pool]
             fetcher = given ?? FCMTokenEndpointClient(account: account, pool: pool, timeout: timeout, epochSeconds: { Int64(Date().timeIntervalSince1970) })
         case .metadataServer(let address):
@@ -187,10 +194,10 @@ public final class FCMProvider: PushProvider {
             fetcher = FCMMetadataTokenClient(address: address, timeout: timeout, group: group)
             logger.info("FCM access tokens come from the metadata server at \(address)")
         case .externalAccount(let account):
-            let sts = try Self.tokenPool(account.tokenURL, "STS", settings: settings, tls: tls, options: options, group: group, logger: logger)
+            let sts = try makePool(account.tokenURL, "STS")
             var iam: FCMTokenRequest?
             if let url = account.impersonationURL {
-                let pool = try Self.tokenPool(url, "IAM credentials", settings: settings, tls: tls, options: options, group: group, logger: logger)
+                let pool = try makePool(url, "IAM credentials")
                 iam = FCMTokenRequest(url: url, pool: pool, source: .federation)
             }
             self.tokenPools = [sts] + (iam.map { [$0.pool] } ?? [])
@@ -199,29 +206,6 @@ public final class FCMProvider: PushProvider {
             logger.info("FCM access tokens come from workload identity federation", metadata: ["impersonating": "\(account.impersonationURL != nil)"])
         }
         self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())
-    }
-
-    /// The connection to a credentials endpoint (the service account's `token_uri`, STS, IAM credentials), through the
-    /// section's proxy as FCM's are.
-    private static func tokenPool(
-        _ url: URL, _ serviceName: String, settings: FCMSettings, tls: TLSConfiguration, options: Options, group: any EventLoopGroup, logger: Logger
-    ) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
-        let tokenHost = url.host ?? ""
-        var configuration = HTTP2ConnectionPool.Configuration(
-            host: tokenHost, port: url.port ?? 443, connections: 1, tls: tls, serviceName: serviceName)
-        do throws(ProxyConfigurationError) {
-            configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: tokenHost, environment: options.environment)
-        } catch {
-            throw .proxy(error)
-        }
-        if let proxy = configuration.proxy { logger.info("\(serviceName) connections go through the proxy \(proxy)") }
-        do {
-            return try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
-        } catch let error as ProxyConfigurationError {
-            throw .proxy(error)
-        } catch {
-            throw .unsupported("TLS configuration rejected: \(error)")
-        }
     }
 
     /// Sends one message and classifies the answer. Never throws.

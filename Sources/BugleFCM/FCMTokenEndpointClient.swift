@@ -39,7 +39,7 @@ final class FCMTokenEndpointClient: FCMAccessTokenFetching {
             guard let value = object?["access_token"] as? String, !value.isEmpty else {
                 throw .unavailable("token endpoint answered 200 without access_token")
             }
-            return FCMAccessToken(value: value, lifetime: .seconds(max(1, Self.expiresIn(object))))
+            return FCMAccessToken(value: value, lifetime: .seconds(max(1, FCMTokenRequest.expiresIn(object))))
         }
         let code = (object?["error"] as? String) ?? "HTTP \(status)"
         let description = (object?["error_description"] as? String).map { ": " + $0 } ?? ""
@@ -47,10 +47,5 @@ final class FCMTokenEndpointClient: FCMAccessTokenFetching {
             throw .unavailable(code + description)
         }
         throw .rejected(code + description)
-    }
-
-    /// `expires_in`, a number or (as Google sometimes sends it) a string; an hour when absent.
-    static func expiresIn(_ object: [String: Any]?) -> Int {
-        (object?["expires_in"] as? Int) ?? (object?["expires_in"] as? String).flatMap { Int($0) } ?? 3600
     }
 }

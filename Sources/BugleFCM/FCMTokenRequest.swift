@@ -42,6 +42,11 @@ struct FCMTokenRequest: Sendable {
         return (response.status, object)
     }
 
+    /// `expires_in`, a number or (as Google sometimes sends it) a string; an hour when absent.
+    static func expiresIn(_ object: [String: Any]?) -> Int {
+        (object?["expires_in"] as? Int) ?? (object?["expires_in"] as? String).flatMap { Int($0) } ?? 3600
+    }
+
     /// Whether a failed answer is worth retrying: 5xx, 429, 408, or an OAuth error Google documents as transient.
     static func isTransient(status: Int, error: String?) -> Bool {
         status >= 500 || status == 429 || status == 408

@@ -143,11 +143,7 @@ public enum Database {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            var message = "cannot connect to \(configuration)"
-            if DatabaseConfiguration.isRefusedLogin(error), let source = configuration.passwordSource {
-                message += "; \(source.explanation)"
-            }
-            throw StoreError(.connectionFailed, message, underlying: error)
+            throw StoreError(.connectionFailed, "cannot connect to \(configuration)" + configuration.refusedLoginNote(error), underlying: error)
         }
     }
 

@@ -80,6 +80,13 @@ extension DatabaseConfiguration {
         return (home.hasSuffix("/") ? home : home + "/") + ".pgpass"
     }
 
+    /// What to add to a failed login's message: where the password came from (``passwordSource``) when `error` is
+    /// the login refused for its credentials, else nothing.
+    func refusedLoginNote(_ error: any Error) -> String {
+        guard Self.isRefusedLogin(error), let source = passwordSource else { return "" }
+        return "; " + source.explanation
+    }
+
     /// Whether `error` is the server (or the client) refusing this login for its credentials: a wrong password
     /// (SQLSTATE 28P01; PgBouncer says 08P01 "SASL authentication failed"), a rejected authorization (28000), or a
     /// password asked for and none given.

@@ -97,7 +97,7 @@ struct FCMFederationEndpoints: Sendable {
     }
 
     private func oauthError(_ status: Int, _ error: String, _ description: String) -> Answer {
-        Answer(status: status, body: "{\"error\":\(SimulatorJSON.quoted(error)),\"error_description\":\(SimulatorJSON.quoted(description))}")
+        Answer(status: status, body: SimulatorJSON.oauthError(error, description))
     }
 
     private func googleError(_ code: Int, _ status: String, _ message: String) -> Answer {

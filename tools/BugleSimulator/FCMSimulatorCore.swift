@@ -170,7 +170,7 @@ final class FCMSimulatorCore: Sendable {
     }
 
     private func oauthError(status: Int, error: String, description: String) -> Answer {
-        let body = "{\"error\":\(SimulatorJSON.quoted(error)),\"error_description\":\(SimulatorJSON.quoted(description))}"
+        let body = SimulatorJSON.oauthError(error, description)
         return .respond(Response(status: status, headers: [Self.jsonContentType, ("cache-control", "no-store")], body: body))
     }
 

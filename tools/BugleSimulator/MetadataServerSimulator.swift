@@ -128,7 +128,7 @@ public final class MetadataServerSimulator: Sendable {
         if let token = configuration.azureIdentityToken, uri.hasPrefix(Self.azureIdentityPath) {
             guard headers.first(name: "metadata")?.lowercased() == "true" else {
                 state.withLockedValue { $0.refusedHeaders += 1 }
-                return (.badRequest, "application/json", "{\"error\":\"invalid_request\",\"error_description\":\"Required metadata header not specified\"}")
+                return (.badRequest, "application/json", SimulatorJSON.oauthError("invalid_request", "Required metadata header not specified"))
             }
             state.withLockedValue { $0.identityTokens += 1 }
             return (.ok, "application/json", "{\"access_token\":\"\(token)\",\"token_type\":\"Bearer\"}")

@@ -5,6 +5,11 @@
 /// tells booleans from numbers, and records where each member's value sits in the input (so the
 /// simulator can measure and hash parts of the message exactly as sent).
 enum SimulatorJSON: Sendable, Equatable {
+    /// An OAuth2 error body, as Google's token endpoints answer: `{"error": …, "error_description": …}`.
+    static func oauthError(_ error: String, _ description: String) -> String {
+        "{\"error\":\(quoted(error)),\"error_description\":\(quoted(description))}"
+    }
+
     /// One member of an object, in document order.
     struct Member: Sendable, Equatable {
         /// The decoded key.

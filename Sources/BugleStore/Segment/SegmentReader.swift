@@ -64,11 +64,8 @@ public struct SegmentReader: Sendable {
         do {
             connection = try await Database.connect(readerLogin, logger: logger).0
         } catch {
-            var message = "cannot log in as \(readerLogin.username) to read the segment: " + Self.serverMessage(error)
-            if DatabaseConfiguration.isRefusedLogin(error), let source = readerLogin.passwordSource {
-                message += "; \(source.explanation)"
-            }
-            throw SegmentError(message)
+            throw SegmentError(
+                "cannot log in as \(readerLogin.username) to read the segment: " + Self.serverMessage(error) + readerLogin.refusedLoginNote(error))
         }
         do {
             let result = try await body(connection)

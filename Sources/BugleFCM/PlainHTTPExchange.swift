@@ -2,10 +2,11 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// One plain HTTP/1.1 `GET` on a connection of its own (`Connection: close`), which is all Google Cloud's metadata
-/// server speaks: it is link-local, so neither TLS nor a proxy is involved (the server refuses proxied requests).
-/// Token fetches come once an hour, so nothing is pooled. The answer's body is capped at ``bodyLimit``.
-enum MetadataHTTPExchange {
+/// One plain HTTP/1.1 `GET` on a connection of its own (`Connection: close`), for link-local metadata services that
+/// speak nothing else: Google Cloud's metadata server, and a federation `credential_source.url` such as Azure's. Neither
+/// TLS nor a proxy is involved (Google's server refuses proxied requests). Token fetches come once an hour, so nothing
+/// is pooled. The answer's body is capped at ``bodyLimit``.
+enum PlainHTTPExchange {
     /// An answer: its status and body.
     struct Answer: Sendable {
         var status: Int
@@ -28,7 +29,7 @@ enum MetadataHTTPExchange {
             case .connect(let why): return "cannot connect (\(why))"
             case .timedOut: return "no answer in time"
             case .closedEarly: return "the connection closed before a whole answer"
-            case .tooLarge: return "an answer longer than \(MetadataHTTPExchange.bodyLimit) bytes"
+            case .tooLarge: return "an answer longer than \(PlainHTTPExchange.bodyLimit) bytes"
             }
         }
     }
@@ -81,11 +82,11 @@ enum MetadataHTTPExchange {
 private final class AnswerCollector: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
 
-    private let promise: EventLoopPromise<MetadataHTTPExchange.Answer>
+    private let promise: EventLoopPromise<PlainHTTPExchange.Answer>
     private var status = 0
     private var body: [UInt8] = []
 
-    init(promise: EventLoopPromise<MetadataHTTPExchange.Answer>) {
+    init(promise: EventLoopPromise<PlainHTTPExchange.Answer>) {
         self.promise = promise
     }
 
@@ -94,19 +95,19 @@ private final class AnswerCollector: ChannelInboundHandler {
         case .head(let head):
             status = Int(head.status.code)
         case .body(let buffer):
-            guard body.count + buffer.readableBytes <= MetadataHTTPExchange.bodyLimit else {
-                promise.fail(MetadataHTTPExchange.Failure.tooLarge)
+            guard body.count + buffer.readableBytes <= PlainHTTPExchange.bodyLimit else {
+                promise.fail(PlainHTTPExchange.Failure.tooLarge)
                 context.close(promise: nil)
                 return
             }
             body.append(contentsOf: buffer.readableBytesView)
         case .end:
-            promise.succeed(MetadataHTTPExchange.Answer(status: status, body: body))
+            promise.succeed(PlainHTTPExchange.Answer(status: status, body: body))
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        promise.fail(MetadataHTTPExchange.Failure.closedEarly)
+        promise.fail(PlainHTTPExchange.Failure.closedEarly)
         context.fireChannelInactive()
     }
 
