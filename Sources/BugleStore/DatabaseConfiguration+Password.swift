@@ -8,7 +8,7 @@ public enum PasswordSource: Sendable, Hashable {
     case url
     /// The `PGPASSWORD` environment variable.
     case environment
-    /// A line of a password file.
+    /// A line of a password file, or of a service file's section.
     case file(path: String, line: Int)
     /// None was found; the text says where Bugle looked.
     case missing(looked: String)
@@ -41,7 +41,7 @@ extension DatabaseConfiguration {
     public func resolvingPassword(environment: [String: String]) -> DatabaseConfiguration {
         var copy = self
         if self.password != nil {
-            copy.passwordSource = .url
+            copy.passwordSource = self.passwordSource ?? .url
             return copy
         }
         if let password = environment["PGPASSWORD"], !password.isEmpty {
@@ -76,8 +76,7 @@ extension DatabaseConfiguration {
     static func passwordFilePath(explicit: String?, environment: [String: String]) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         if let file = environment["PGPASSFILE"], !file.isEmpty { return file }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return (home.hasSuffix("/") ? home : home + "/") + ".pgpass"
+        return ConnectionParameters.homeFile(".pgpass", environment: environment)
     }
 
     /// What to add to a failed login's message: where the password came from (``passwordSource``) when `error` is

@@ -1,15 +1,14 @@
 import Foundation
 
-extension DatabaseConfiguration {
-    /// Parses a `postgres://` or `postgresql://` URL (see the type's documentation for the accepted form).
-    ///
-    /// Defaults follow libpq: port 5432, user = the operating-system user, database = the user name (left `nil`),
-    /// `sslmode=prefer` for TCP and `disable` for a Unix socket.
+extension ConnectionParameters {
+    /// The keywords a `postgres://` or `postgresql://` URL gives: user and password from its user info, host and port
+    /// from its authority, `dbname` from its path, and any of ``keywords`` as query parameters (a query parameter
+    /// replaces the part of the URL it names, as in libpq).
     ///
     /// - Parameter url: The URL text. It may contain a password; the text is never included in errors.
     /// - Throws: ``StoreError/Code-swift.struct/invalidDatabaseURL`` naming the bad part (scheme, user, password,
-    ///   host, port, database, a query parameter), or ``StoreError/Code-swift.struct/unsupportedConfiguration``
-    ///   for TLS over a Unix socket.
+    ///   host, port, database, a query parameter). Values are checked later, by
+    ///   ``DatabaseConfiguration/init(parameters:)``.
     public init(url: String) throws {
         let text = url.trimmingCharacters(in: .whitespacesAndNewlines)
         var rest: Substring
@@ -20,6 +19,7 @@ extension DatabaseConfiguration {
         } else {
             throw Self.urlError("scheme: the URL must start with postgres:// or postgresql://")
         }
+        self.init()
 
         // Authority ends at the first '/', '?' or '#' (RFC 3986); userinfo is everything up to its last '@'.
         if rest.contains("#") {
@@ -29,157 +29,64 @@ extension DatabaseConfiguration {
         let authority = rest[..<authorityEnd]
         rest = rest[authorityEnd...]
 
-        var username: String?
-        var password: String?
         var hostPart = authority
         if let at = authority.lastIndex(of: "@") {
             let userInfo = authority[..<at]
             hostPart = authority[authority.index(after: at)...]
             if let colon = userInfo.firstIndex(of: ":") {
-                username = try Self.decode(userInfo[..<colon], part: "user")
-                password = try Self.decode(userInfo[userInfo.index(after: colon)...], part: "password")
+                self.setFromURL("user", try Self.decode(userInfo[..<colon], part: "user"))
+                self.setFromURL("password", try Self.decode(userInfo[userInfo.index(after: colon)...], part: "password"))
             } else {
-                username = try Self.decode(userInfo, part: "user")
+                self.setFromURL("user", try Self.decode(userInfo, part: "user"))
             }
         }
 
-        var host: String?
-        var port: Int?
         if hostPart.hasPrefix("[") {
             guard let close = hostPart.firstIndex(of: "]") else {
                 throw Self.urlError("host: unterminated '[' in an IPv6 address")
             }
-            host = String(hostPart[hostPart.index(after: hostPart.startIndex)..<close])
+            self.setFromURL("host", String(hostPart[hostPart.index(after: hostPart.startIndex)..<close]))
             let after = hostPart[hostPart.index(after: close)...]
             if !after.isEmpty {
                 guard after.hasPrefix(":") else { throw Self.urlError("host: unexpected text after ']'") }
-                port = try Self.parsePort(after.dropFirst())
+                self.setFromURL("port", String(after.dropFirst()))
             }
         } else if let colon = hostPart.lastIndex(of: ":") {
-            host = try Self.decode(hostPart[..<colon], part: "host")
-            port = try Self.parsePort(hostPart[hostPart.index(after: colon)...])
+            self.setFromURL("host", try Self.decode(hostPart[..<colon], part: "host"))
+            self.setFromURL("port", String(hostPart[hostPart.index(after: colon)...]))
         } else if !hostPart.isEmpty {
-            host = try Self.decode(hostPart, part: "host")
-        }
-        if let value = host, value.isEmpty {
-            host = nil
-        }
-        if let value = host, value.contains(",") {
-            throw Self.urlError("host: multiple hosts are not supported")
+            self.setFromURL("host", try Self.decode(hostPart, part: "host"))
         }
 
-        var database: String?
         if rest.hasPrefix("/") {
             let pathEnd = rest.firstIndex(of: "?") ?? rest.endIndex
             let path = rest[rest.index(after: rest.startIndex)..<pathEnd]
             rest = rest[pathEnd...]
-            if !path.isEmpty {
-                database = try Self.decode(path, part: "database")
-            }
+            self.setFromURL("dbname", try Self.decode(path, part: "database"))
         }
 
-        var sslMode: SSLMode?
-        var rootCertificate: String?
-        var clientCertificate: String?
-        var clientKey: String?
-        var clientKeyPassword: String?
-        var passwordFile: String?
-        var applicationName = "bugle"
-        var connectTimeout = Duration.seconds(10)
         if rest.hasPrefix("?") {
             for pair in rest.dropFirst().split(separator: "&", omittingEmptySubsequences: true) {
                 let equals = pair.firstIndex(of: "=") ?? pair.endIndex
                 let name = try Self.decode(pair[..<equals], part: "query parameter name")
                 let rawValue = equals < pair.endIndex ? pair[pair.index(after: equals)...] : ""
-                let part = "query parameter '\(Self.printableName(name))'"
+                let part = "query parameter '\(ServiceFile.printable(name))'"
                 let value = try Self.decode(rawValue, part: part)
-                switch name {
-                case "sslmode":
-                    guard let mode = SSLMode(rawValue: value) else {
-                        throw Self.urlError(
-                            "sslmode: must be one of "
-                                + SSLMode.allCases.map(\.rawValue).joined(separator: ", ")
-                        )
-                    }
-                    sslMode = mode
-                case "sslrootcert":
-                    rootCertificate = value.isEmpty ? nil : value
-                case "sslcert":
-                    clientCertificate = value.isEmpty ? nil : value
-                case "sslkey":
-                    clientKey = value.isEmpty ? nil : value
-                case "sslpassword":
-                    clientKeyPassword = value.isEmpty ? nil : value
-                case "passfile":
-                    passwordFile = value.isEmpty ? nil : value
-                case "host":
-                    host = value.isEmpty ? nil : value
-                case "port":
-                    port = try Self.parsePort(Substring(value))
-                case "user":
-                    username = value
-                case "password":
-                    password = value
-                case "dbname":
-                    database = value.isEmpty ? nil : value
-                case "application_name":
-                    applicationName = value
-                case "connect_timeout":
-                    guard let seconds = Int(value), seconds > 0, seconds <= 3600 else {
-                        throw Self.urlError("connect_timeout: must be a whole number of seconds from 1 to 3600")
-                    }
-                    connectTimeout = .seconds(seconds)
-                default:
+                guard Self.keywords.contains(name) else {
                     throw Self.urlError("\(part): unknown parameter")
                 }
+                self.setFromURL(name, value)
             }
         }
+    }
 
-        guard (clientCertificate == nil) == (clientKey == nil) else {
-            throw Self.urlError("sslcert and sslkey go together: give both (a client certificate and its key), or neither")
-        }
-        guard clientKeyPassword == nil || clientKey != nil else {
-            throw Self.urlError("sslpassword is the passphrase of an encrypted sslkey: give sslcert and sslkey with it")
-        }
-        let resolvedUser = username.flatMap { $0.isEmpty ? nil : $0 } ?? NSUserName()
-        guard !resolvedUser.isEmpty else {
-            throw Self.urlError("user: no user name given and the operating-system user is unknown")
-        }
-        let resolvedPort = port ?? 5432
-
-        let endpoint: Endpoint
-        if let host, host.hasPrefix("/") {
-            endpoint = .unixSocket(directory: host, port: resolvedPort)
-            switch sslMode {
-            case .require, .verifyCA, .verifyFull:
-                throw StoreError(
-                    .unsupportedConfiguration,
-                    "sslmode=\(sslMode?.rawValue ?? "") cannot be honoured over a Unix socket: "
-                        + "PostgreSQL never offers TLS there; use sslmode=disable or a TCP host"
-                )
-            case .allow, .prefer:
-                sslMode = .disable
-            case .disable, nil:
-                break
-            }
+    /// An empty value in the URL counts as not given, except a password (an empty password is one).
+    private mutating func setFromURL(_ keyword: String, _ value: String) {
+        if value.isEmpty && keyword != "password" {
+            self.remove(keyword)
         } else {
-            endpoint = .tcp(host: host ?? "localhost", port: resolvedPort)
+            self.set(keyword, value, origin: .url)
         }
-
-        self.init(
-            endpoint: endpoint,
-            username: resolvedUser,
-            password: password,
-            database: database,
-            sslMode: sslMode,
-            sslRootCertificatePath: rootCertificate,
-            applicationName: applicationName,
-            connectTimeout: connectTimeout
-        )
-        self.sslCertificatePath = clientCertificate
-        self.sslKeyPath = clientKey
-        self.sslKeyPassword = clientKeyPassword
-        self.passwordFilePath = passwordFile
     }
 
     private static func urlError(_ message: String) -> StoreError {
@@ -192,20 +99,141 @@ extension DatabaseConfiguration {
         }
         return decoded
     }
+}
 
-    private static func parsePort(_ text: Substring) throws -> Int {
-        guard let port = Int(text), (1...65535).contains(port) else {
-            throw Self.urlError(
-                "port: must be a number from 1 to 65535 (if the password contains '/', '?', '#' or '@', "
-                    + "percent-encode it)"
-            )
+extension DatabaseConfiguration {
+    /// The socket directory libpq's Debian build uses when no host is given anywhere.
+    public static let defaultSocketDirectory = "/var/run/postgresql"
+
+    /// Parses a `postgres://` or `postgresql://` URL (see the type's documentation for the accepted form), reading
+    /// nothing else: no service file, no environment. See ``init(url:environment:)`` for libpq's defaults.
+    ///
+    /// - Throws: ``StoreError/Code-swift.struct/invalidDatabaseURL`` naming the bad part, or
+    ///   ``StoreError/Code-swift.struct/unsupportedConfiguration`` for TLS over a Unix socket.
+    public init(url: String) throws {
+        try self.init(parameters: ConnectionParameters(url: url))
+    }
+
+    /// Parses a URL and takes what it leaves out as libpq does: from the service it names (`service`, else
+    /// `PGSERVICE`; see ``ServiceFile``), then from `PGHOST`, `PGPORT`, `PGDATABASE`, `PGUSER`, `PGSSLMODE`,
+    /// `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, `PGAPPNAME`, `PGCONNECT_TIMEOUT` and `PGCHANNELBINDING`. So
+    /// `postgres://` alone reaches the server the environment describes. The password is found later, by
+    /// ``resolvingPassword(environment:)``.
+    /// - Throws: as ``init(url:)``, with errors naming the service file's line or the variable a bad value came from.
+    public init(url: String, environment: [String: String]) throws {
+        try self.init(parameters: ConnectionParameters(url: url).fillingDefaults(environment: environment))
+    }
+
+    /// A configuration from libpq keywords. Defaults follow libpq: the Unix socket in ``defaultSocketDirectory`` when
+    /// no host is given, port 5432, user = the operating-system user, database = the user name (left `nil`),
+    /// `sslmode=prefer` for TCP and `disable` for a Unix socket.
+    /// - Throws: ``StoreError`` naming the keyword and where its bad value came from (never the value).
+    public init(parameters: ConnectionParameters) throws {
+        let settings = parameters.settings
+        var host = settings["host"]?.value
+        if let setting = settings["host"], setting.value.contains(",") {
+            throw setting.error("host", "multiple hosts are not supported")
+        }
+        let port = try settings["port"].map(Self.port) ?? 5432
+        var sslMode: SSLMode?
+        if let setting = settings["sslmode"] {
+            guard let mode = SSLMode(rawValue: setting.value) else {
+                throw setting.error("sslmode", "must be one of " + SSLMode.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            sslMode = mode
+        }
+        var connectTimeout = Duration.seconds(10)
+        if let setting = settings["connect_timeout"] {
+            guard let seconds = Int(setting.value), seconds > 0, seconds <= 3600 else {
+                throw setting.error("connect_timeout", "must be a whole number of seconds from 1 to 3600")
+            }
+            connectTimeout = .seconds(seconds)
+        }
+        if let setting = settings["channel_binding"] {
+            try Self.checkChannelBinding(setting)
+        }
+        let clientCertificate = settings["sslcert"]?.value
+        let clientKey = settings["sslkey"]?.value
+        guard (clientCertificate == nil) == (clientKey == nil) else {
+            let setting = settings["sslcert"] ?? settings["sslkey"]
+            throw setting?.error(
+                clientCertificate == nil ? "sslkey" : "sslcert",
+                "sslcert and sslkey go together: give both (a client certificate and its key), or neither"
+            ) ?? StoreError(.invalidDatabaseURL, "sslcert and sslkey go together")
+        }
+        if let setting = settings["sslpassword"], clientKey == nil {
+            throw setting.error("sslpassword", "the passphrase of an encrypted sslkey: give sslcert and sslkey with it")
+        }
+        let resolvedUser = settings["user"]?.value ?? NSUserName()
+        guard !resolvedUser.isEmpty else {
+            throw StoreError(.invalidDatabaseURL, "invalid database URL: user: no user name given and the operating-system user is unknown")
+        }
+
+        let endpoint: Endpoint
+        if host == nil { host = Self.defaultSocketDirectory }
+        if let host, host.hasPrefix("/") {
+            endpoint = .unixSocket(directory: host, port: port)
+            switch sslMode {
+            case .require, .verifyCA, .verifyFull:
+                let origin = settings["sslmode"].map { " (from \($0.origin))" } ?? ""
+                throw StoreError(
+                    .unsupportedConfiguration,
+                    "sslmode=\(sslMode?.rawValue ?? "")\(origin) cannot be honoured over a Unix socket: "
+                        + "PostgreSQL never offers TLS there; use sslmode=disable or a TCP host"
+                )
+            case .allow, .prefer:
+                sslMode = .disable
+            case .disable, nil:
+                break
+            }
+        } else {
+            endpoint = .tcp(host: host ?? "localhost", port: port)
+        }
+
+        self.init(
+            endpoint: endpoint,
+            username: resolvedUser,
+            password: settings["password"]?.value,
+            database: settings["dbname"]?.value,
+            sslMode: sslMode,
+            sslRootCertificatePath: settings["sslrootcert"]?.value,
+            applicationName: settings["application_name"]?.value ?? "bugle",
+            connectTimeout: connectTimeout
+        )
+        self.sslCertificatePath = clientCertificate
+        self.sslKeyPath = clientKey
+        self.sslKeyPassword = settings["sslpassword"]?.value
+        self.passwordFilePath = settings["passfile"]?.value
+        if let setting = settings["password"], case .serviceFile(let path, let line, _) = setting.origin {
+            self.passwordSource = .file(path: path, line: line)
+        }
+        self.settingOrigins = parameters.outsideOrigins
+    }
+
+    private static func port(_ setting: ConnectionParameters.Setting) throws -> Int {
+        guard let port = Int(setting.value), (1...65535).contains(port) else {
+            let hint = setting.origin == .url
+                ? " (if the password contains '/', '?', '#' or '@', percent-encode it)" : ""
+            throw setting.error("port", "must be a number from 1 to 65535\(hint)")
         }
         return port
     }
 
-    /// Echoes a parameter name only when it looks like one, so a mangled password cannot end up in an error.
-    private static func printableName(_ name: String) -> String {
-        let isPlain = name.count <= 40 && name.allSatisfy { ("a"..."z").contains($0) || $0 == "_" }
-        return isPlain ? name : "(unprintable name)"
+    /// `channel_binding`: `disable` and `prefer` are honoured (Bugle's client offers SCRAM-SHA-256 without channel
+    /// binding); `require` cannot be, and is refused rather than silently weakened.
+    private static func checkChannelBinding(_ setting: ConnectionParameters.Setting) throws {
+        switch setting.value {
+        case "disable", "prefer":
+            return
+        case "require":
+            throw StoreError(
+                .unsupportedConfiguration,
+                "channel_binding=require (from \(setting.origin)) cannot be honoured: Bugle's PostgreSQL client "
+                    + "(postgres-nio) authenticates with SCRAM-SHA-256 without channel binding. Use channel_binding=prefer "
+                    + "with sslmode=verify-full, which authenticates the server by its certificate instead"
+            )
+        default:
+            throw setting.error("channel_binding", "must be one of disable, prefer, require")
+        }
     }
 }

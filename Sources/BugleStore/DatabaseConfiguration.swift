@@ -15,8 +15,11 @@ import Foundation
 /// PEM key, for servers and poolers that authenticate by certificate; the key must not be readable by
 /// group or others, as libpq requires), `sslpassword` (the passphrase of an encrypted `sslkey`), `host` (a host name,
 /// or an absolute path naming a Unix-socket directory), `port`, `user`, `password`, `passfile` (a libpq password
-/// file; see ``resolvingPassword(environment:)``), `dbname`, `application_name` and `connect_timeout` (seconds).
-/// Anything else is rejected by name. Special characters in the user or password (`@ / ? # :`) must be
+/// file; see ``resolvingPassword(environment:)``), `dbname`, `application_name`, `connect_timeout` (seconds),
+/// `channel_binding` (`disable` | `prefer`; `require` is refused: the client has no channel binding) and `service` (a
+/// section of libpq's service file, see ``ServiceFile``). Anything else is rejected by name. With
+/// ``init(url:environment:)`` what the URL leaves out comes from the service, then from libpq's environment variables.
+/// No host anywhere means the Unix socket in ``defaultSocketDirectory``, as libpq's does. Special characters in the user or password (`@ / ? # :`) must be
 /// percent-encoded.
 ///
 /// ``description`` prints the URL with the password replaced by `***`, and parse errors name the bad part of the
@@ -80,6 +83,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var passwordFilePath: String?
     /// Where ``password`` came from, once ``resolvingPassword(environment:)`` has looked; `nil` before.
     public var passwordSource: PasswordSource?
+    /// Which settings came from a service file or the environment rather than the URL, for `bugle db status`
+    /// (see ``ConnectionParameters/outsideOrigins``); never a value.
+    public var settingOrigins: String?
     /// Sent to the server as `application_name`, visible in `pg_stat_activity`.
     public var applicationName: String
     /// How long to wait for a TCP/Unix connection to open.

@@ -65,7 +65,7 @@ private actor TestServer {
     private static func start() async throws -> DatabaseConfiguration {
         let environment = ProcessInfo.processInfo.environment
         if let url = environment["BUGLE_TEST_DATABASE_URL"], !url.isEmpty {
-            return try DatabaseConfiguration(url: url).resolvingPassword(environment: environment)
+            return try DatabaseConfiguration(url: url, environment: environment).resolvingPassword(environment: environment)
         }
         let directory = NSTemporaryDirectory().appending("bugle-test-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(

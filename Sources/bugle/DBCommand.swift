@@ -13,7 +13,7 @@ struct DBCommand: AsyncParsableCommand {
 
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show the embedded cluster's state (or the server a URL names, and where its password came from) and the schema's migrations.")
+            abstract: "Show the embedded cluster's state (or the server a URL names, which of its settings came from libpq's service file or environment, and where its password came from) and the schema's migrations.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -27,6 +27,7 @@ struct DBCommand: AsyncParsableCommand {
                 } else {
                     let configuration = try await DatabaseSession.configuration(global, logger: logger)
                     print("database \(configuration)")
+                    if let origins = configuration.settingOrigins { print("settings: \(origins)") }
                     if let source = configuration.passwordSource { print("password: \(source.explanation)") }
                 }
                 let migrations = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in

@@ -16,15 +16,23 @@ enum DatabaseSession {
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {
             return try login(url, environment: environment, logger: logger)
         }
+        if let variable = Self.libpqServerVariables.first(where: { environment[$0]?.isEmpty == false }) {
+            logger.warning(
+                "\(variable) is set, but Bugle reads libpq's variables only for a server a URL names: using the embedded cluster (BUGLE_DATABASE_URL=postgres:// takes the whole server from the environment)"
+            )
+        }
         let cluster = EmbeddedCluster.defaultCluster(environment: environment)
         _ = try await cluster.start(logger: logger)
         return cluster.databaseConfiguration().taggingSessions(sessionTag)
     }
 
-    /// The configuration a database URL names, with its password found as libpq finds it (the URL, `PGPASSWORD`, the
+    /// libpq's variables that choose a server: set without a database URL, they are worth a warning.
+    static let libpqServerVariables = ["PGHOST", "PGSERVICE", "PGDATABASE", "PGPORT"]
+
+    /// The configuration a database URL names (what it leaves out taken from libpq's service file and environment), with its password found as libpq finds it (the URL, `PGPASSWORD`, the
     /// password file) and this process's ``sessionTag``. A password file Bugle cannot use is logged as a warning.
     static func login(_ url: String, environment: [String: String], logger: Logger) throws -> DatabaseConfiguration {
-        let configuration = try DatabaseConfiguration(url: url).resolvingPassword(environment: environment)
+        let configuration = try DatabaseConfiguration(url: url, environment: environment).resolvingPassword(environment: environment)
         if case .unusableFile(let message) = configuration.passwordSource {
             logger.warning("\(message)")
         }

@@ -28,9 +28,7 @@ struct CLIRunTests {
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = arguments
             process.currentDirectoryURL = CLITests.packageRoot
-            var env = ProcessInfo.processInfo.environment
-            for (key, value) in environment { env[key] = value }
-            process.environment = env
+            process.environment = CLITests.childEnvironment(environment)
             let out = Pipe()
             let err = Pipe()
             process.standardOutput = out

@@ -43,11 +43,7 @@ struct CLITests {
         process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = directory
-        var env = ProcessInfo.processInfo.environment
-        // A developer's own database settings must not reach the child (the tests name what they use).
-        for variable in ["BUGLE_DATABASE_URL", "BUGLE_SEGMENT_DATABASE_URL", "PGPASSWORD", "PGPASSFILE"] { env[variable] = nil }
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
+        process.environment = childEnvironment(environment)
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -67,6 +63,15 @@ struct CLITests {
         let stderr = stderrBox.withLockedValue { $0 }
         process.waitUntilExit()
         return Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// This process's environment for a child `bugle`, with `extra` added. A developer's own database settings
+    /// (Bugle's URLs, libpq's `PG…` variables) must not reach the child: the tests name what they use.
+    static func childEnvironment(_ extra: [String: String]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        for variable in ["BUGLE_DATABASE_URL", "BUGLE_SEGMENT_DATABASE_URL"] { environment[variable] = nil }
+        for variable in environment.keys where variable.hasPrefix("PG") { environment[variable] = nil }
+        return environment.merging(extra) { $1 }
     }
 
     static func url(_ configuration: DatabaseConfiguration) throws -> String {

@@ -1,0 +1,197 @@
+import BugleCore
+import BugleTesting
+import Foundation
+import Testing
+
+@testable import BugleStore
+
+/// What a database URL leaves out, taken as libpq takes it: the service it names (`pg_service.conf`), then `PGHOST`,
+/// `PGPORT`, … Errors name the variable or the file and line of a bad value, never the value.
+@Suite("libpq defaults: service files and environment variables")
+struct LibpqDefaultsTests {
+    /// A scratch directory with a service file in it.
+    private static func serviceFile(_ text: String) throws -> (directory: String, file: String) {
+        let directory = try TestScratch.directory(prefix: "bugle-service")
+        let file = directory + "/pg_service.conf"
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        return (directory, file)
+    }
+
+    @Test("the environment fills what the URL leaves out, and the URL wins; no host anywhere is libpq's socket")
+    func environmentVariables() throws {
+        let environment = [
+            "PGHOST": "db.example", "PGPORT": "6543", "PGDATABASE": "app", "PGUSER": "alice", "PGSSLMODE": "verify-full",
+            "PGSSLROOTCERT": "/etc/ca.pem", "PGAPPNAME": "pushes", "PGCONNECT_TIMEOUT": "4", "PGCHANNELBINDING": "prefer",
+            "HOME": "/nonexistent",
+        ]
+        let all = try DatabaseConfiguration(url: "postgres://", environment: environment)
+        #expect(all.endpoint == .tcp(host: "db.example", port: 6543))
+        #expect(all.username == "alice" && all.database == "app" && all.sslMode == .verifyFull)
+        #expect(all.sslRootCertificatePath == "/etc/ca.pem" && all.applicationName == "pushes" && all.connectTimeout == .seconds(4))
+        #expect(all.settingOrigins?.contains("host from PGHOST") == true && all.settingOrigins?.contains("user from PGUSER") == true)
+
+        let url = try DatabaseConfiguration(url: "postgresql://bob@other:5433/reports?sslmode=disable", environment: environment)
+        #expect(url.endpoint == .tcp(host: "other", port: 5433))
+        #expect(url.username == "bob" && url.database == "reports" && url.sslMode == .disable)
+        #expect(url.settingOrigins?.contains("PGHOST") == false && url.settingOrigins?.contains("PGUSER") == false)
+        #expect(url.settingOrigins?.contains("sslrootcert from PGSSLROOTCERT") == true)
+
+        // Without the environment (init(url:)), nothing outside the URL is read; no host is the default socket.
+        let bare = try DatabaseConfiguration(url: "postgres:///app")
+        #expect(bare.endpoint == .unixSocket(directory: "/var/run/postgresql", port: 5432) && bare.sslMode == .disable)
+        #expect(bare.settingOrigins == nil)
+        let socket = try DatabaseConfiguration(url: "postgres://", environment: ["PGHOST": "/srv/pg", "PGSSLMODE": "prefer"])
+        #expect(socket.endpoint == .unixSocket(directory: "/srv/pg", port: 5432) && socket.sslMode == .disable)
+        #expect(throws: StoreError.self) {
+            try DatabaseConfiguration(url: "postgres://", environment: ["PGHOST": "/srv/pg", "PGSSLMODE": "require"])
+        }
+    }
+
+    @Test("a bad value from the environment is named by its variable, never echoed")
+    func environmentErrors() throws {
+        func message(_ environment: [String: String], url: String = "postgres://") -> String {
+            do {
+                _ = try DatabaseConfiguration(url: url, environment: environment)
+                return "no error"
+            } catch let error as StoreError {
+                return error.message
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(message(["PGPORT": "54x32-CANARY"]) == "invalid database setting: PGPORT (port): must be a number from 1 to 65535")
+        #expect(message(["PGSSLMODE": "strict-CANARY"]).hasPrefix("invalid database setting: PGSSLMODE (sslmode): must be one of disable"))
+        #expect(message(["PGCONNECT_TIMEOUT": "0"]) == "invalid database setting: PGCONNECT_TIMEOUT (connect_timeout): must be a whole number of seconds from 1 to 3600")
+        #expect(message(["PGHOST": "a,b"]) == "invalid database setting: PGHOST (host): multiple hosts are not supported")
+        #expect(message(["PGSSLCERT": "/c.pem"]).contains("PGSSLCERT (sslcert): sslcert and sslkey go together"))
+        #expect(message(["PGCHANNELBINDING": "require"]).hasPrefix("channel_binding=require (from PGCHANNELBINDING) cannot be honoured"))
+        #expect(message([:], url: "postgres://h/db?channel_binding=require").hasPrefix("channel_binding=require (from the URL) cannot be honoured"))
+        #expect(message([:], url: "postgres://h/db?channel_binding=maybe") == "invalid database URL: channel_binding: must be one of disable, prefer, require")
+        #expect(message(["PGPORT": "6543"], url: "postgres://h:1x/db").hasPrefix("invalid database URL: port: must be a number"), "the URL's bad port, not the variable")
+        #expect(message(["PGSSLMODE": "verify-full"], url: "postgres://u@/db?host=/tmp") == "sslmode=verify-full (from PGSSLMODE) cannot be honoured over a Unix socket: PostgreSQL never offers TLS there; use sslmode=disable or a TCP host")
+    }
+
+    @Test("a service: its section's first values, under the URL's and over the environment's; the user file before the system file")
+    func serviceFiles() throws {
+        let user = try Self.serviceFile(
+            """
+            # operators' services
+            [prod]
+            host=db.prod.example
+            port=6432
+              dbname=pushes
+            port=9999
+            password=SERVICE-CANARY
+
+            [staging]
+            host=db.staging.example
+            """)
+        let system = try Self.serviceFile(
+            """
+            [reports]
+            host=/var/run/reports
+            user=analyst
+            """)
+        let environment = [
+            "PGSERVICEFILE": user.file, "PGSYSCONFDIR": system.directory, "PGUSER": "envuser", "PGPORT": "7000",
+            "PGDATABASE": "envdb", "HOME": "/nonexistent",
+        ]
+        let prod = try DatabaseConfiguration(url: "postgres://?service=prod", environment: environment)
+        #expect(prod.endpoint == .tcp(host: "db.prod.example", port: 6432), "the first port= wins, and beats PGPORT")
+        #expect(prod.database == "pushes" && prod.username == "envuser")
+        #expect(prod.password == "SERVICE-CANARY")
+        #expect(
+            prod.settingOrigins == "host (line 3), port (line 4), dbname (line 5), password (line 7) from service prod in \(user.file); user from PGUSER",
+            "\(prod.settingOrigins ?? "nil")")
+        #expect(!prod.description.contains("CANARY") && prod.settingOrigins?.contains("CANARY") == false)
+        let resolved = prod.resolvingPassword(environment: environment.merging(["PGPASSWORD": "ENV-CANARY"]) { $1 })
+        #expect(resolved.password == "SERVICE-CANARY" && resolved.passwordSource == .file(path: user.file, line: 7), "a service's password beats PGPASSWORD")
+
+        let overridden = try DatabaseConfiguration(url: "postgres://carol@:5555/?service=prod", environment: environment)
+        #expect(overridden.endpoint == .tcp(host: "db.prod.example", port: 5555) && overridden.username == "carol")
+        let fromVariable = try DatabaseConfiguration(url: "postgres://", environment: environment.merging(["PGSERVICE": "staging"]) { $1 })
+        #expect(fromVariable.endpoint == .tcp(host: "db.staging.example", port: 7000) && fromVariable.database == "envdb")
+        let fromSystem = try DatabaseConfiguration(url: "postgres://?service=reports", environment: environment)
+        #expect(fromSystem.endpoint == .unixSocket(directory: "/var/run/reports", port: 7000) && fromSystem.username == "analyst")
+        try FileManager.default.moveItem(atPath: user.file, toPath: user.directory + "/.pg_service.conf")
+        let fromHome = try DatabaseConfiguration(
+            url: "postgres://?service=staging", environment: ["HOME": user.directory, "PGSYSCONFDIR": system.directory])
+        #expect(fromHome.endpoint == .tcp(host: "db.staging.example", port: 5432), "~/.pg_service.conf without PGSERVICEFILE")
+    }
+
+    @Test("service file errors name the file and line (or both files searched), never a value")
+    func serviceFileErrors() throws {
+        func message(_ text: String, service: String = "prod") throws -> String {
+            let files = try Self.serviceFile(text)
+            do {
+                _ = try DatabaseConfiguration(
+                    url: "postgres://?service=\(service)",
+                    environment: ["PGSERVICEFILE": files.file, "PGSYSCONFDIR": files.directory + "/none", "HOME": "/nonexistent"])
+                return "no error"
+            } catch let error as StoreError {
+                return error.message.replacingOccurrences(of: files.directory, with: "DIR")
+            }
+        }
+        #expect(try message("[prod]\nhost=db\nport=6x-CANARY\n") == "invalid database service prod: DIR/pg_service.conf line 3: port: must be a number from 1 to 65535")
+        #expect(try message("[prod]\nhost = db\n") == "database service file DIR/pg_service.conf line 2: (unprintable name): unknown keyword (no spaces around '=')")
+        #expect(try message("[prod]\nkeepalives=1\n") == "database service file DIR/pg_service.conf line 2: keepalives: libpq knows this keyword, but Bugle does not read it; remove it or use a service of Bugle's own")
+        #expect(try message("[prod]\nCANARY-no-equals\n") == "database service file DIR/pg_service.conf line 2: expected keyword=value")
+        #expect(try message("[prod]\nservice=other\n") == "database service file DIR/pg_service.conf line 2: service: a service cannot name another service")
+        #expect(try message("[other]\nkeepalives=1\n[prod]\nhost=db\n[later]\nbogus\n") == "no error", "only the wanted section is read")
+        #expect(try message("[other]\nhost=db\n") == "database service prod is not defined: neither DIR/pg_service.conf nor DIR/none/pg_service.conf has a [prod] section")
+    }
+}
+
+/// A whole run against the real test server, with nothing in the URL but a service name: the server comes from a
+/// service file, the user from `PGUSER`. `bugle db status` says which setting came from where; a service the files do
+/// not define stops `bugle` before it connects, naming both files searched.
+@Test("bugle run with BUGLE_DATABASE_URL=postgres://?service=…: the server from the service file, the user from PGUSER; every live token once")
+func runThroughAService() async throws {
+    try await CrashFixture.with(devices: 400) { fixture in
+        let files = try TestScratch.directory(prefix: "bugle-service-run")
+        let host: String
+        let port: Int
+        switch fixture.configuration.endpoint {
+        case .unixSocket(let directory, let socketPort): (host, port) = (directory, socketPort)
+        case .tcp(let name, let tcpPort): (host, port) = (name, tcpPort)
+        }
+        try """
+            # written by runThroughAService
+            [bugle-test]
+            host=\(host)
+            port=\(port)
+            dbname=\(fixture.configuration.database ?? "")
+            sslmode=disable
+
+            """.write(toFile: files + "/services.conf", atomically: true, encoding: .utf8)
+        let environment = [
+            "PGSERVICEFILE": files + "/services.conf", "PGSYSCONFDIR": files, "PGUSER": fixture.configuration.username,
+            "PGPASSWORD": fixture.configuration.password ?? "",
+        ]
+        let throughService = CrashFixture(
+            environment: fixture.environment, configuration: fixture.configuration, databaseURL: "postgres://?service=bugle-test",
+            devices: fixture.devices)
+        let campaign = try throughService.campaign(policy: .resend, window: 200)
+        let run = try await throughService.bugle(["run", campaign, "--quiet"], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        try await fixture.expectEveryLiveTokenSentOnce()
+
+        let status = try await throughService.bugle(["db", "status"], environment: environment)
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(
+            status.stdout.contains(
+                "settings: host (line 3), port (line 4), dbname (line 5), sslmode (line 6) from service bugle-test in \(files)/services.conf; user from PGUSER"),
+            "\(status.stdout)")
+        #expect(status.stdout.contains("migration "), "\(status.stdout)")
+
+        let nowhere = CrashFixture(
+            environment: fixture.environment, configuration: fixture.configuration, databaseURL: "postgres://?service=nowhere",
+            devices: fixture.devices)
+        let missing = try await nowhere.bugle(["runs"], environment: environment)
+        #expect(missing.status != 0)
+        #expect(
+            missing.stderr.contains(
+                "database service nowhere is not defined: neither \(files)/services.conf nor \(files)/pg_service.conf has a [nowhere] section"),
+            "\(missing.stderr)")
+    }
+}
