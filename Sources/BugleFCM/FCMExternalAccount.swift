@@ -7,7 +7,8 @@ import Foundation
 ///
 /// Supported `credential_source`s: `file` (read at each exchange, as a projected token is rotated) and `url` over plain
 /// `http://` (a link-local metadata service such as Azure's, with its `headers`), each with `format` `text` or `json`
-/// (`subject_token_field_name`). AWS (`environment_id`), `executable` and `https://` URL sources are refused by name.
+/// (`subject_token_field_name`); and AWS (`environment_id: aws1`, see ``FCMAWSCredentialSource``). `executable` and
+/// `https://` URL sources are refused by name.
 public struct FCMExternalAccount: Sendable {
     /// Where the subject token is read.
     public enum Source: Sendable, Equatable {
@@ -15,6 +16,8 @@ public struct FCMExternalAccount: Sendable {
         case file(String)
         /// A plain-HTTP `GET` with these headers.
         case url(host: String, port: Int, path: String, headers: [String: String])
+        /// A signed AWS `GetCallerIdentity` request.
+        case aws(FCMAWSCredentialSource)
     }
 
     /// How the subject token is written where it is read.
@@ -78,14 +81,18 @@ public struct FCMExternalAccount: Sendable {
         guard let source = object["credential_source"] as? [String: Any] else {
             throw .malformed(path: path, detail: "missing \"credential_source\"")
         }
+        let parsed = try Self.source(source, path: path)
+        if case .aws = parsed, subjectTokenType != FCMAWSCredentialSource.subjectTokenType {
+            throw .malformed(path: path, detail: "an AWS credential_source needs \"subject_token_type\": \"\(FCMAWSCredentialSource.subjectTokenType)\"")
+        }
         return FCMExternalAccount(
             audience: audience, subjectTokenType: subjectTokenType, tokenURL: tokenURL, impersonationURL: impersonationURL,
-            impersonationLifetime: lifetime, source: try Self.source(source, path: path), format: try Self.format(source, path: path))
+            impersonationLifetime: lifetime, source: parsed, format: try Self.format(source, path: path))
     }
 
     private static func source(_ source: [String: Any], path: String) throws(FCMConfigurationError) -> Source {
         if source["environment_id"] != nil {
-            throw .unsupported("\(path): an AWS credential_source (environment_id) is not supported; use a file or url source, or a service account")
+            return .aws(try FCMAWSCredentialSource.parse(source, path: path))
         }
         if source["executable"] != nil {
             throw .unsupported("\(path): an executable credential_source is not supported; use a file or url source, or a service account")

@@ -17,15 +17,21 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
     private let iam: FCMTokenRequest?
     private let timeout: TimeAmount
     private let group: any EventLoopGroup
+    private let environment: [String: String]
 
     /// A client exchanging at `sts` (and impersonating through `iam`, given exactly when the account names a service
-    /// account), each exchange bounded by `timeout`; `group` runs a `url` source's plain-HTTP request.
-    init(account: FCMExternalAccount, sts: FCMTokenRequest, iam: FCMTokenRequest?, timeout: TimeAmount, group: any EventLoopGroup) {
+    /// account), each exchange bounded by `timeout`; `group` runs a `url` or AWS source's plain-HTTP requests, and an AWS
+    /// source reads its region and credentials from `environment` first.
+    init(
+        account: FCMExternalAccount, sts: FCMTokenRequest, iam: FCMTokenRequest?, timeout: TimeAmount, group: any EventLoopGroup,
+        environment: [String: String]
+    ) {
         self.account = account
         self.sts = sts
         self.iam = iam
         self.timeout = timeout
         self.group = group
+        self.environment = environment
     }
 
     func fetch() async throws(FCMAuthError) -> FCMAccessToken {
@@ -35,7 +41,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         return try await impersonate(iam, with: federated.value)
     }
 
-    /// The subject token, read from the file or fetched from the URL.
+    /// The subject token, read from the file, fetched from the URL, or signed for AWS.
     private func subjectToken() async throws(FCMAuthError) -> String {
         let raw: Data
         switch account.source {
@@ -47,7 +53,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         case .url(let host, let port, let path, let headers):
             let answer: PlainHTTPExchange.Answer
             do {
-                answer = try await PlainHTTPExchange.get(
+                answer = try await PlainHTTPExchange.send(
                     host: host, port: port, path: path, headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                     timeout: timeout, group: group)
             } catch {
@@ -59,6 +65,10 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
                 throw .rejected(message, from: .federation)
             }
             raw = Data(answer.body)
+        case .aws(let source):
+            return try await FCMAWSSubjectToken(
+                source: source, audience: account.audience, environment: environment, timeout: timeout, group: group
+            ).make()
         }
         let token: String?
         switch account.format {

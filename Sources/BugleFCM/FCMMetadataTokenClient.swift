@@ -27,7 +27,7 @@ final class FCMMetadataTokenClient: FCMAccessTokenFetching {
         let source = FCMTokenSource.metadataServer(address.description)
         let answer: PlainHTTPExchange.Answer
         do {
-            answer = try await PlainHTTPExchange.get(
+            answer = try await PlainHTTPExchange.send(
                 host: address.host, port: address.port, path: Self.path, headers: [("Metadata-Flavor", "Google")],
                 timeout: timeout, group: group)
         } catch {

@@ -73,8 +73,8 @@ public final class FCMProvider: PushProvider {
         case serviceAccount(FCMServiceAccount, fetcher: (any FCMAccessTokenFetching)?)
         /// Google Cloud's metadata server.
         case metadataServer(FCMMetadataServerAddress)
-        /// Workload identity federation.
-        case externalAccount(FCMExternalAccount)
+        /// Workload identity federation (an AWS source reads its region and credentials from the environment first).
+        case externalAccount(FCMExternalAccount, environment: [String: String])
     }
 
     /// Creates the lane from the providers file's `fcm:` section: with `credentials: service_account` (the default)
@@ -105,7 +105,7 @@ public final class FCMProvider: PushProvider {
                 guard let projectID = settings.projectID else {
                     throw .unsupported("\(path) is an external_account (workload identity federation), which names no project: set project_id in the fcm: section")
                 }
-                try self.init(settings: settings, projectID: projectID, tokenSource: .externalAccount(account), options: options, logger: logger)
+                try self.init(settings: settings, projectID: projectID, tokenSource: .externalAccount(account, environment: environment), options: options, logger: logger)
             }
         case .metadataServer:
             guard let projectID = settings.projectID else { throw .unsupported("credentials: metadata_server needs project_id") }
@@ -193,7 +193,7 @@ public final class FCMProvider: PushProvider {
             self.tokenPools = []
             fetcher = FCMMetadataTokenClient(address: address, timeout: timeout, group: group)
             logger.info("FCM access tokens come from the metadata server at \(address)")
-        case .externalAccount(let account):
+        case .externalAccount(let account, let environment):
             let sts = try makePool(account.tokenURL, "STS")
             var iam: FCMTokenRequest?
             if let url = account.impersonationURL {
@@ -202,7 +202,8 @@ public final class FCMProvider: PushProvider {
             }
             self.tokenPools = [sts] + (iam.map { [$0.pool] } ?? [])
             fetcher = FCMExternalAccountClient(
-                account: account, sts: FCMTokenRequest(url: account.tokenURL, pool: sts, source: .federation), iam: iam, timeout: timeout, group: group)
+                account: account, sts: FCMTokenRequest(url: account.tokenURL, pool: sts, source: .federation), iam: iam, timeout: timeout, group: group,
+                environment: environment)
             logger.info("FCM access tokens come from workload identity federation", metadata: ["impersonating": "\(account.impersonationURL != nil)"])
         }
         self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())

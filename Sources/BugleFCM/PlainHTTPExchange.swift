@@ -2,8 +2,9 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// One plain HTTP/1.1 `GET` on a connection of its own (`Connection: close`), for link-local metadata services that
-/// speak nothing else: Google Cloud's metadata server, and a federation `credential_source.url` such as Azure's. Neither
+/// One plain HTTP/1.1 request without a body on a connection of its own (`Connection: close`), for link-local metadata
+/// services that speak nothing else: Google Cloud's metadata server, a federation `credential_source.url` such as
+/// Azure's, and EC2's instance metadata (whose IMDSv2 session token is asked for with a `PUT`). Neither
 /// TLS nor a proxy is involved (Google's server refuses proxied requests). Token fetches come once an hour, so nothing
 /// is pooled. The answer's body is capped at ``bodyLimit``.
 enum PlainHTTPExchange {
@@ -37,13 +38,15 @@ enum PlainHTTPExchange {
     /// Longest body read: a token answer is a few hundred bytes.
     static let bodyLimit = 65_536
 
-    /// Sends `GET path` to `host:port` with `headers` (plus `Host` and `Connection: close`) and reads the answer.
+    /// Sends `method path` to `host:port` with `headers` (plus `Host`, `Connection: close`, and an empty body's
+    /// `Content-Length` for a method other than `GET`) and reads the answer.
     /// - Parameters:
     ///   - timeout: Bounds the whole exchange, connecting included.
     ///   - group: Where the connection runs.
     /// - Throws: ``Failure``.
-    static func get(
-        host: String, port: Int, path: String, headers: [(String, String)], timeout: TimeAmount, group: any EventLoopGroup
+    static func send(
+        _ method: HTTPMethod = .GET, host: String, port: Int, path: String, headers: [(String, String)], timeout: TimeAmount,
+        group: any EventLoopGroup
     ) async throws -> Answer {
         let promise = group.next().makePromise(of: Answer.self)
         let bootstrap = ClientBootstrap(group: group)
@@ -66,8 +69,9 @@ enum PlainHTTPExchange {
             channel.close(promise: nil)
         }
         var fields = HTTPHeaders([("Host", port == 80 ? host : "\(host):\(port)"), ("Connection", "close")])
+        if method != .GET { fields.add(name: "Content-Length", value: "0") }
         fields.add(contentsOf: headers)
-        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: fields)
+        let head = HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: fields)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
         defer {

@@ -15,13 +15,16 @@ struct Bugle: AsyncParsableCommand {
             its own embedded PostgreSQL cluster under $BUGLE_HOME (default ~/.bugle). Segments are read through \
             BUGLE_SEGMENT_DATABASE_URL when set (a read-only login), else as the bugle_segment_reader role. A URL \
             without a password takes it as libpq does: PGPASSWORD, else the password file (the URL's passfile, \
-            PGPASSFILE, or ~/.pgpass, mode 0600).
+            PGPASSFILE, or ~/.pgpass, mode 0600). What a URL leaves out comes from libpq's service file \
+            (?service=NAME or PGSERVICE; ~/.pg_service.conf, PGSERVICEFILE, PGSYSCONFDIR) and variables (PGHOST, \
+            PGPORT, PGDATABASE, PGUSER, PGSSLMODE, …): BUGLE_DATABASE_URL=postgres:// takes the whole server from them.
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
             credentials. APNs and FCM connections go through the proxy in https_proxy (minus no_proxy) unless the \
             file's `proxy:` says otherwise (http:// or https://, the latter with TLS to the proxy itself); loopback \
             endpoints always connect directly. FCM's access tokens come from a service-account file, an \
-            external_account file (workload identity federation, with project_id), or, on Google Cloud, the metadata \
+            external_account file (workload identity federation from a token file, a metadata URL or AWS, with \
+            project_id), or, on Google Cloud, the metadata \
             server (credentials: metadata_server, with project_id; GCE_METADATA_HOST).
             """,
         version: "0.1.0",

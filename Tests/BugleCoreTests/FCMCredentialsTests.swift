@@ -103,12 +103,41 @@ struct FCMCredentialsTests {
         #expect(url.format == .json(field: "access_token") && url.impersonationLifetime == 1800 && url.impersonationURL != nil)
     }
 
-    @Test("external_account errors name the file and key; AWS, executable and https:// sources are refused by name")
+    static let awsVerification = "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"
+
+    @Test("external_account with an AWS source: the verification URL kept with {region}, the metadata URLs as host, port and path")
+    func awsSource() throws {
+        let account = try FCMExternalAccount.parse(
+            Self.external([
+                "subject_token_type": "urn:ietf:params:aws:token-type:aws4_request",
+                "credential_source": [
+                    "environment_id": "aws1", "regional_cred_verification_url": Self.awsVerification,
+                    "region_url": "http://169.254.169.254/latest/meta-data/placement/availability-zone",
+                    "url": "http://169.254.169.254/latest/meta-data/iam/security-credentials",
+                    "imdsv2_session_token_url": "http://169.254.169.254/latest/api/token",
+                ],
+            ]), path: "aws.json")
+        guard case .aws(let source) = account.source else {
+            Issue.record("not an AWS source: \(account.source)")
+            return
+        }
+        #expect(source.verificationURL == Self.awsVerification)
+        #expect(source.regionURL == .init(host: "169.254.169.254", port: 80, path: "/latest/meta-data/placement/availability-zone"))
+        #expect(source.credentialsURL?.path == "/latest/meta-data/iam/security-credentials" && source.sessionTokenURL?.path == "/latest/api/token")
+    }
+
+    @Test("external_account errors name the file and key; executable and https:// sources, and AWS sources other than aws1, are refused by name")
     func externalAccountErrors() {
         let cases: [([String: Any?], String)] = [
             (["audience": nil], "missing or empty \"audience\""),
             (["token_url": "http://sts.example/v1/token"], "\"token_url\" must be an https URL"),
-            (["credential_source": ["environment_id": "aws1", "region_url": "http://169.254.169.254"]], "an AWS credential_source (environment_id) is not supported"),
+            (["credential_source": ["environment_id": "aws2", "regional_cred_verification_url": Self.awsVerification]], "environment_id aws2 is not supported (only aws1)"),
+            (["credential_source": ["environment_id": "aws1", "region_url": "http://169.254.169.254"]], "\"credential_source.regional_cred_verification_url\" must be an https URL"),
+            (
+                ["credential_source": ["environment_id": "aws1", "regional_cred_verification_url": Self.awsVerification, "url": "https://169.254.169.254/x"]],
+                "\"credential_source.url\" must be an http:// URL"
+            ),
+            (["credential_source": ["environment_id": "aws1", "regional_cred_verification_url": Self.awsVerification]], "an AWS credential_source needs \"subject_token_type\""),
             (["credential_source": ["executable": ["command": "/bin/token"]]], "an executable credential_source is not supported"),
             (["credential_source": ["url": "https://idp.example/token"]], "credential_source.url must be http://"),
             (["credential_source": ["format": ["type": "text"]]], "has neither \"file\" nor \"url\""),

@@ -16,11 +16,15 @@ struct FCMFederationTests {
     /// - Parameters:
     ///   - source: The `credential_source` object.
     ///   - impersonate: The service account to act as, if any.
-    static func configuration(_ environment: MixedTestEnvironment, source: [String: Any], impersonate: String? = impersonated) throws -> String {
+    ///   - subjectTokenType: The configuration's `subject_token_type`.
+    static func configuration(
+        _ environment: MixedTestEnvironment, source: [String: Any], impersonate: String? = impersonated,
+        subjectTokenType: String = "urn:ietf:params:oauth:token-type:jwt"
+    ) throws -> String {
         var object: [String: Any] = [
             "type": "external_account",
             "audience": audience,
-            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "subject_token_type": subjectTokenType,
             "token_url": "https://127.0.0.1:\(environment.fcmPort)/v1/token",
             "credential_source": source,
         ]
@@ -35,14 +39,14 @@ struct FCMFederationTests {
     }
 
     /// The FCM lane with its credentials from `file` and the simulator's project, as `bugle run` builds it.
-    static func lane(_ environment: MixedTestEnvironment, file: String) throws -> FCMProvider {
+    static func lane(_ environment: MixedTestEnvironment, file: String, processEnvironment: [String: String] = [:]) throws -> FCMProvider {
         var settings = try #require(try environment.settings().fcm)
         settings.serviceAccountFile = file
         settings.projectID = environment.material.fcmProjectID
         // Debug builds of the simulator and Bugle share two cores with the rest of the suite: give requests room, so
         // a starved scheduler is not mistaken for a lost answer (as MixedTestEnvironment.lanes does).
         settings.timeoutSeconds = 60
-        return try FCMProvider(settings: settings, environment: [:], logger: MixedTestEnvironment.logger)
+        return try FCMProvider(settings: settings, environment: processEnvironment, logger: MixedTestEnvironment.logger)
     }
 
     /// Sends `count` messages at once through `lane`; returns the outcomes that were not deliveries (empty when all
@@ -125,6 +129,95 @@ struct FCMFederationTests {
                 }
                 #expect(code == "OAUTH_REJECTED" && message.contains(reason), "\(message)")
                 #expect(!message.contains("CANARY"))
+            }
+            #expect(environment.fcm.accepted().isEmpty)
+        }
+    }
+
+    // MARK: - AWS
+
+    static let awsAccount = FCMSimulatorConfiguration.AWSAccount(
+        accessKeyID: "ASIABUGLEEXAMPLE", secretAccessKey: "aws-secret-CANARY/key+1", sessionToken: "aws-session-CANARY-token==")
+    static let awsVerification = "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"
+
+    static func awsFederated(_ configuration: inout FCMSimulatorConfiguration) {
+        configuration.federation = .init(audience: audience, subjectTokens: [], serviceAccountEmail: impersonated, aws: awsAccount)
+    }
+
+    /// An AWS `external_account` configuration; `metadata` is the instance metadata service's port, if any.
+    static func awsConfiguration(_ environment: MixedTestEnvironment, metadata port: Int?, sessionToken: Bool = true) throws -> String {
+        var source: [String: Any] = ["environment_id": "aws1", "regional_cred_verification_url": awsVerification]
+        if let port {
+            source["region_url"] = "http://127.0.0.1:\(port)/latest/meta-data/placement/availability-zone"
+            source["url"] = "http://127.0.0.1:\(port)/latest/meta-data/iam/security-credentials"
+            if sessionToken { source["imdsv2_session_token_url"] = "http://127.0.0.1:\(port)/latest/api/token" }
+        }
+        return try configuration(environment, source: source, subjectTokenType: "urn:ietf:params:aws:token-type:aws4_request")
+    }
+
+    @Test("AWS: credentials and region from the environment, a signed GetCallerIdentity exchanged at STS, a service account impersonated: delivered")
+    func awsFromEnvironment() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.awsFederated) { environment in
+            let variables = [
+                "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": Self.awsAccount.accessKeyID,
+                "AWS_SECRET_ACCESS_KEY": Self.awsAccount.secretAccessKey, "AWS_SESSION_TOKEN": Self.awsAccount.sessionToken ?? "",
+            ]
+            let lane = try Self.lane(environment, file: try Self.awsConfiguration(environment, metadata: nil), processEnvironment: variables)
+            let failures = await Self.undelivered(100, through: lane)
+            #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
+            await lane.shutdown()
+            let counters = environment.fcm.counters()
+            #expect(counters.stsExchanges == 1 && counters.impersonations == 1 && counters.tokenGrants == 0, "\(counters)")
+        }
+    }
+
+    @Test("AWS on EC2: region, role and credentials from instance metadata with an IMDSv2 session token: delivered")
+    func awsFromInstanceMetadata() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.awsFederated) { environment in
+            let instance = MetadataServerConfiguration.AWSInstance(availabilityZone: "ap-southeast-2c", roleName: "bugle-sender", credentials: Self.awsAccount)
+            try await FCMMetadataServerTests.withMetadataServer(environment, configure: { $0.awsInstance = instance }) { metadata, port in
+                let lane = try Self.lane(environment, file: try Self.awsConfiguration(environment, metadata: port))
+                let failures = await Self.undelivered(100, through: lane)
+                #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
+                await lane.shutdown()
+                let served = metadata.counters()
+                #expect(served.awsSessionTokens == 1 && served.awsCredentials == 1 && served.awsRefused == 0, "\(served)")
+                #expect(environment.fcm.counters().stsExchanges == 1)
+            }
+        }
+    }
+
+    @Test("AWS refusals halt with the reason and no secret: a wrong secret (SignatureDoesNotMatch), IMDSv1 where IMDSv2 is required, no role, no region")
+    func awsRefusals() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.awsFederated) { environment in
+            var roleless = MetadataServerConfiguration.AWSInstance(availabilityZone: "us-east-1a", roleName: nil, credentials: Self.awsAccount)
+            roleless.requireSessionToken = true
+            let instance = MetadataServerConfiguration.AWSInstance(availabilityZone: "us-east-1a", roleName: "bugle-sender", credentials: Self.awsAccount)
+            let wrongSecret = [
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": Self.awsAccount.accessKeyID,
+                "AWS_SECRET_ACCESS_KEY": "another-CANARY-secret", "AWS_SESSION_TOKEN": Self.awsAccount.sessionToken ?? "",
+            ]
+            func halt(_ file: String, _ variables: [String: String] = [:]) async throws -> String {
+                let lane = try Self.lane(environment, file: file, processEnvironment: variables)
+                let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(1))
+                await lane.shutdown()
+                guard case .halt(let code, let message) = outcome else { return "no halt: \(outcome)" }
+                #expect(code == "OAUTH_REJECTED")
+                #expect(!message.contains("CANARY"), "\(message)")
+                return message
+            }
+            let signature = try await halt(try Self.awsConfiguration(environment, metadata: nil), wrongSecret)
+            #expect(signature.contains("STS: invalid_grant: Received invalid AWS response of type SignatureDoesNotMatch"), "\(signature)")
+            let region = try await halt(try Self.awsConfiguration(environment, metadata: nil), ["AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"])
+            #expect(region.contains("no AWS region: AWS_REGION is not set and credential_source has no region_url"), "\(region)")
+            try await FCMMetadataServerTests.withMetadataServer(environment, configure: { $0.awsInstance = instance }) { metadata, port in
+                let imdsv1 = try await halt(try Self.awsConfiguration(environment, metadata: port, sessionToken: false))
+                #expect(imdsv1.contains("answered HTTP 401: the instance requires IMDSv2; add imdsv2_session_token_url"), "\(imdsv1)")
+                #expect(metadata.counters().awsRefused == 1)
+            }
+            try await FCMMetadataServerTests.withMetadataServer(environment, configure: { $0.awsInstance = roleless }) { _, port in
+                let none = try await halt(try Self.awsConfiguration(environment, metadata: port))
+                #expect(none.contains("answered HTTP 404: no IAM role is attached to the instance"), "\(none)")
             }
             #expect(environment.fcm.accepted().isEmpty)
         }

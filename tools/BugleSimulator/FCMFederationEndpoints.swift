@@ -6,7 +6,8 @@ import Foundation
 /// - `POST /v1/token`: the STS token exchange (RFC 8693). The form must carry
 ///   `grant_type=urn:ietf:params:oauth:grant-type:token-exchange`, the configured `audience`,
 ///   `requested_token_type=urn:ietf:params:oauth:token-type:access_token`, a JWT or ID-token `subject_token_type`, a
-///   `scope` with `cloud-platform` or `firebase.messaging`, and a `subject_token` the identity provider vouches for.
+///   `scope` with `cloud-platform` or `firebase.messaging`, and a `subject_token` the identity provider vouches for
+///   (or, with an AWS account configured, an AWS-signed `GetCallerIdentity` request: `AWSSignedRequestVerifier`).
 ///   It answers `{"access_token", "issued_token_type", "token_type": "Bearer", "expires_in"}`, or 400 with an OAuth
 ///   error (`invalid_grant` for an unknown subject token or audience).
 /// - `POST /v1/projects/-/serviceAccounts/{email}:generateAccessToken`: IAM credentials. The bearer must be one of the
@@ -27,6 +28,8 @@ struct FCMFederationEndpoints: Sendable {
     static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
     static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
     static let subjectTokenTypes: Set<String> = ["urn:ietf:params:oauth:token-type:jwt", "urn:ietf:params:oauth:token-type:id_token"]
+    /// A signed AWS `GetCallerIdentity` request, accepted when ``FCMSimulatorConfiguration/Federation/aws`` is set.
+    static let awsSubjectTokenType = "urn:ietf:params:aws:token-type:aws4_request"
     static let usableScopes: Set<String> = [
         "https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/firebase.messaging",
     ]
@@ -51,7 +54,8 @@ struct FCMFederationEndpoints: Sendable {
         guard form["requested_token_type"] == Self.accessTokenType else {
             return oauthError(400, "invalid_request", "Invalid requested_token_type.")
         }
-        guard let type = form["subject_token_type"], Self.subjectTokenTypes.contains(type) else {
+        let aws = form["subject_token_type"] == Self.awsSubjectTokenType ? federation.aws : nil
+        guard let type = form["subject_token_type"], Self.subjectTokenTypes.contains(type) || aws != nil else {
             return oauthError(400, "invalid_request", "Invalid subject_token_type.")
         }
         let scopes = Set((form["scope"] ?? "").split(separator: " ").map(String.init))
@@ -61,7 +65,14 @@ struct FCMFederationEndpoints: Sendable {
         guard form["audience"] == federation.audience else {
             return oauthError(400, "invalid_grant", "The audience in the request does not match a workload identity pool provider.")
         }
-        guard let subject = form["subject_token"], federation.subjectTokens.contains(subject) else {
+        guard let subject = form["subject_token"] else {
+            return oauthError(400, "invalid_request", "Missing subject_token.")
+        }
+        if let aws {
+            if let problem = AWSSignedRequestVerifier(account: aws, audience: federation.audience).problem(with: subject, now: now) {
+                return oauthError(400, "invalid_grant", problem)
+            }
+        } else if !federation.subjectTokens.contains(subject) {
             return oauthError(400, "invalid_grant", "The subject token is invalid or has expired.")
         }
         let token = tokens.mint(expiresAt: now + lifetime)

@@ -71,12 +71,31 @@ public struct FCMSimulatorConfiguration: Sendable {
         public var subjectTokens: Set<String>
         /// The service account federated tokens may impersonate.
         public var serviceAccountEmail: String
+        /// When set, the STS also accepts AWS subject tokens (signed `GetCallerIdentity` requests) this account signed;
+        /// see `AWSSignedRequestVerifier`.
+        public var aws: AWSAccount?
 
         /// Federation settings.
-        public init(audience: String, subjectTokens: Set<String>, serviceAccountEmail: String) {
+        public init(audience: String, subjectTokens: Set<String>, serviceAccountEmail: String, aws: AWSAccount? = nil) {
             self.audience = audience
             self.subjectTokens = subjectTokens
             self.serviceAccountEmail = serviceAccountEmail
+            self.aws = aws
+        }
+    }
+
+    /// AWS credentials the simulated STS knows, as AWS would: requests they signed are the workload's identity.
+    public struct AWSAccount: Sendable, Equatable {
+        public var accessKeyID: String
+        public var secretAccessKey: String
+        /// The session token of temporary credentials (an instance role's); requests must carry it.
+        public var sessionToken: String?
+
+        /// An account.
+        public init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
+            self.accessKeyID = accessKeyID
+            self.secretAccessKey = secretAccessKey
+            self.sessionToken = sessionToken
         }
     }
 

@@ -26,8 +26,31 @@ public struct MetadataServerConfiguration: Sendable {
     /// `GET /metadata/identity/oauth2/token?…` with `Metadata: true` → `{"access_token": <this>}` (the subject token of
     /// an `external_account` whose `credential_source` is a `url`).
     public var azureIdentityToken: String?
+    /// When set, also answers as EC2's instance metadata service does under `/latest/` (see ``AWSInstance``).
+    public var awsInstance: AWSInstance?
     /// Wall clock, seconds since 1970.
     public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+
+    /// An EC2 instance as its metadata service describes it: `PUT /latest/api/token` (with
+    /// `X-aws-ec2-metadata-token-ttl-seconds`, 1 to 21600) issues an IMDSv2 session token;
+    /// `GET /latest/meta-data/placement/availability-zone` answers the zone;
+    /// `GET /latest/meta-data/iam/security-credentials/` the role's name (404 without a role) and `…/<role>` its
+    /// temporary credentials as JSON (`AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`). With
+    /// ``requireSessionToken`` (IMDSv2 required, as new instances are) a `GET` without a token it issued is answered 401.
+    public struct AWSInstance: Sendable {
+        public var availabilityZone: String
+        /// The instance profile's role; `nil` for an instance without one.
+        public var roleName: String?
+        public var credentials: FCMSimulatorConfiguration.AWSAccount
+        public var requireSessionToken = true
+
+        /// An instance in `availabilityZone` whose role `roleName` has `credentials`.
+        public init(availabilityZone: String, roleName: String?, credentials: FCMSimulatorConfiguration.AWSAccount) {
+            self.availabilityZone = availabilityZone
+            self.roleName = roleName
+            self.credentials = credentials
+        }
+    }
 
     /// A configuration whose tokens the FCM simulator of `certificates` accepts.
     public init(certificates: SimulatorCertificates, port: Int = 0) {
@@ -48,6 +71,12 @@ public struct MetadataServerCounters: Sendable, Equatable {
     public var identityTokens = 0
     /// The `scopes` of the last token request (empty when it named none).
     public var lastScopes: [String] = []
+    /// IMDSv2 session tokens issued (``MetadataServerConfiguration/awsInstance``).
+    public var awsSessionTokens = 0
+    /// Role credentials served.
+    public var awsCredentials = 0
+    /// Instance-metadata `GET`s refused for want of a session token (401).
+    public var awsRefused = 0
 }
 
 /// A local stand-in for Google Cloud's metadata server (`169.254.169.254`, `metadata.google.internal`): plain HTTP/1.1,
@@ -69,6 +98,8 @@ public final class MetadataServerSimulator: Sendable {
     private let configuration: MetadataServerConfiguration
     private let lifecycle = NIOLockedValueBox<Lifecycle>(.idle)
     private let state = NIOLockedValueBox(MetadataServerCounters())
+    /// IMDSv2 session tokens issued.
+    private let sessionTokens = NIOLockedValueBox(Set<String>())
     private let logger: Logger
 
     /// A server, not yet listening.
@@ -125,6 +156,9 @@ public final class MetadataServerSimulator: Sendable {
 
     /// The answer to one request: status, content type and body.
     func answer(method: HTTPMethod, uri: String, headers: HTTPHeaders) -> (HTTPResponseStatus, String, String) {
+        if let instance = configuration.awsInstance, uri.hasPrefix("/latest/") {
+            return awsAnswer(instance, method: method, path: URLComponents(string: uri)?.path ?? uri, headers: headers)
+        }
         if let token = configuration.azureIdentityToken, uri.hasPrefix(Self.azureIdentityPath) {
             guard headers.first(name: "metadata")?.lowercased() == "true" else {
                 state.withLockedValue { $0.refusedHeaders += 1 }
@@ -157,6 +191,55 @@ public final class MetadataServerSimulator: Sendable {
         let token = FCMAccessTokenAuthority(secret: configuration.accessTokenSecret).mint(expiresAt: configuration.wallClock() + lifetime)
         state.withLockedValue { $0.tokensIssued += 1 }
         return (.ok, "application/json", "{\"access_token\":\"\(token)\",\"expires_in\":\(Int(lifetime)),\"token_type\":\"Bearer\"}")
+    }
+}
+
+extension MetadataServerSimulator {
+    /// EC2's instance metadata (``MetadataServerConfiguration/AWSInstance``).
+    private func awsAnswer(
+        _ instance: MetadataServerConfiguration.AWSInstance, method: HTTPMethod, path: String, headers: HTTPHeaders
+    ) -> (HTTPResponseStatus, String, String) {
+        if headers.contains(name: "x-forwarded-for") {
+            return (.forbidden, "text/plain", "Forbidden\n")
+        }
+        if path == "/latest/api/token" {
+            guard method == .PUT else { return (.methodNotAllowed, "text/plain", "Method Not Allowed\n") }
+            guard let ttl = headers.first(name: "x-aws-ec2-metadata-token-ttl-seconds").flatMap(Int.init), (1...21_600).contains(ttl) else {
+                return (.badRequest, "text/plain", "Bad Request\n")
+            }
+            let token = "IMDS-" + UUID().uuidString
+            sessionTokens.withLockedValue { _ = $0.insert(token) }
+            state.withLockedValue { $0.awsSessionTokens += 1 }
+            return (.ok, "text/plain", token)
+        }
+        guard method == .GET else { return (.methodNotAllowed, "text/plain", "Method Not Allowed\n") }
+        if instance.requireSessionToken {
+            let token = headers.first(name: "x-aws-ec2-metadata-token") ?? ""
+            guard sessionTokens.withLockedValue({ $0.contains(token) }) else {
+                state.withLockedValue { $0.awsRefused += 1 }
+                return (.unauthorized, "text/plain", "Unauthorized\n")
+            }
+        }
+        let credentialsPath = "/latest/meta-data/iam/security-credentials"
+        switch path {
+        case "/latest/meta-data/placement/availability-zone":
+            return (.ok, "text/plain", instance.availabilityZone)
+        case credentialsPath, credentialsPath + "/":
+            guard let role = instance.roleName else { return (.notFound, "text/plain", "Not Found\n") }
+            return (.ok, "text/plain", role)
+        case credentialsPath + "/" + (instance.roleName ?? "/"):
+            state.withLockedValue { $0.awsCredentials += 1 }
+            let expiry = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: configuration.wallClock() + 21_600))
+            let object: [String: String] = [
+                "Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": instance.credentials.accessKeyID,
+                "SecretAccessKey": instance.credentials.secretAccessKey, "Token": instance.credentials.sessionToken ?? "",
+                "Expiration": expiry,
+            ]
+            let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            return (.ok, "application/json", body)
+        default:
+            return (.notFound, "text/plain", "Not Found\n")
+        }
     }
 }
 
