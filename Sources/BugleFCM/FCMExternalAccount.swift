@@ -7,8 +7,8 @@ import Foundation
 ///
 /// Supported `credential_source`s: `file` (read at each exchange, as a projected token is rotated) and `url` over plain
 /// `http://` (a link-local metadata service such as Azure's, with its `headers`), each with `format` `text` or `json`
-/// (`subject_token_field_name`); and AWS (`environment_id: aws1`, see ``FCMAWSCredentialSource``). `executable` and
-/// `https://` URL sources are refused by name.
+/// (`subject_token_field_name`); AWS (`environment_id: aws1`, see ``FCMAWSCredentialSource``); and `executable` (see
+/// ``FCMExecutableSource``). `https://` URL sources are refused by name.
 public struct FCMExternalAccount: Sendable {
     /// Where the subject token is read.
     public enum Source: Sendable, Equatable {
@@ -18,6 +18,8 @@ public struct FCMExternalAccount: Sendable {
         case url(host: String, port: Int, path: String, headers: [String: String])
         /// A signed AWS `GetCallerIdentity` request.
         case aws(FCMAWSCredentialSource)
+        /// A program's response.
+        case executable(FCMExecutableSource)
     }
 
     /// How the subject token is written where it is read.
@@ -36,6 +38,11 @@ public struct FCMExternalAccount: Sendable {
     public var tokenURL: URL
     /// IAM credentials' `generateAccessToken` for the service account to act as, if any (https).
     public var impersonationURL: URL?
+    /// The service account ``impersonationURL`` names (`…/serviceAccounts/{email}:generateAccessToken`), if any.
+    public var impersonatedEmail: String? {
+        guard let last = impersonationURL?.lastPathComponent, let colon = last.lastIndex(of: ":") else { return nil }
+        return String(last[..<colon])
+    }
     /// `service_account_impersonation.token_lifetime_seconds` (default 3600).
     public var impersonationLifetime: Int
     /// Where the subject token is read.
@@ -85,6 +92,9 @@ public struct FCMExternalAccount: Sendable {
         if case .aws = parsed, subjectTokenType != FCMAWSCredentialSource.subjectTokenType {
             throw .malformed(path: path, detail: "an AWS credential_source needs \"subject_token_type\": \"\(FCMAWSCredentialSource.subjectTokenType)\"")
         }
+        if case .executable = parsed, !FCMExecutableSource.subjectTokenTypes.contains(subjectTokenType) {
+            throw .malformed(path: path, detail: "an executable credential_source needs a jwt, id_token or saml2 \"subject_token_type\"")
+        }
         return FCMExternalAccount(
             audience: audience, subjectTokenType: subjectTokenType, tokenURL: tokenURL, impersonationURL: impersonationURL,
             impersonationLifetime: lifetime, source: parsed, format: try Self.format(source, path: path))
@@ -94,8 +104,11 @@ public struct FCMExternalAccount: Sendable {
         if source["environment_id"] != nil {
             return .aws(try FCMAWSCredentialSource.parse(source, path: path))
         }
-        if source["executable"] != nil {
-            throw .unsupported("\(path): an executable credential_source is not supported; use a file or url source, or a service account")
+        if let executable = source["executable"] {
+            guard let object = executable as? [String: Any] else {
+                throw .malformed(path: path, detail: "\"credential_source.executable\" must be an object")
+            }
+            return .executable(try FCMExecutableSource.parse(object, path: path))
         }
         if let file = source["file"] as? String, !file.isEmpty {
             return .file(file)

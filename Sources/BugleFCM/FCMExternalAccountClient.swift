@@ -41,7 +41,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         return try await impersonate(iam, with: federated.value)
     }
 
-    /// The subject token, read from the file, fetched from the URL, or signed for AWS.
+    /// The subject token, read from the file, fetched from the URL, signed for AWS, or printed by the executable.
     private func subjectToken() async throws(FCMAuthError) -> String {
         let raw: Data
         switch account.source {
@@ -68,6 +68,11 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         case .aws(let source):
             return try await FCMAWSSubjectToken(
                 source: source, audience: account.audience, environment: environment, timeout: timeout, group: group
+            ).make()
+        case .executable(let source):
+            return try await FCMExecutableSubjectToken(
+                source: source, audience: account.audience, tokenType: account.subjectTokenType,
+                impersonatedEmail: account.impersonatedEmail, environment: environment
             ).make()
         }
         let token: String?

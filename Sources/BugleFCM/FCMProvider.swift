@@ -102,6 +102,10 @@ public final class FCMProvider: PushProvider {
             case .serviceAccount(let account):
                 try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
             case .externalAccount(let account):
+                if case .executable = account.source, environment[FCMExecutableSource.allowVariable] != "1" {
+                    throw .unsupported(
+                        "\(path) has an executable credential_source, which runs a program: set \(FCMExecutableSource.allowVariable)=1 to allow it")
+                }
                 guard let projectID = settings.projectID else {
                     throw .unsupported("\(path) is an external_account (workload identity federation), which names no project: set project_id in the fcm: section")
                 }

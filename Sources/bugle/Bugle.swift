@@ -23,7 +23,7 @@ struct Bugle: AsyncParsableCommand {
             credentials. APNs and FCM connections go through the proxy in https_proxy (minus no_proxy) unless the \
             file's `proxy:` says otherwise (http:// or https://, the latter with TLS to the proxy itself); loopback \
             endpoints always connect directly. FCM's access tokens come from a service-account file, an \
-            external_account file (workload identity federation from a token file, a metadata URL or AWS, with \
+            external_account file (workload identity federation from a token file, a metadata URL, AWS or a program, with \
             project_id), or, on Google Cloud, the metadata \
             server (credentials: metadata_server, with project_id; GCE_METADATA_HOST).
             """,

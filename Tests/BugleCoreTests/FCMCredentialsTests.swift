@@ -101,6 +101,11 @@ struct FCMCredentialsTests {
             ]), path: "wif.json")
         #expect(url.source == .url(host: "169.254.169.254", port: 80, path: "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=x", headers: ["Metadata": "True"]))
         #expect(url.format == .json(field: "access_token") && url.impersonationLifetime == 1800 && url.impersonationURL != nil)
+        #expect(url.impersonatedEmail == "a@b.iam.gserviceaccount.com" && plain.impersonatedEmail == nil)
+        let executable = try FCMExternalAccount.parse(
+            Self.external(["credential_source": ["executable": ["command": "/usr/local/bin/token-helper --pool  p", "output_file": "/tmp/t.json"]]]),
+            path: "wif.json")
+        #expect(executable.source == .executable(FCMExecutableSource(command: ["/usr/local/bin/token-helper", "--pool", "p"], timeout: .seconds(30), outputFile: "/tmp/t.json")))
     }
 
     static let awsVerification = "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"
@@ -126,7 +131,7 @@ struct FCMCredentialsTests {
         #expect(source.credentialsURL?.path == "/latest/meta-data/iam/security-credentials" && source.sessionTokenURL?.path == "/latest/api/token")
     }
 
-    @Test("external_account errors name the file and key; executable and https:// sources, and AWS sources other than aws1, are refused by name")
+    @Test("external_account errors name the file and key; https:// sources, and AWS sources other than aws1, are refused by name")
     func externalAccountErrors() {
         let cases: [([String: Any?], String)] = [
             (["audience": nil], "missing or empty \"audience\""),
@@ -138,7 +143,13 @@ struct FCMCredentialsTests {
                 "\"credential_source.url\" must be an http:// URL"
             ),
             (["credential_source": ["environment_id": "aws1", "regional_cred_verification_url": Self.awsVerification]], "an AWS credential_source needs \"subject_token_type\""),
-            (["credential_source": ["executable": ["command": "/bin/token"]]], "an executable credential_source is not supported"),
+            (["credential_source": ["executable": ["command": "token-helper --x"]]], "\"credential_source.executable.command\" must start with the program's absolute path"),
+            (["credential_source": ["executable": ["command": "/bin/token", "timeout_millis": 1000]]], "\"credential_source.executable.timeout_millis\" must be 5000 to 120000"),
+            (["credential_source": ["executable": ["command": "/bin/token", "output_file": "cache.json"]]], "\"credential_source.executable.output_file\" must be an absolute path"),
+            (
+                ["credential_source": ["executable": ["command": "/bin/token"]], "subject_token_type": "urn:ietf:params:aws:token-type:aws4_request"],
+                "an executable credential_source needs a jwt, id_token or saml2 \"subject_token_type\""
+            ),
             (["credential_source": ["url": "https://idp.example/token"]], "credential_source.url must be http://"),
             (["credential_source": ["format": ["type": "text"]]], "has neither \"file\" nor \"url\""),
             (["credential_source": ["file": "/t", "format": ["type": "json"]]], "subject_token_field_name"),

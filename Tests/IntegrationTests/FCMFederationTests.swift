@@ -1,8 +1,10 @@
 import BugleCore
-import BugleFCM
 import BugleSimulator
+import BugleTesting
 import Foundation
 import Testing
+
+@testable import BugleFCM
 
 /// FCM access tokens by workload identity federation (`external_account` credentials) against the simulator's STS and
 /// IAM credentials endpoints over TLS + HTTP/2, the lane built from the providers file's settings as the CLI builds it.
@@ -64,6 +66,17 @@ struct FCMFederationTests {
         }
     }
 
+    /// Sends one message through a lane built from `file`; returns the halt's message, or a description of the outcome
+    /// that was not a halt (which fails the caller's expectations on the message). A halt must be `OAUTH_REJECTED`.
+    static func halt(_ environment: MixedTestEnvironment, file: String, processEnvironment: [String: String] = [:]) async throws -> String {
+        let lane = try lane(environment, file: file, processEnvironment: processEnvironment)
+        let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(1))
+        await lane.shutdown()
+        guard case .halt(let code, let message) = outcome else { return "no halt: \(outcome)" }
+        #expect(code == "OAUTH_REJECTED", "\(message)")
+        return message
+    }
+
     static func federated(_ configuration: inout FCMSimulatorConfiguration) {
         configuration.federation = .init(audience: audience, subjectTokens: [subject], serviceAccountEmail: impersonated)
     }
@@ -120,15 +133,8 @@ struct FCMFederationTests {
                 (try Self.configuration(environment, source: ["file": environment.directory + "/no-such-token"]), "cannot read the subject token file"),
             ]
             for (file, reason) in cases {
-                let lane = try Self.lane(environment, file: file)
-                let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(1))
-                await lane.shutdown()
-                guard case .halt(let code, let message) = outcome else {
-                    Issue.record("expected a halt for \(reason), got \(outcome)")
-                    continue
-                }
-                #expect(code == "OAUTH_REJECTED" && message.contains(reason), "\(message)")
-                #expect(!message.contains("CANARY"))
+                let message = try await Self.halt(environment, file: file)
+                #expect(message.contains(reason) && !message.contains("CANARY"), "\(message)")
             }
             #expect(environment.fcm.accepted().isEmpty)
         }
@@ -198,11 +204,7 @@ struct FCMFederationTests {
                 "AWS_SECRET_ACCESS_KEY": "another-CANARY-secret", "AWS_SESSION_TOKEN": Self.awsAccount.sessionToken ?? "",
             ]
             func halt(_ file: String, _ variables: [String: String] = [:]) async throws -> String {
-                let lane = try Self.lane(environment, file: file, processEnvironment: variables)
-                let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(1))
-                await lane.shutdown()
-                guard case .halt(let code, let message) = outcome else { return "no halt: \(outcome)" }
-                #expect(code == "OAUTH_REJECTED")
+                let message = try await Self.halt(environment, file: file, processEnvironment: variables)
                 #expect(!message.contains("CANARY"), "\(message)")
                 return message
             }
@@ -221,5 +223,124 @@ struct FCMFederationTests {
             }
             #expect(environment.fcm.accepted().isEmpty)
         }
+    }
+
+    // MARK: - Executable
+
+    static let idTokenType = "urn:ietf:params:oauth:token-type:id_token"
+
+    /// A program at `directory/name` that counts its runs in `directory/runs`, writes the variables it got to
+    /// `directory/seen`, and prints `response` (`EXPIRY` replaced by an hour from now), then exits with `status`.
+    static func program(_ directory: String, _ name: String, response: String, status: Int = 0) throws -> String {
+        let path = directory + "/" + name
+        try """
+            #!/bin/sh
+            echo run >> \(directory)/runs
+            printf '%s\\n' "$GOOGLE_EXTERNAL_ACCOUNT_AUDIENCE|$GOOGLE_EXTERNAL_ACCOUNT_TOKEN_TYPE|$GOOGLE_EXTERNAL_ACCOUNT_INTERACTIVE|$GOOGLE_EXTERNAL_ACCOUNT_IMPERSONATED_EMAIL|$GOOGLE_EXTERNAL_ACCOUNT_OUTPUT_FILE" > \(directory)/seen
+            expiry=$(($(date +%s) + 3600))
+            printf '%s' '\(response)' | sed "s/EXPIRY/$expiry/"
+            exit \(status)
+
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        return path
+    }
+
+    static func runs(_ directory: String) -> Int {
+        ((try? String(contentsOfFile: directory + "/runs", encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+
+    static let allowed = [FCMExecutableSource.allowVariable: "1"]
+    static var goodResponse: String {
+        #"{"version":1,"success":true,"token_type":"urn:ietf:params:oauth:token-type:id_token","id_token":"\#(subject)","expiration_time":EXPIRY}"#
+    }
+
+    @Test("an executable source: run once, given the audience, token type and impersonated account; its ID token exchanged: delivered")
+    func executable() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            let directory = try TestScratch.directory(prefix: "bugle-executable")
+            let program = try Self.program(directory, "token-helper", response: Self.goodResponse)
+            let file = try Self.configuration(
+                environment, source: ["executable": ["command": program + " --audience pool", "timeout_millis": 5000]],
+                subjectTokenType: Self.idTokenType)
+            let lane = try Self.lane(environment, file: file, processEnvironment: Self.allowed)
+            let failures = await Self.undelivered(100, through: lane)
+            #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
+            await lane.shutdown()
+            #expect(Self.runs(directory) == 1)
+            let seen = (try? String(contentsOfFile: directory + "/seen", encoding: .utf8)) ?? ""
+            #expect(seen == "\(Self.audience)|\(Self.idTokenType)|0|\(Self.impersonated)|\n", "\(seen)")
+            #expect(environment.fcm.counters().stsExchanges == 1)
+        }
+    }
+
+    @Test("an executable source with output_file: a still-valid response there is used without running the program")
+    func executableOutputFile() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            let directory = try TestScratch.directory(prefix: "bugle-executable")
+            let program = try Self.program(directory, "failing-helper", response: "", status: 7)
+            let cached = directory + "/cached.json"
+            try Self.goodResponse.replacingOccurrences(of: "EXPIRY", with: String(Int(Date().timeIntervalSince1970) + 3600))
+                .write(toFile: cached, atomically: true, encoding: .utf8)
+            let file = try Self.configuration(
+                environment, source: ["executable": ["command": program, "output_file": cached]], subjectTokenType: Self.idTokenType)
+            let lane = try Self.lane(environment, file: file, processEnvironment: Self.allowed)
+            let failures = await Self.undelivered(20, through: lane)
+            #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
+            await lane.shutdown()
+            #expect(Self.runs(directory) == 0, "the program ran although its output file held a valid response")
+        }
+    }
+
+    @Test("executable refusals: not allowed without GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES=1; a failure response, an exit status, another token type halt by name")
+    func executableRefusals() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            let directory = try TestScratch.directory(prefix: "bugle-executable")
+            let good = try Self.program(directory, "good", response: Self.goodResponse)
+            let goodFile = try Self.configuration(environment, source: ["executable": ["command": good]], subjectTokenType: Self.idTokenType)
+            #expect(throws: FCMConfigurationError.unsupported(
+                "\(goodFile) has an executable credential_source, which runs a program: set GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES=1 to allow it")
+            ) {
+                try Self.lane(environment, file: goodFile)
+            }
+            #expect(Self.runs(directory) == 0)
+
+            let cases: [(String, Int, String)] = [
+                (#"{"version":1,"success":false,"code":"401","message":"Caller not authorized CANARY-free"}"#, 0, "the executable reported failure: 401: Caller not authorized"),
+                (Self.goodResponse, 3, "exited with status 3"),
+                (Self.goodResponse.replacingOccurrences(of: "id_token\",\"id_token", with: "saml2\",\"id_token"), 0, "token_type is not the configuration's subject_token_type"),
+                ("not json CANARY", 0, "the executable printed no JSON response"),
+            ]
+            for (index, (response, status, reason)) in cases.enumerated() {
+                let program = try Self.program(directory, "helper-\(index)", response: response, status: status)
+                let file = try Self.configuration(environment, source: ["executable": ["command": program]], subjectTokenType: Self.idTokenType)
+                let message = try await Self.halt(environment, file: file, processEnvironment: Self.allowed)
+                #expect(message.contains(reason), "\(message)")
+                #expect(!message.contains("CANARY") || reason.contains("Caller"), "\(message)")
+            }
+            #expect(environment.fcm.accepted().isEmpty)
+        }
+    }
+
+    @Test("a program still running at its timeout is killed, and the exchange counts as unavailable (retried), not refused")
+    func executableTimeout() async throws {
+        let directory = try TestScratch.directory(prefix: "bugle-executable")
+        let path = directory + "/slow"
+        try "#!/bin/sh\necho started > \(directory)/started\nexec sleep 30\n".write(toFile: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        let token = FCMExecutableSubjectToken(
+            source: FCMExecutableSource(command: [path], timeout: .milliseconds(500), outputFile: nil),
+            audience: Self.audience, tokenType: Self.idTokenType, impersonatedEmail: nil, environment: [:])
+        do throws(FCMAuthError) {
+            _ = try await token.make()
+            Issue.record("a program that never finished gave a token")
+        } catch {
+            guard case .unavailable = error else {
+                Issue.record("expected unavailable, got \(error)")
+                return
+            }
+            #expect(error.description.contains("did not finish within"), "\(error)")
+        }
+        #expect(FileManager.default.fileExists(atPath: directory + "/started"))
     }
 }
