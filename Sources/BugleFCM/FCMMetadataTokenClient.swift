@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import Synchronization
 
 /// Gets access tokens from Google Cloud's metadata server for the service account attached to the workload (GKE
 /// Workload Identity, Compute Engine, Cloud Run), so no key file exists anywhere:
@@ -8,19 +9,31 @@ import NIOCore
 ///
 /// A 404 (no service account attached, or the pod's Kubernetes service account bound to none) or a 403 is refused
 /// for good and halts the lane; a 5xx, 429, an unreachable server or a timeout is unavailable and retried by the lane,
-/// which keeps a still-valid token meanwhile.
+/// which keeps a still-valid token meanwhile. But a server that has never answered at all, for ``noServerGrace`` since
+/// the first attempt, is taken for none: Bugle is not on Google Cloud (or `GCE_METADATA_HOST` is wrong), and the lane
+/// halts with that, rather than waiting for the provider-outage breaker's ten minutes. A metadata server still
+/// starting (GKE's, for a pod's first seconds) answers well within it.
 final class FCMMetadataTokenClient: FCMAccessTokenFetching {
     static let path = "/computeMetadata/v1/instance/service-accounts/default/token?scopes=" + FCMAssertion.scope
+    /// How long a metadata server that has never answered is waited for.
+    static let noServerGrace = Duration.seconds(60)
 
     private let address: FCMMetadataServerAddress
     private let timeout: TimeAmount
     private let group: any EventLoopGroup
+    private let grace: Duration
+    /// Whether the server has ever answered, and when the first exchange without an answer began.
+    private let contact = Mutex<(answered: Bool, firstSilence: ContinuousClock.Instant?)>((false, nil))
 
-    /// A client of the metadata server at `address`, each exchange bounded by `timeout`.
-    init(address: FCMMetadataServerAddress, timeout: TimeAmount, group: any EventLoopGroup) {
+    /// A client of the metadata server at `address`, each exchange bounded by `timeout`; a server silent for `grace`
+    /// since the first attempt, having never answered, is refused (see the type's documentation).
+    init(
+        address: FCMMetadataServerAddress, timeout: TimeAmount, group: any EventLoopGroup, grace: Duration = noServerGrace
+    ) {
         self.address = address
         self.timeout = timeout
         self.group = group
+        self.grace = grace
     }
 
     func fetch() async throws(FCMAuthError) -> FCMAccessToken {
@@ -32,8 +45,20 @@ final class FCMMetadataTokenClient: FCMAccessTokenFetching {
                 timeout: timeout, group: group)
         } catch {
             let hint = address == .standard ? " (is Bugle running on Google Cloud? elsewhere, use service_account_file)" : ""
+            let now = ContinuousClock.now
+            let silentFor = contact.withLock { contact -> Duration? in
+                guard !contact.answered else { return nil }
+                let first = contact.firstSilence ?? now
+                contact.firstSilence = first
+                return now - first
+            }
+            if let silentFor, silentFor >= grace {
+                throw .rejected(
+                    "no metadata server has answered in \(silentFor.components.seconds) s of trying (\(error))\(hint)", from: source)
+            }
             throw .unavailable("\(error)\(hint)", from: source)
         }
+        contact.withLock { $0.answered = true }
         switch answer.status {
         case 200:
             let object = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any]
