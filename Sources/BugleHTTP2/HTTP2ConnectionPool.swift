@@ -465,7 +465,9 @@ public final class HTTP2ConnectionPool: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    if let proxy {
+                    if let proxy, proxy.socks {
+                        try sync.addHandler(SOCKS5TunnelHandler(proxy: proxy, host: host, port: port, timeout: proxyTimeout))
+                    } else if let proxy {
                         if let proxySSLContext {
                             try sync.addHandler(NIOSSLClientHandler(context: proxySSLContext, serverHostname: proxyHostname))
                         }

@@ -28,9 +28,7 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
     private let target: String
     private let timeout: TimeAmount
     private var state = State.connecting
-    private var timer: Scheduled<Void>?
-    /// Writes made before the tunnel was up (none are expected: the handlers behind start on channelActive).
-    private var heldWrites: [(NIOAny, EventLoopPromise<Void>?)] = []
+    private let gate = TunnelGate()
 
     /// - Parameters:
     ///   - proxy: The proxy (its authorization, if any, is sent).
@@ -50,7 +48,7 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
         request += "\r\n"
         state = .awaitingAnswer(context.channel.allocator.buffer(capacity: 256))
         let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: timeout) {
+        gate.timer = context.eventLoop.scheduleTask(in: timeout) {
             let (handler, context) = loopBound.value
             handler.fail(context: context, .noAnswer(milliseconds: handler.timeout.nanoseconds / 1_000_000))
         }
@@ -83,30 +81,17 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
             fail(context: context, .refused(status: status.code, reason: status.reason))
             return
         }
-        timer?.cancel()
-        timer = nil
         state = .established
         buffer.moveReaderIndex(forwardBy: end - view.startIndex + 4)
-        let held = heldWrites
-        heldWrites = []
-        // The handlers behind start now: TLS begins its handshake inside the tunnel.
-        context.fireChannelActive()
-        for (data, promise) in held { context.write(data, promise: promise) }
-        if !held.isEmpty { context.flush() }
-        if buffer.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(buffer)) }
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        gate.open(context: context, rest: buffer)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .established = state {
-            context.write(data, promise: promise)
-        } else {
-            heldWrites.append((data, promise))
-        }
+        gate.write(context: context, data: data, promise: promise)
     }
 
     func flush(context: ChannelHandlerContext) {
-        if case .established = state { context.flush() }
+        gate.flush(context: context)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -144,20 +129,12 @@ final class HTTPConnectTunnelHandler: ChannelDuplexHandler, RemovableChannelHand
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
-        let held = heldWrites
-        heldWrites = []
-        for (_, promise) in held { promise?.fail(ChannelError.ioOnClosedChannel) }
+        gate.discard()
     }
 
     private func fail(context: ChannelHandlerContext, _ kind: HTTPProxyError.Kind) {
-        if case .failed = state { return }
         state = .failed
-        timer?.cancel()
-        timer = nil
-        context.fireErrorCaught(HTTPProxyError(proxy: proxy.description, target: target, kind: kind))
-        context.close(promise: nil)
+        gate.fail(context: context, HTTPProxyError(proxy: proxy.description, target: target, kind: kind))
     }
 
     /// Where the head ends (the index of its blank line's `\r\n\r\n`), if it has.

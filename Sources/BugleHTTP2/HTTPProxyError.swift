@@ -1,4 +1,4 @@
-/// A connection through an HTTP proxy that did not get its tunnel. Names the proxy (never its credentials) and the
+/// A connection through a proxy (HTTP `CONNECT` or SOCKS5) that did not get its tunnel. Names the proxy (never its credentials) and the
 /// provider it was asked for.
 public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
@@ -13,6 +13,9 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
         /// TLS with an `https://` proxy failed; `configuration` when reconnecting cannot fix it (a refused
         /// certificate, a proxy that does not speak TLS).
         case tls(reason: String, configuration: Bool)
+        /// A SOCKS5 proxy refused: its method choice, the credentials, or the `CONNECT` (`reply` says which);
+        /// `configuration` when reconnecting cannot fix it.
+        case socks(reply: String, configuration: Bool)
     }
 
     /// The proxy, as ``BugleCore/HTTPProxy/description`` shows it.
@@ -28,7 +31,7 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
     public var isConfiguration: Bool {
         switch kind {
         case .refused(let status, _): return Self.configurationStatuses.contains(status)
-        case .tls(_, let configuration): return configuration
+        case .tls(_, let configuration), .socks(_, let configuration): return configuration
         case .malformedAnswer, .closed, .noAnswer: return false
         }
     }
@@ -46,6 +49,8 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
         case .refused(let status, let reason):
             return what + "refused the tunnel to \(target): \(status) \(reason)"
                 + (isConfiguration ? "; the proxy does not allow this host or CONNECT" : "")
+        case .malformedAnswer where proxy.hasPrefix("socks5h://"):
+            return what + "did not answer as a SOCKS5 proxy (is it one?) for the tunnel to \(target)"
         case .malformedAnswer:
             return what + "did not answer CONNECT \(target) with an HTTP/1.x status (is it an HTTP proxy?)"
         case .closed:
@@ -54,6 +59,8 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
             return what + "did not answer CONNECT \(target) within \(milliseconds) ms"
         case .tls(let reason, _):
             return what + "could not be used for the tunnel to \(target): " + reason
+        case .socks(let reply, _):
+            return what + reply + " (tunnel to \(target))"
         }
     }
 }

@@ -55,8 +55,10 @@ struct HTTPProxyTests {
 
         let inlineTLS = try #require(Self.loadError(Self.providers("  proxy: https://alice:hunter2@proxy")))
         #expect(inlineTLS.keyPath == "apns.proxy" && !inlineTLS.description.contains("hunter2"), "\(inlineTLS)")
-        let socks = try #require(Self.loadError(Self.providers("  proxy: socks5://proxy:1080")))
-        #expect(socks.keyPath == "apns.proxy" && socks.message.contains("only http:// and https:// proxies"), "\(socks)")
+        let socks = try #require(Self.loadError(Self.providers("  proxy: socks4://proxy:1080")))
+        #expect(socks.keyPath == "apns.proxy" && socks.message.contains("only http://, https:// and socks5h:// (or socks5://) proxies"), "\(socks)")
+        let socksCA = try #require(Self.loadError(Self.providers("  proxy: socks5h://proxy\n  proxy_ca_file: ca.pem")))
+        #expect(socksCA.keyPath == "apns.proxy_ca_file" && socksCA.message.contains("an http:// or SOCKS proxy has no TLS"), "\(socksCA)")
         let caWithHTTP = try #require(Self.loadError(Self.providers("  proxy: http://proxy:3128\n  proxy_ca_file: ca.pem")))
         #expect(caWithHTTP.line == 7 && caWithHTTP.keyPath == "apns.proxy_ca_file" && caWithHTTP.message.contains("only to an https:// proxy"), "\(caWithHTTP)")
         let caWithNone = try #require(Self.loadError(Self.providers("  proxy: none\n  proxy_ca_file: ca.pem")))
@@ -127,11 +129,39 @@ struct HTTPProxyTests {
                 == HTTPProxy(host: "tls-proxy", port: 443, tls: true, caFile: "/ca.pem", authorization: HTTPProxy.basicAuthorization("carol:pw")))
 
         do throws(ProxyConfigurationError) {
-            _ = try HTTPProxy.resolve(.environment, host: "api.push.apple.com", environment: ["https_proxy": "socks5://alice:hunter2@proxy:1080"])
-            Issue.record("a socks proxy was accepted")
+            _ = try HTTPProxy.resolve(.environment, host: "api.push.apple.com", environment: ["https_proxy": "ftp://alice:hunter2@proxy:1080"])
+            Issue.record("an ftp proxy was accepted")
         } catch {
-            #expect(error.description.contains("https_proxy") && error.description.contains("only http:// and https://"), "\(error)")
+            #expect(error.description.contains("https_proxy") && error.description.contains("only http://, https:// and socks5h://"), "\(error)")
             #expect(!error.description.contains("hunter2"))
+        }
+    }
+
+    @Test("SOCKS5: socks5h:// (and socks5://) in the providers file or https_proxy / all_proxy, port 1080 by default, credentials kept for RFC 1929, never shown")
+    func socks() throws {
+        let file = try ProviderSettingsLoader.load(
+            yaml: Self.providers("  proxy: socks5h://bastion.corp.example\n  proxy_credentials_env: CORP_SOCKS"), path: "/tmp/p.yaml")
+        let setting = try #require(file.apns?.proxy)
+        #expect(setting == .proxy(host: "bastion.corp.example", port: 1080, tls: false, credentialsEnv: "CORP_SOCKS", socks: true))
+        let proxy = try #require(try HTTPProxy.resolve(setting, host: "api.push.apple.com", environment: ["CORP_SOCKS": "alice:hunter2"]))
+        #expect(proxy == .socks5(host: "bastion.corp.example", port: 1080, credentials: "alice:hunter2") && proxy.authorization == nil)
+        #expect(proxy.description == "socks5h://bastion.corp.example:1080 (with credentials)")
+        #expect(!String(describing: proxy).contains("hunter2"))
+        let plain = try ProviderSettingsLoader.load(yaml: Self.providers("  proxy: socks5://127.0.0.1:9050"), path: "/tmp/p.yaml")
+        #expect(plain.apns?.proxy == .proxy(host: "127.0.0.1", port: 9050, tls: false, credentialsEnv: nil, socks: true))
+
+        func resolve(_ environment: [String: String]) throws -> HTTPProxy? {
+            try HTTPProxy.resolve(.environment, host: "fcm.googleapis.com", environment: environment)
+        }
+        #expect(try resolve(["https_proxy": "socks5h://bob:p%40ss@127.0.0.1:1080"]) == .socks5(host: "127.0.0.1", port: 1080, credentials: "bob:p@ss"))
+        #expect(try resolve(["ALL_PROXY": "socks5h://127.0.0.1"]) == .socks5(host: "127.0.0.1", port: 1080, credentials: nil))
+        #expect(try resolve(["all_proxy": "socks5h://a:1", "https_proxy": "http://proxy:3128"]) == HTTPProxy(host: "proxy", port: 3128), "https_proxy first")
+        #expect(try HTTPProxy.resolve(.environment, host: "127.0.0.1", environment: ["all_proxy": "socks5h://a:1"]) == nil)
+        #expect(throws: ProxyConfigurationError.socksCredentialLength(variable: "https_proxy")) {
+            try resolve(["https_proxy": "socks5h://bob@127.0.0.1"])
+        }
+        #expect(throws: ProxyConfigurationError.socksCredentialLength(variable: "CORP_SOCKS")) {
+            try HTTPProxy.resolve(setting, host: "h", environment: ["CORP_SOCKS": "alice:" + String(repeating: "x", count: 256)])
         }
     }
 }

@@ -37,8 +37,10 @@ struct ProxyTests {
     }
 
     /// The simulators' providers file with `proxy` (and `proxy_credentials_env`, `proxy_ca_file`) in both sections.
-    static func providers(_ environment: MixedTestEnvironment, proxyPort: Int, credentialsEnv: String?, tls: Bool = false, caFile: String? = nil) throws -> String {
-        var keys = "  proxy: \(tls ? "https" : "http")://127.0.0.1:\(proxyPort)\n"
+    static func providers(
+        _ environment: MixedTestEnvironment, proxyPort: Int, credentialsEnv: String?, tls: Bool = false, caFile: String? = nil, scheme: String? = nil
+    ) throws -> String {
+        var keys = "  proxy: \(scheme ?? (tls ? "https" : "http"))://127.0.0.1:\(proxyPort)\n"
         if let credentialsEnv { keys += "  proxy_credentials_env: \(credentialsEnv)\n" }
         if let caFile { keys += "  proxy_ca_file: \(caFile)\n" }
         return try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
@@ -408,14 +410,97 @@ struct ProxyTests {
         }
     }
 
+    /// microsocks, a SOCKS5 server written by others, with a user name and password: the APNs lane's every connection
+    /// is one of its tunnels; wrong credentials, and none where it wants them, halt instead of reconnecting.
+    @Test(
+        "through microsocks (socks5h://, user and password): 1,000 iOS devices, every live token once, every APNs connection a microsocks tunnel; a wrong password and no credentials halt with ProxyRefused",
+        .enabled(if: Microsocks.enabled, Microsocks.reason))
+    func throughMicrosocks() async throws {
+        try await Microsocks.with(user: "bugle", password: Self.password) { socks in
+            try await Self.withAPNsSimulator { environment, simulator, port in
+                let setting = ProxySetting.proxy(host: "127.0.0.1", port: socks.port, tls: false, credentialsEnv: "PROXY_CREDENTIALS", socks: true)
+                try await Self.deliverThousand(try Self.provider(environment, port: port, proxy: setting, credentials: Self.credentials))
+                let tokens = simulator.accepted().map(\.token)
+                #expect(tokens.count == 950 && Set(tokens).count == 950, "\(tokens.count) deliveries")
+                let connections = simulator.counters().connections
+                #expect(connections >= 1 && socks.tunnels(to: "127.0.0.1:\(port)") == connections, "\(connections) connections; \(socks.log().suffix(1000))")
+
+                let wrong = await Self.refusal(try Self.provider(environment, port: port, proxy: setting, credentials: "bugle:wrong"))
+                #expect(wrong?.code == "ProxyRefused" && wrong?.message.contains("rejected the user name and password") == true, "\(String(describing: wrong))")
+                let anonymous = ProxySetting.proxy(host: "127.0.0.1", port: socks.port, tls: false, credentialsEnv: nil, socks: true)
+                let none = await Self.refusal(try Self.provider(environment, port: port, proxy: anonymous, credentials: Self.credentials))
+                #expect(none?.code == "ProxyRefused" && none?.message.contains("asks for credentials: set proxy_credentials_env") == true, "\(String(describing: none))")
+                for refusal in [wrong, none] { #expect(refusal?.message.contains(Self.password) == false) }
+                #expect(simulator.counters().connections == connections, "a refused lane reached the simulator")
+            }
+        }
+    }
+
+    /// Both lanes and FCM's token endpoint through microsocks, with `bugle run` as a user runs it.
+    @Test(
+        "a mixed campaign through microsocks (bugle run, proxy: socks5h://, proxy_credentials_env): APNs, FCM and the token endpoint each a tunnel, every live token once",
+        .enabled(if: Microsocks.enabled, Microsocks.reason))
+    func mixedCampaignThroughMicrosocks() async throws {
+        try await Self.withMixedCampaign(name: "socks") { environment, run in
+            try await Microsocks.with(user: "bugle", password: Self.password) { socks in
+                let providersFile = environment.directory + "/socks-providers.yaml"
+                try Self.providers(environment, proxyPort: socks.port, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS", scheme: "socks5h")
+                    .write(toFile: providersFile, atomically: true, encoding: .utf8)
+                let validate = try await run(["validate", "--offline"], providersFile)
+                #expect(validate.stdout.contains("through the proxy socks5h://127.0.0.1:\(socks.port) (with credentials)"), "\(validate.stdout)\n\(validate.stderr)")
+                _ = try await run(["run", "--quiet"], providersFile)
+                let (apnsConnections, fcmConnections) = Self.expectMixedDeliveries(environment)
+                #expect(socks.tunnels(to: "127.0.0.1:\(environment.apnsPort)") == apnsConnections, "\(socks.log().suffix(1000))")
+                #expect(socks.tunnels(to: "127.0.0.1:\(environment.fcmPort)") == fcmConnections, "\(socks.log().suffix(1000))")
+            }
+        }
+    }
+
+    /// A mixed campaign of 400 devices (190 live on each platform) and its simulators, for `body` to send through a
+    /// proxy with `run(["run", …], providersFile)`, which runs `bugle` on the campaign with the proxy password in
+    /// `BUGLE_TEST_PROXY_CREDENTIALS`, expects exit 0 and no password in the output. The simulators stop however `body` ends.
+    static func withMixedCampaign(
+        name: String, _ body: (MixedTestEnvironment, _ run: ([String], String) async throws -> CLITests.Output) async throws -> Void
+    ) async throws {
+        let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
+            devices: 400, name: name, message: "default_locale: en\nlocales: { en: { title: Hello, body: Through a proxy } }")
+        let url = try CLITests.url(configuration)
+        let run: ([String], String) async throws -> CLITests.Output = { arguments, providersFile in
+            let output = try await CLITests.bugle(
+                [arguments[0], campaign, "--providers", providersFile] + arguments.dropFirst(),
+                environment: ["BUGLE_DATABASE_URL": url, "BUGLE_TEST_PROXY_CREDENTIALS": Self.credentials])
+            #expect(output.status == 0, "\(output.stdout)\n\(output.stderr)")
+            #expect(!(output.stdout + output.stderr).contains(Self.password))
+            return output
+        }
+        do {
+            try await body(environment, run)
+        } catch {
+            try await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+
+    /// Every live token of both platforms delivered once, the token endpoint asked; returns the connections each
+    /// simulator accepted (at least one to APNs, two to FCM and its token endpoint).
+    static func expectMixedDeliveries(_ environment: MixedTestEnvironment) -> (apns: Int, fcm: Int) {
+        let apnsTokens = environment.apns.accepted().map(\.token)
+        let fcmTokens = environment.fcm.accepted().compactMap(\.token)
+        #expect(apnsTokens.count == 190 && Set(apnsTokens).count == 190, "\(apnsTokens.count) APNs deliveries")
+        #expect(fcmTokens.count == 190 && Set(fcmTokens).count == 190, "\(fcmTokens.count) FCM deliveries")
+        #expect(environment.fcm.counters().tokenGrants >= 1)
+        let connections = (environment.apns.counters().connections, environment.fcm.counters().connections)
+        #expect(connections.0 >= 1 && connections.1 >= 2, "\(connections)")
+        return connections
+    }
+
     /// Both lanes and FCM's token endpoint through squid's `https_port`, with `bugle run` as a user runs it.
     @Test(
         "a mixed campaign through squid's https_port (bugle run, proxy_ca_file, credentials): APNs, FCM and the token endpoint each a squid tunnel, every live token once",
         .enabled(if: Squid.enabled, Squid.reason))
     func mixedCampaignThroughSquidTLS() async throws {
-        let (environment, configuration, campaign) = try await CLIRunTests.mixedCampaign(
-            devices: 400, name: "squid-tls", message: "default_locale: en\nlocales: { en: { title: Hello, body: Through squid } }")
-        do {
+        try await Self.withMixedCampaign(name: "squid-tls") { environment, run in
             let material = try SimulatorCertificates.generate(in: environment.directory + "/squid-ca", port: 0)
             try await Squid.with(
                 user: "bugle", password: Self.password, certificatePEM: material.serverCertificatePEM, keyPEM: material.serverKeyPEM
@@ -423,27 +508,13 @@ struct ProxyTests {
                 let providersFile = environment.directory + "/squid-providers.yaml"
                 try Self.providers(environment, proxyPort: squid.httpsPort, credentialsEnv: "BUGLE_TEST_PROXY_CREDENTIALS", tls: true, caFile: material.caFile)
                     .write(toFile: providersFile, atomically: true, encoding: .utf8)
-                let output = try await CLITests.bugle(
-                    ["run", campaign, "--providers", providersFile, "--quiet"],
-                    environment: ["BUGLE_DATABASE_URL": try CLITests.url(configuration), "BUGLE_TEST_PROXY_CREDENTIALS": Self.credentials])
-                #expect(output.status == 0, "\(output.stdout)\n\(output.stderr)")
-                #expect(!(output.stdout + output.stderr).contains(Self.password))
-                let apnsTokens = environment.apns.accepted().map(\.token)
-                let fcmTokens = environment.fcm.accepted().compactMap(\.token)
-                #expect(apnsTokens.count == 190 && Set(apnsTokens).count == 190, "\(apnsTokens.count) APNs deliveries")
-                #expect(fcmTokens.count == 190 && Set(fcmTokens).count == 190, "\(fcmTokens.count) FCM deliveries")
-                #expect(environment.fcm.counters().tokenGrants >= 1)
-                let apnsConnections = environment.apns.counters().connections
-                let fcmConnections = environment.fcm.counters().connections
+                _ = try await run(["run", "--quiet"], providersFile)
+                let (apnsConnections, fcmConnections) = Self.expectMixedDeliveries(environment)
                 let apnsTunnels = try await squid.tunnels(to: "127.0.0.1:\(environment.apnsPort)", reaching: apnsConnections)
                 let fcmTunnels = try await squid.tunnels(to: "127.0.0.1:\(environment.fcmPort)", reaching: fcmConnections)
-                #expect(apnsConnections >= 1 && apnsTunnels == apnsConnections, "\(apnsTunnels) tunnels, \(apnsConnections) APNs connections")
-                #expect(fcmConnections >= 2 && fcmTunnels == fcmConnections, "\(fcmTunnels) tunnels, \(fcmConnections) FCM connections")
+                #expect(apnsTunnels == apnsConnections, "\(apnsTunnels) tunnels, \(apnsConnections) APNs connections")
+                #expect(fcmTunnels == fcmConnections, "\(fcmTunnels) tunnels, \(fcmConnections) FCM connections")
             }
-        } catch {
-            try await environment.stop()
-            throw error
         }
-        try await environment.stop()
     }
 }

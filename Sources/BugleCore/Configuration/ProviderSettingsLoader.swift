@@ -13,7 +13,7 @@ import Foundation
 ///         # or certificate: { p12_file: <path>, passphrase_env: <VAR> }
 ///       connections: 1...64 [4]   timeout: <duration> [10s]   rate: { per_second: > 0, burst: ≥ 1 [per_second / 50] }
 ///       concurrency: requests in flight on the lane, 1...100000 [connections × 1000]
-///       proxy: none | http://host[:port] | https://host[:port] [the environment's https_proxy, minus no_proxy]
+///       proxy: none | http://host[:port] | https://host[:port] | socks5h://host[:port] [the environment's https_proxy, minus no_proxy]
 ///       proxy_credentials_env: <VAR holding user:password for the proxy>
 ///       proxy_ca_file: <path: an extra CA for an https:// proxy's certificate>
 ///     fcm:
@@ -201,12 +201,13 @@ public enum ProviderSettingsLoader {
         return settings
     }
 
-    /// `proxy: none | http(s)://host[:port]` and `proxy_credentials_env`; no `proxy:` key leaves it to the environment.
+    /// `proxy: none | http(s)://host[:port] | socks5h://host[:port]` and `proxy_credentials_env`; no `proxy:` key leaves it
+    /// to the environment.
     private static func proxy(_ map: ConfigurationMapping) throws -> ProxySetting {
         let credentialsEnv = try map["proxy_credentials_env"].map(environmentVariableName)
         guard let node = map["proxy"] else {
             if let credentials = map["proxy_credentials_env"] {
-                throw credentials.keyError("needs proxy: http(s)://host:port beside it (a proxy from https_proxy carries its own user:password)")
+                throw credentials.keyError("needs proxy: http(s)://host:port or socks5h://host:port beside it (a proxy from https_proxy carries its own user:password)")
             }
             return .environment
         }
@@ -221,13 +222,13 @@ public enum ProviderSettingsLoader {
         do throws(ProxyURL.Malformed) {
             url = try ProxyURL(parsing: text)
         } catch {
-            throw node.error("expected none, http://host:port or https://host:port: \(error.problem)")
+            throw node.error("expected none, http://host:port, https://host:port or socks5h://host:port: \(error.problem)")
         }
         if url.credentials != nil {
             throw node.error(
                 "must not hold a user name or password: put user:password in an environment variable and name it with proxy_credentials_env")
         }
-        return .proxy(host: url.host, port: url.port, tls: url.tls, credentialsEnv: credentialsEnv)
+        return .proxy(host: url.host, port: url.port, tls: url.tls, credentialsEnv: credentialsEnv, socks: url.socks)
     }
 
     /// `proxy_ca_file`: for an `https://` proxy, the file's or the environment's; meaningless beside `proxy: none` or
@@ -237,8 +238,8 @@ public enum ProviderSettingsLoader {
         switch proxy {
         case .direct:
             throw node.keyError("makes no sense with proxy: none")
-        case .proxy(_, _, false, _):
-            throw node.keyError("applies only to an https:// proxy (the connection to an http:// proxy has no TLS)")
+        case .proxy(_, _, false, _, _):
+            throw node.keyError("applies only to an https:// proxy (the connection to an http:// or SOCKS proxy has no TLS)")
         case .proxy, .environment:
             return try paths.resolve(node)
         }

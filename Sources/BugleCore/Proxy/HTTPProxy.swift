@@ -1,10 +1,11 @@
 import Foundation
 
-/// The HTTP proxy one provider connection goes through: Bugle connects to `host:port` (with TLS to the proxy itself for
-/// an `https://` proxy, so its credentials never cross the network in the clear), asks for a `CONNECT` tunnel to the
-/// provider, and runs TLS to the provider inside it (the proxy sees only the provider's name and encrypted bytes).
+/// The proxy one provider connection goes through: Bugle connects to `host:port` (with TLS to the proxy itself for
+/// an `https://` proxy, so its credentials never cross the network in the clear), asks for a tunnel to the provider
+/// (an HTTP `CONNECT`, or a SOCKS5 `CONNECT` for a ``socks`` proxy), and runs TLS to the provider inside it (the proxy
+/// sees only the provider's name and encrypted bytes).
 ///
-/// The `Proxy-Authorization` value is a secret: ``description`` never shows it.
+/// The `Proxy-Authorization` value and the SOCKS credentials are secrets: ``description`` never shows them.
 public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
     /// The proxy's host name or IP literal.
     public var host: String
@@ -17,6 +18,10 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
     public var tls: Bool
     /// `proxy_ca_file`: an extra CA (PEM) trusted for an `https://` proxy's certificate.
     public var caFile: String?
+    /// A SOCKS5 proxy (`socks5h://`): the tunnel is SOCKS5's, the proxy resolves the provider's name.
+    public var socks: Bool
+    /// `user:password` for a SOCKS5 proxy's username/password method (RFC 1929), or nil.
+    public var socksCredentials: String?
 
     /// Creates a proxy route.
     /// - Parameters:
@@ -31,12 +36,22 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
         self.tls = tls
         self.caFile = caFile
         self.authorization = authorization
+        self.socks = false
     }
 
-    /// `http(s)://host:port`, and whether credentials are sent (never the credentials).
+    /// A SOCKS5 proxy at `host:port`, with `user:password` credentials or none.
+    public static func socks5(host: String, port: Int, credentials: String?) -> HTTPProxy {
+        var proxy = HTTPProxy(host: host, port: port)
+        proxy.socks = true
+        proxy.socksCredentials = credentials
+        return proxy
+    }
+
+    /// `http(s)://host:port` or `socks5h://host:port`, and whether credentials are sent (never the credentials).
     public var description: String {
         let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        return (tls ? "https://" : "http://") + authority + (authorization == nil ? "" : " (with credentials)")
+        let scheme = socks ? "socks5h://" : tls ? "https://" : "http://"
+        return scheme + authority + (authorization == nil && socksCredentials == nil ? "" : " (with credentials)")
     }
 
     /// A `Basic` authorization for `user:password`.
@@ -50,24 +65,29 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
     ///   - caFile: The section's `proxy_ca_file`, trusted for an `https://` proxy (the file's or the environment's).
     ///   - host: The provider host the connection is for (matched against `no_proxy`).
     ///   - environment: Where `https_proxy`, `no_proxy` and `proxy_credentials_env` are looked up.
-    /// - Throws: ``ProxyConfigurationError`` when the credentials variable is unset or `https_proxy` is not a usable
-    ///   `http://` or `https://` URL.
+    /// - Throws: ``ProxyConfigurationError`` when the credentials variable is unset or `https_proxy` (else `all_proxy`)
+    ///   is not a usable `http://`, `https://` or `socks5h://` URL.
     public static func resolve(
         _ setting: ProxySetting, caFile: String? = nil, host: String, environment: [String: String]
     ) throws(ProxyConfigurationError) -> HTTPProxy? {
         switch setting {
         case .direct:
             return nil
-        case .proxy(let proxyHost, let port, let tls, let credentialsEnv):
+        case .proxy(let proxyHost, let port, let tls, let credentialsEnv, let socks):
             let caFile = tls ? caFile : nil
-            guard let credentialsEnv else { return HTTPProxy(host: proxyHost, port: port, tls: tls, caFile: caFile) }
-            guard let credentials = environment[credentialsEnv], !credentials.isEmpty else {
-                throw .missingCredentials(variable: credentialsEnv)
+            var credentials: String?
+            if let credentialsEnv {
+                guard let value = environment[credentialsEnv], !value.isEmpty else { throw .missingCredentials(variable: credentialsEnv) }
+                guard value.contains(":") else { throw .malformedCredentials(variable: credentialsEnv) }
+                credentials = value
             }
-            guard credentials.contains(":") else { throw .malformedCredentials(variable: credentialsEnv) }
-            return HTTPProxy(host: proxyHost, port: port, tls: tls, caFile: caFile, authorization: basicAuthorization(credentials))
+            if socks {
+                try checkSOCKSCredentials(credentials, variable: credentialsEnv ?? "proxy_credentials_env")
+                return .socks5(host: proxyHost, port: port, credentials: credentials)
+            }
+            return HTTPProxy(host: proxyHost, port: port, tls: tls, caFile: caFile, authorization: credentials.map(basicAuthorization))
         case .environment:
-            guard let (variable, value) = ["https_proxy", "HTTPS_PROXY"].lazy
+            guard let (variable, value) = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].lazy
                 .compactMap({ name in environment[name].map { (name, $0) } })
                 .first(where: { !$0.1.isEmpty })
             else { return nil }
@@ -80,8 +100,22 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
             } catch {
                 throw .malformedEnvironment(variable: variable, problem: error.problem)
             }
+            if url.socks {
+                try checkSOCKSCredentials(url.credentials, variable: variable)
+                return .socks5(host: url.host, port: url.port, credentials: url.credentials)
+            }
             let authorization = url.credentials.map(basicAuthorization)
             return HTTPProxy(host: url.host, port: url.port, tls: url.tls, caFile: url.tls ? caFile : nil, authorization: authorization)
+        }
+    }
+
+    /// RFC 1929 carries a user name and a password of 1 to 255 bytes each.
+    private static func checkSOCKSCredentials(_ credentials: String?, variable: String) throws(ProxyConfigurationError) {
+        guard let credentials, let colon = credentials.firstIndex(of: ":") else { return }
+        let user = credentials[..<colon].utf8.count
+        let password = credentials[credentials.index(after: colon)...].utf8.count
+        guard (1...255).contains(user), (1...255).contains(password) else {
+            throw .socksCredentialLength(variable: variable)
         }
     }
 
@@ -102,6 +136,8 @@ public enum ProxyConfigurationError: Error, Sendable, Equatable, CustomStringCon
     case unreadableCAFile(path: String)
     /// `proxy_ca_file` holds no PEM certificate.
     case invalidCAFile(path: String)
+    /// A SOCKS5 proxy's user name or password (from this variable) is empty or longer than 255 bytes.
+    case socksCredentialLength(variable: String)
 
     public var description: String {
         switch self {
@@ -111,11 +147,13 @@ public enum ProxyConfigurationError: Error, Sendable, Equatable, CustomStringCon
             return "\(variable) (proxy_credentials_env) must hold user:password"
         case .malformedEnvironment(let variable, let problem):
             return "the environment variable \(variable) is not a usable proxy URL: \(problem); "
-                + "fix it, or set proxy: none (or an http:// or https:// URL) in the providers file"
+                + "fix it, or set proxy: none (or an http://, https:// or socks5h:// URL) in the providers file"
         case .unreadableCAFile(let path):
             return "proxy_ca_file \(path) cannot be read"
         case .invalidCAFile(let path):
             return "proxy_ca_file \(path) holds no PEM certificate"
+        case .socksCredentialLength(let variable):
+            return "\(variable): a SOCKS5 proxy's user name and password must each be 1 to 255 bytes"
         }
     }
 }
