@@ -39,6 +39,7 @@ public struct Migrator: Sendable {
     ///   `migrationFailed` when a migration fails (it is rolled back; earlier ones stay applied).
     @discardableResult
     public func migrate() async throws -> [Int] {
+        try await self.requireWritable()
         try await self.bootstrap()
         let applied = try await self.appliedVersions()
         let known = Set(self.migrations.map(\.version))
@@ -139,6 +140,50 @@ public struct Migrator: Sendable {
     }
 
     // MARK: - Steps
+
+    /// Refuses a server this login cannot write: a standby in recovery (Bugle reached a replica, or a failover left
+    /// the URL on the old primary) or sessions that are read-only (`default_transaction_read_only` on the role, the
+    /// database or the server). Every command that writes starts here, so it says so at once, rather than after the
+    /// ledger's retries for a server that turned read-only mid-run.
+    /// - Throws: ``StoreError/Code-swift.struct/readOnlyServer``, or query errors.
+    func requireWritable() async throws {
+        if let reason = try await self.readOnlyReason() {
+            throw StoreError(.readOnlyServer, reason + "; this command writes: point the database URL at the primary, or use a login that can write")
+        }
+    }
+
+    /// For commands that only read (`bugle runs`): migrates a server this login can write; on one it cannot (a read
+    /// replica), checks that every migration is already applied instead, so analysts can list runs on a replica.
+    /// - Returns: The versions applied now (none on a read-only server).
+    /// - Throws: ``StoreError/Code-swift.struct/readOnlyServer`` when the server is read-only and migrations are
+    ///   pending, or as ``migrate()``.
+    public func migrateOrCheck() async throws -> [Int] {
+        guard let reason = try await self.readOnlyReason() else { return try await self.migrate() }
+        let applied = try await self.appliedVersions()
+        let pending = self.migrations.map(\.version).filter { applied[$0] == nil }
+        if let first = pending.first {
+            throw StoreError(
+                .readOnlyServer,
+                reason + "; and the schema lacks \(pending.count) migration(s) from version \(first), which only a login that "
+                    + "can write applies")
+        }
+        return []
+    }
+
+    /// Why this login cannot write, or nil when it can.
+    private func readOnlyReason() async throws -> String? {
+        let rows = try await self.client.query(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: self.logger)
+        for try await (standby, readOnly) in rows.decode((Bool, Bool).self) {
+            if standby {
+                return "the database server is a standby in recovery (pg_is_in_recovery() is true)"
+            }
+            if readOnly {
+                return "this login's sessions are read-only (default_transaction_read_only is on for the role, the database or the server)"
+            }
+        }
+        return nil
+    }
 
     private func bootstrap() async throws {
         do {

@@ -18,6 +18,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
             case clusterDirectory = "cluster_directory"
             case migrationFailed = "migration_failed"
             case unknownMigration = "unknown_migration"
+            case readOnlyServer = "read_only_server"
             case invalidInput = "invalid_input"
             case fileUnreadable = "file_unreadable"
             case query = "query_failed"
@@ -43,6 +44,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         public static let clusterDirectory = Self(.clusterDirectory)
         /// A schema migration failed and was rolled back.
         public static let migrationFailed = Self(.migrationFailed)
+        /// The server cannot be written through this login: a standby in recovery, or read-only sessions.
+        public static let readOnlyServer = Self(.readOnlyServer)
         /// The database has migrations applied that this build of Bugle does not know (it is newer).
         public static let unknownMigration = Self(.unknownMigration)
         /// A value passed to a store API was rejected (for example a malformed device token).

@@ -20,8 +20,9 @@ struct Bugle: AsyncParsableCommand {
             PGPORT, PGDATABASE, PGUSER, PGSSLMODE, …): BUGLE_DATABASE_URL=postgres:// takes the whole server from them.
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
-            credentials. APNs and FCM connections go through the proxy in https_proxy (minus no_proxy) unless the \
-            file's `proxy:` says otherwise (http:// or https://, the latter with TLS to the proxy itself); loopback \
+            credentials. APNs and FCM connections go through the proxy in https_proxy, else all_proxy (minus no_proxy) \
+            unless the file's `proxy:` says otherwise (http://, https:// with TLS to the proxy itself, or SOCKS5 as \
+            socks5h://); loopback \
             endpoints always connect directly. FCM's access tokens come from a service-account file, an \
             external_account file (workload identity federation from a token file, a metadata URL, AWS or a program, with \
             project_id), or, on Google Cloud, the metadata \

@@ -70,16 +70,19 @@ enum DatabaseSession {
         return SegmentAccess(client: client, readerLogin: login)
     }
 
-    /// Connects, optionally migrates, and runs `body` with a client.
+    /// Connects, optionally migrates, and runs `body` with a client. With `readOnly`, a server this login cannot write
+    /// (a read replica) is accepted when its schema is current; otherwise such a server is refused before `body` runs.
     static func with<R: Sendable>(
         _ options: GlobalOptions,
         migrate: Bool = true,
+        readOnly: Bool = false,
         logger: Logger,
         _ body: (PostgresClient) async throws -> R
     ) async throws -> R {
         let configuration = try await configuration(options, logger: logger)
         return try await Database.withClient(configuration, logger: logger) { client in
-            if migrate { _ = try await Migrator(client: client, logger: logger).migrate() }
+            let migrator = Migrator(client: client, logger: logger)
+            if migrate { _ = try await readOnly ? migrator.migrateOrCheck() : migrator.migrate() }
             return try await body(client)
         }
     }

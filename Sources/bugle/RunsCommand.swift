@@ -16,7 +16,7 @@ struct RunsCommand: AsyncParsableCommand {
         let logger = global.makeLogger()
         let limit = self.limit
         try await ExitCodes.guarding {
-            let runs = try await DatabaseSession.with(global, logger: logger) { client in
+            let runs = try await DatabaseSession.with(global, readOnly: true, logger: logger) { client in
                 try await RunRepository(client: client, logger: logger).list(limit: limit)
             }
             if runs.isEmpty { print("no runs yet") }

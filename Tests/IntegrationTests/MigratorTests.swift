@@ -76,6 +76,44 @@ struct MigratorTests {
         }
     }
 
+    /// A login whose sessions are read-only (as on a standby, or after `default_transaction_read_only` was set for the
+    /// database) is refused before the schema is touched, with what to do; `bugle` exits 2 saying so at once.
+    @Test("a read-only login: refused before any migration, naming why, for commands that write (exit 2); bugle runs still lists runs on it")
+    func refusesAReadOnlyLogin() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let database = try #require(configuration.database)
+        try await Database.withClient(configuration, logger: logger) { client in
+            try await client.query("ALTER DATABASE \(unescaped: "\"" + database + "\"") SET default_transaction_read_only = on", logger: logger)
+        }
+        do {
+            try await Database.withClient(configuration, logger: logger) { client in
+                _ = try await Migrator(client: client, logger: logger).migrate()
+            }
+            Issue.record("a read-only login was migrated")
+        } catch let error as StoreError {
+            #expect(error.code == .readOnlyServer, "\(error)")
+            #expect(error.message.hasPrefix("this login's sessions are read-only (default_transaction_read_only is on"), "\(error)")
+            #expect(error.message.hasSuffix("this command writes: point the database URL at the primary, or use a login that can write"))
+        }
+        let url = try CLITests.url(configuration)
+        let prune = try await CLITests.bugle(["devices", "prune", "--not-seen-for", "90d"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(prune.status == 2, "\(prune.stderr)")
+        #expect(prune.stderr.contains("read_only_server: this login's sessions are read-only"), "\(prune.stderr)")
+        // Reading works on a replica whose schema is current (every migration applied by fresh()).
+        let runs = try await CLITests.bugle(["runs"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(runs.status == 0, "\(runs.stderr)")
+        // With a migration missing, even reading is refused, saying which.
+        try await Database.withClient(configuration, logger: logger) { client in
+            try await client.withConnection { connection in
+                try await connection.query("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", logger: logger)
+                try await connection.query(
+                    "DELETE FROM bugle.schema_migrations WHERE version = (SELECT max(version) FROM bugle.schema_migrations)", logger: logger)
+            }
+        }
+        let behind = try await CLITests.bugle(["runs"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(behind.status == 2 && behind.stderr.contains("and the schema lacks 1 migration(s) from version"), "\(behind.stderr)")
+    }
+
     @Test func refusesADatabaseNewerThanThisBuild() async throws {
         let configuration = try await TestDatabase.fresh()
         try await Database.withClient(configuration, logger: self.logger) { client in
