@@ -130,11 +130,7 @@ extension DatabaseConfiguration {
     /// - Throws: ``StoreError`` naming the keyword and where its bad value came from (never the value).
     public init(parameters: ConnectionParameters) throws {
         let settings = parameters.settings
-        var host = settings["host"]?.value
-        if let setting = settings["host"], setting.value.contains(",") {
-            throw setting.error("host", "multiple hosts are not supported")
-        }
-        let port = try settings["port"].map(Self.port) ?? 5432
+        let endpoints = try Self.endpoints(host: settings["host"], port: settings["port"])
         var sslMode: SSLMode?
         if let setting = settings["sslmode"] {
             guard let mode = SSLMode(rawValue: setting.value) else {
@@ -169,10 +165,17 @@ extension DatabaseConfiguration {
             throw StoreError(.invalidDatabaseURL, "invalid database URL: user: no user name given and the operating-system user is unknown")
         }
 
-        let endpoint: Endpoint
-        if host == nil { host = Self.defaultSocketDirectory }
-        if let host, host.hasPrefix("/") {
-            endpoint = .unixSocket(directory: host, port: port)
+        var targetSessionAttributes = TargetSessionAttributes.any
+        if let setting = settings["target_session_attrs"] {
+            guard let value = TargetSessionAttributes(rawValue: setting.value) else {
+                throw setting.error(
+                    "target_session_attrs",
+                    "must be any, read-write or primary (Bugle writes, so it never chooses a standby)")
+            }
+            targetSessionAttributes = value
+        }
+        for endpoint in endpoints {
+            guard case .unixSocket = endpoint else { continue }
             switch sslMode {
             case .require, .verifyCA, .verifyFull:
                 let origin = settings["sslmode"].map { " (from \($0.origin))" } ?? ""
@@ -181,21 +184,17 @@ extension DatabaseConfiguration {
                     "sslmode=\(sslMode?.rawValue ?? "")\(origin) cannot be honoured over a Unix socket: "
                         + "PostgreSQL never offers TLS there; use sslmode=disable or a TCP host"
                 )
-            case .allow, .prefer:
-                sslMode = .disable
-            case .disable, nil:
+            case .allow, .prefer, .disable, nil:
                 break
             }
-        } else {
-            endpoint = .tcp(host: host ?? "localhost", port: port)
         }
 
         self.init(
-            endpoint: endpoint,
+            endpoint: endpoints[0],
             username: resolvedUser,
             password: settings["password"]?.value,
             database: settings["dbname"]?.value,
-            sslMode: sslMode,
+            sslMode: sslMode.map { Self.effective($0, on: endpoints[0]) },
             sslRootCertificatePath: settings["sslrootcert"]?.value,
             applicationName: settings["application_name"]?.value ?? "bugle",
             connectTimeout: connectTimeout
@@ -208,15 +207,46 @@ extension DatabaseConfiguration {
             self.passwordSource = .file(path: path, line: line)
         }
         self.settingOrigins = parameters.outsideOrigins
+        self.requestedSSLMode = sslMode
+        self.alternateEndpoints = Array(endpoints.dropFirst())
+        self.targetSessionAttributes = targetSessionAttributes
     }
 
-    private static func port(_ setting: ConnectionParameters.Setting) throws -> Int {
-        guard let port = Int(setting.value), (1...65535).contains(port) else {
-            let hint = setting.origin == .url
-                ? " (if the password contains '/', '?', '#' or '@', percent-encode it)" : ""
-            throw setting.error("port", "must be a number from 1 to 65535\(hint)")
+    /// The TLS mode a requested one comes to on `endpoint`: a Unix socket never offers TLS, so `allow` and `prefer`
+    /// mean `disable` there.
+    static func effective(_ mode: SSLMode, on endpoint: Endpoint) -> SSLMode {
+        guard case .unixSocket = endpoint else { return mode }
+        switch mode {
+        case .allow, .prefer: return .disable
+        case .disable, .require, .verifyCA, .verifyFull: return mode
         }
-        return port
+    }
+
+    /// The servers `host` and `port` name, in order, as libpq reads them: comma-separated hosts (names, IP literals, or
+    /// absolute paths of socket directories), and one port for all of them or one per host. No host at all is
+    /// ``defaultSocketDirectory``; no port is 5432.
+    static func endpoints(host: ConnectionParameters.Setting?, port: ConnectionParameters.Setting?) throws -> [Endpoint] {
+        let hosts = host.map { $0.value.split(separator: ",", omittingEmptySubsequences: false).map(String.init) } ?? [defaultSocketDirectory]
+        if let host, hosts.contains(where: \.isEmpty) {
+            throw host.error("host", "an empty name in the list")
+        }
+        var ports = [5432]
+        if let port {
+            ports = try port.value.split(separator: ",", omittingEmptySubsequences: false).map {
+                guard let number = Int($0), (1...65535).contains(number) else {
+                    let hint = port.origin == .url ? " (if the password contains '/', '?', '#' or '@', percent-encode it)" : ""
+                    throw port.error("port", "must be a number from 1 to 65535\(hint)")
+                }
+                return number
+            }
+        }
+        if ports.count != 1, ports.count != hosts.count, let port {
+            throw port.error("port", "give one port, or one for each host (\(hosts.count))")
+        }
+        return hosts.enumerated().map { index, name in
+            let number = ports.count == 1 ? ports[0] : ports[index]
+            return name.hasPrefix("/") ? .unixSocket(directory: name, port: number) : .tcp(host: name, port: number)
+        }
     }
 
     /// `channel_binding`: `disable` and `prefer` are honoured (Bugle's client offers SCRAM-SHA-256 without channel

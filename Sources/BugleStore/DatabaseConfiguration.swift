@@ -16,8 +16,9 @@ import Foundation
 /// group or others, as libpq requires), `sslpassword` (the passphrase of an encrypted `sslkey`), `host` (a host name,
 /// or an absolute path naming a Unix-socket directory), `port`, `user`, `password`, `passfile` (a libpq password
 /// file; see ``resolvingPassword(environment:)``), `dbname`, `application_name`, `connect_timeout` (seconds),
-/// `channel_binding` (`disable` | `prefer`; `require` is refused: the client has no channel binding) and `service` (a
-/// section of libpq's service file, see ``ServiceFile``). Anything else is rejected by name. With
+/// `channel_binding` (`disable` | `prefer`; `require` is refused: the client has no channel binding), `service` (a
+/// section of libpq's service file, see ``ServiceFile``) and `target_session_attrs` (`any` | `read-write` | `primary`,
+/// for a host list: `host=a,b` with one port or one each; see ``DatabaseHostSelection``). Anything else is rejected by name. With
 /// ``init(url:environment:)`` what the URL leaves out comes from the service, then from libpq's environment variables.
 /// No host anywhere means the Unix socket in ``defaultSocketDirectory``, as libpq's does. Special characters in the user or password (`@ / ? # :`) must be
 /// percent-encoded.
@@ -83,6 +84,24 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var passwordFilePath: String?
     /// Where ``password`` came from, once ``resolvingPassword(environment:)`` has looked; `nil` before.
     public var passwordSource: PasswordSource?
+    /// The servers after ``endpoint`` that a host list (`host=a,b,c`) names, tried in order by
+    /// ``DatabaseHostSelection`` when an earlier one is unreachable or does not satisfy ``targetSessionAttributes``.
+    public var alternateEndpoints: [Endpoint] = []
+    /// libpq's `target_session_attrs`: which server of the list will do.
+    public var targetSessionAttributes = TargetSessionAttributes.any
+    /// The `sslmode` asked for, if any (``sslMode`` is what it comes to on ``endpoint``).
+    var requestedSSLMode: SSLMode?
+
+    /// libpq's `target_session_attrs`, as far as a program that writes can use it.
+    public enum TargetSessionAttributes: String, Sendable, Hashable {
+        /// Any server that accepts the login.
+        case any
+        /// One whose sessions can write (`transaction_read_only` off).
+        case readWrite = "read-write"
+        /// One that is not a standby in recovery.
+        case primary
+    }
+
     /// Which settings came from a service file or the environment rather than the URL, for `bugle db status`
     /// (see ``ConnectionParameters/outsideOrigins``); never a value.
     public var settingOrigins: String?
@@ -212,6 +231,12 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         }
         if self.applicationName != "bugle" {
             query.append("application_name=\(self.applicationName)")
+        }
+        if !self.alternateEndpoints.isEmpty {
+            query.append("then=" + self.candidates.dropFirst().map(\.endpointDescription).joined(separator: ","))
+        }
+        if self.targetSessionAttributes != .any {
+            query.append("target_session_attrs=\(self.targetSessionAttributes.rawValue)")
         }
         return text + "?" + query.joined(separator: "&")
     }

@@ -19,7 +19,7 @@ struct ServiceFile: Sendable, Hashable {
         "hostaddr", "options", "client_encoding", "fallback_application_name", "keepalives", "keepalives_idle",
         "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslcompression",
         "sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
-        "krbsrvname", "gsslib", "gssdelegation", "target_session_attrs", "load_balance_hosts", "require_auth",
+        "krbsrvname", "gsslib", "gssdelegation", "load_balance_hosts", "require_auth",
         "sslnegotiation", "sslcertmode", "requiressl",
     ]
 

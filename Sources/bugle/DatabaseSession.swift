@@ -14,7 +14,7 @@ enum DatabaseSession {
     static func configuration(_ options: GlobalOptions, logger: Logger) async throws -> DatabaseConfiguration {
         let environment = ProcessInfo.processInfo.environment
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {
-            return try login(url, environment: environment, logger: logger)
+            return try await login(url, environment: environment, logger: logger)
         }
         if let variable = Self.libpqServerVariables.first(where: { environment[$0]?.isEmpty == false }) {
             logger.warning(
@@ -29,10 +29,12 @@ enum DatabaseSession {
     /// libpq's variables that choose a server: set without a database URL, they are worth a warning.
     static let libpqServerVariables = ["PGHOST", "PGSERVICE", "PGDATABASE", "PGPORT"]
 
-    /// The configuration a database URL names (what it leaves out taken from libpq's service file and environment), with its password found as libpq finds it (the URL, `PGPASSWORD`, the
+    /// The configuration a database URL names (what it leaves out taken from libpq's service file and environment; of a
+    /// host list, the first server that will do: ``DatabaseHostSelection``), with its password found as libpq finds it (the URL, `PGPASSWORD`, the
     /// password file) and this process's ``sessionTag``. A password file Bugle cannot use is logged as a warning.
-    static func login(_ url: String, environment: [String: String], logger: Logger) throws -> DatabaseConfiguration {
-        let configuration = try DatabaseConfiguration(url: url, environment: environment).resolvingPassword(environment: environment)
+    static func login(_ url: String, environment: [String: String], logger: Logger) async throws -> DatabaseConfiguration {
+        let configuration = try await DatabaseHostSelection.choose(
+            DatabaseConfiguration(url: url, environment: environment), environment: environment, logger: logger)
         if case .unusableFile(let message) = configuration.passwordSource {
             logger.warning("\(message)")
         }
@@ -53,7 +55,7 @@ enum DatabaseSession {
     ) async throws -> SegmentAccess {
         let environment = ProcessInfo.processInfo.environment
         if let url = environment["BUGLE_SEGMENT_DATABASE_URL"], !url.isEmpty {
-            return SegmentAccess(client: client, readerLogin: try login(url, environment: environment, logger: logger))
+            return SegmentAccess(client: client, readerLogin: try await login(url, environment: environment, logger: logger))
         }
         let migrator = Migrator(client: client, logger: logger)
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {

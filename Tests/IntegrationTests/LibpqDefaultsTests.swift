@@ -1,6 +1,7 @@
 import BugleCore
 import BugleTesting
 import Foundation
+import PostgresNIO
 import Testing
 
 @testable import BugleStore
@@ -62,13 +63,30 @@ struct LibpqDefaultsTests {
         #expect(message(["PGPORT": "54x32-CANARY"]) == "invalid database setting: PGPORT (port): must be a number from 1 to 65535")
         #expect(message(["PGSSLMODE": "strict-CANARY"]).hasPrefix("invalid database setting: PGSSLMODE (sslmode): must be one of disable"))
         #expect(message(["PGCONNECT_TIMEOUT": "0"]) == "invalid database setting: PGCONNECT_TIMEOUT (connect_timeout): must be a whole number of seconds from 1 to 3600")
-        #expect(message(["PGHOST": "a,b"]) == "invalid database setting: PGHOST (host): multiple hosts are not supported")
+        #expect(message(["PGHOST": "a,b", "PGPORT": "1,2,3"]) == "invalid database setting: PGPORT (port): give one port, or one for each host (2)")
+        #expect(message(["PGHOST": "a,,b"]) == "invalid database setting: PGHOST (host): an empty name in the list")
+        #expect(message(["PGTARGETSESSIONATTRS": "standby"]) == "invalid database setting: PGTARGETSESSIONATTRS (target_session_attrs): must be any, read-write or primary (Bugle writes, so it never chooses a standby)")
         #expect(message(["PGSSLCERT": "/c.pem"]).contains("PGSSLCERT (sslcert): sslcert and sslkey go together"))
         #expect(message(["PGCHANNELBINDING": "require"]).hasPrefix("channel_binding=require (from PGCHANNELBINDING) cannot be honoured"))
         #expect(message([:], url: "postgres://h/db?channel_binding=require").hasPrefix("channel_binding=require (from the URL) cannot be honoured"))
         #expect(message([:], url: "postgres://h/db?channel_binding=maybe") == "invalid database URL: channel_binding: must be one of disable, prefer, require")
         #expect(message(["PGPORT": "6543"], url: "postgres://h:1x/db").hasPrefix("invalid database URL: port: must be a number"), "the URL's bad port, not the variable")
         #expect(message(["PGSSLMODE": "verify-full"], url: "postgres://u@/db?host=/tmp") == "sslmode=verify-full (from PGSSLMODE) cannot be honoured over a Unix socket: PostgreSQL never offers TLS there; use sslmode=disable or a TCP host")
+    }
+
+    @Test("a host list: one port for all or one each, sockets and TCP mixed, TLS per server; target_session_attrs from the URL or PGTARGETSESSIONATTRS")
+    func hostLists() throws {
+        let pair = try DatabaseConfiguration(url: "postgres://u@db1,db2:6432/app?sslmode=require&target_session_attrs=read-write")
+        #expect(pair.endpoint == .tcp(host: "db1", port: 6432) && pair.alternateEndpoints == [.tcp(host: "db2", port: 6432)])
+        #expect(pair.targetSessionAttributes == .readWrite)
+        #expect(pair.description.hasSuffix("?sslmode=require&then=db2:6432&target_session_attrs=read-write"), "\(pair)")
+        let each = try DatabaseConfiguration(url: "postgres://u@/app?host=/var/run/postgresql,db2&port=5432,5433&sslmode=prefer")
+        let candidates = each.candidates
+        #expect(candidates.map(\.endpoint) == [.unixSocket(directory: "/var/run/postgresql", port: 5432), .tcp(host: "db2", port: 5433)])
+        #expect(candidates.map(\.sslMode) == [.disable, .prefer], "a socket never offers TLS; the TCP server is asked for it")
+        #expect(candidates.allSatisfy { $0.alternateEndpoints.isEmpty })
+        let fromEnvironment = try DatabaseConfiguration(url: "postgres://", environment: ["PGHOST": "a,b", "PGTARGETSESSIONATTRS": "primary"])
+        #expect(fromEnvironment.candidates.map(\.endpointDescription) == ["a:5432", "b:5432"] && fromEnvironment.targetSessionAttributes == .primary)
     }
 
     @Test("a service: its section's first values, under the URL's and over the environment's; the user file before the system file")
@@ -193,5 +211,62 @@ func runThroughAService() async throws {
             missing.stderr.contains(
                 "database service nowhere is not defined: neither \(files)/services.conf nor \(files)/pg_service.conf has a [nowhere] section"),
             "\(missing.stderr)")
+    }
+}
+
+/// A host list as after a failover: a server that is down, one whose sessions are read-only (a cluster of its own whose
+/// copy of the database has `default_transaction_read_only = on`, standing in for a standby), and the writable one. With
+/// `target_session_attrs=read-write` a whole `bugle run` passes over the first two, saying why, and sends through the
+/// third; a list with no usable server exits 2 listing each and why.
+@Test("a host list with target_session_attrs=read-write: a dead server and a read-only one passed over, the writable one used for a whole bugle run; none usable exits 2 listing each")
+func hostListRun() async throws {
+    let directory = NSTemporaryDirectory() + "bugle-ro-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let readOnly = EmbeddedCluster(directory: directory, port: try freeLoopbackPort(), durability: .throwaway)
+    defer { readOnly.stopBlocking(mode: .immediate) }
+    try await readOnly.start(logger: TestDatabase.logger)
+    do {
+        try await runThroughHostList(readOnly)
+    } catch {
+        Issue.record("\(String(reflecting: error))")
+    }
+}
+
+private func runThroughHostList(_ readOnly: EmbeddedCluster) async throws {
+    try await CrashFixture.with(devices: 400) { fixture in
+        let database = try #require(fixture.configuration.database)
+        try await Database.withClient(readOnly.databaseConfiguration().with(database: "postgres"), logger: TestDatabase.logger) { client in
+            try await client.query("CREATE DATABASE \(unescaped: "\"" + database + "\"")", logger: TestDatabase.logger)
+            // A catalog setting, in force for the next session (a reloaded server setting would race with the run).
+            try await client.query(
+                "ALTER DATABASE \(unescaped: "\"" + database + "\"") SET default_transaction_read_only = on", logger: TestDatabase.logger)
+        }
+        guard case .unixSocket(let readOnlyDirectory, let readOnlyPort) = readOnly.databaseConfiguration().endpoint,
+            case .unixSocket(let writableDirectory, let writablePort) = fixture.configuration.endpoint
+        else {
+            Issue.record("the test clusters listen on Unix sockets")
+            return
+        }
+        let dead = try freeLoopbackPort()
+        let user = fixture.configuration.username
+        let hosts = "host=127.0.0.1,\(readOnlyDirectory),\(writableDirectory)&port=\(dead),\(readOnlyPort),\(writablePort)"
+        let listed = CrashFixture(
+            environment: fixture.environment, configuration: fixture.configuration,
+            databaseURL: "postgres://\(user)@/\(database)?\(hosts)&target_session_attrs=read-write", devices: fixture.devices)
+        let run = try await listed.bugle(["run", try listed.campaign(policy: .resend, window: 200), "--quiet"])
+        #expect(run.status == 0, "\(run.stderr)")
+        try await fixture.expectEveryLiveTokenSentOnce()
+        #expect(run.stderr.contains("using the database server \(writableDirectory)/.s.PGSQL.\(writablePort); passed over 127.0.0.1:\(dead): "), "\(run.stderr)")
+        #expect(run.stderr.contains("\(readOnlyDirectory)/.s.PGSQL.\(readOnlyPort): its sessions are read-only (target_session_attrs=read-write)"), "\(run.stderr)")
+
+        let none = CrashFixture(
+            environment: fixture.environment, configuration: fixture.configuration,
+            databaseURL: "postgres://\(user)@/\(database)?host=127.0.0.1,\(readOnlyDirectory)&port=\(dead),\(readOnlyPort)&target_session_attrs=read-write",
+            devices: fixture.devices)
+        let refused = try await none.bugle(["runs"])
+        #expect(refused.status == 2, "\(refused.stderr)")
+        #expect(refused.stderr.contains("no database server of the list is usable (target_session_attrs=read-write): 127.0.0.1:\(dead): "), "\(refused.stderr)")
+        #expect(refused.stderr.contains("its sessions are read-only (target_session_attrs=read-write)"), "\(refused.stderr)")
     }
 }
