@@ -170,6 +170,11 @@ public struct Migrator: Sendable {
         return []
     }
 
+    /// Whether this login can write (not a standby in recovery, sessions not read-only).
+    public func canWrite() async throws -> Bool {
+        try await self.readOnlyReason() == nil
+    }
+
     /// Why this login cannot write, or nil when it can.
     private func readOnlyReason() async throws -> String? {
         let rows = try await self.client.query(

@@ -27,11 +27,16 @@ struct ReportCommand: AsyncParsableCommand {
         let json = self.json
         let path = csv ?? "bugle-run-\(runID).csv"
         try await ExitCodes.guarding {
-            try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+            try await DatabaseSession.with(global, readOnly: true, logger: logger) { client -> Int32 in
                 guard try await RunRepository(client: client, logger: logger).run(id: runID) != nil else {
                     throw UsageError("run \(runID) does not exist")
                 }
-                try await RunExecution.report(runID: runID, client: client, csvPath: path, json: json, logger: logger)
+                // On a read replica the summary is the one stored when the run last wrote it, not rebuilt.
+                let writable = try await Migrator(client: client, logger: logger).canWrite()
+                if !writable {
+                    Console(jsonOnStdout: json).say("read-only database: the summary is the one stored when run \(runID) last wrote it")
+                }
+                try await RunExecution.report(runID: runID, client: client, csvPath: path, json: json, logger: logger, rebuildSummary: writable)
                 return ExitCodes.completed
             }
         }

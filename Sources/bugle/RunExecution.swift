@@ -209,12 +209,13 @@ enum RunExecution {
     /// Writes the CSV report and prints the summary (as JSON on stdout with `--json`).
     /// - Parameter phases: How long the earlier phases of this invocation took; the report's own time is added.
     static func report(
-        runID: Int64, client: PostgresClient, csvPath: String, json: Bool, logger: Logger, phases: PhaseTimer = PhaseTimer()
+        runID: Int64, client: PostgresClient, csvPath: String, json: Bool, logger: Logger, phases: PhaseTimer = PhaseTimer(),
+        rebuildSummary: Bool = true
     ) async throws {
         var phases = phases
         let console = Console(jsonOnStdout: json)
         let repository = RunRepository(client: client, logger: logger)
-        let lines = try await repository.summary(runID: runID)
+        let lines = try await repository.summary(runID: runID, rebuild: rebuildSummary)
         let variants = try await repository.variantSummary(runID: runID)
         let record = try await repository.run(id: runID)
         let rows: Int64

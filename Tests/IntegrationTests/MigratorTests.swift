@@ -1,3 +1,4 @@
+import BugleCore
 import BugleStore
 import BugleTesting
 import Foundation
@@ -187,5 +188,31 @@ struct MigratorTests {
             }
             #expect(granted == Array(repeating: true, count: databases.count), "round \(round)")
         }
+    }
+}
+
+/// Analysts read reports from a replica: `bugle report` on a database whose sessions are read-only writes the CSV from
+/// the ledger and prints the summary stored when the run last wrote it, rebuilding nothing; a command that writes is
+/// still refused there.
+@Test("bugle report on a read-only database (as on a replica): the CSV and the stored summary, nothing written; a writing command refused")
+func reportOnAReadOnlyDatabase() async throws {
+    try await CrashFixture.with(devices: 200) { fixture in
+        let run = try await fixture.bugle(["run", try fixture.campaign(policy: .resend, window: 100), "--quiet"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let runID = try await fixture.latestRunID()
+        let database = try #require(fixture.configuration.database)
+        try await Database.withClient(fixture.configuration, logger: TestDatabase.logger) { client in
+            try await client.query(
+                "ALTER DATABASE \(unescaped: "\"" + database + "\"") SET default_transaction_read_only = on", logger: TestDatabase.logger)
+        }
+        let csv = try TestScratch.directory(prefix: "bugle-replica") + "/report.csv"
+        let report = try await fixture.bugle(["report", "\(runID)", "--csv", csv])
+        #expect(report.status == 0, "\(report.stderr)")
+        #expect(report.stdout.contains("read-only database: the summary is the one stored when run \(runID) last wrote it"), "\(report.stdout)")
+        let rows = ((try? String(contentsOfFile: csv, encoding: .utf8)) ?? "").split(whereSeparator: \.isNewline).count
+        #expect(rows == 201, "\(rows) lines: a header and 200 recipients")
+        #expect(report.stdout.contains("report: \(csv) (200 row(s))") && report.stdout.contains("sent                95 (delivered)"), "\(report.stdout)")
+        let prune = try await fixture.bugle(["devices", "prune", "--not-seen-for", "90d"])
+        #expect(prune.status == 2 && prune.stderr.contains("read_only_server"), "\(prune.stderr)")
     }
 }
