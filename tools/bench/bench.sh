@@ -47,8 +47,9 @@
 # (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
 # throwaway cluster's port, so two benchmarks can run side by side. BENCH_KEEP=PREFIX keeps each run's JSON summary,
 # the PostgreSQL log and the simulators' JSONL records; BENCH_WINDOW=W sets the pipeline campaign's in_flight_window.
-# BENCH_PROXY=tinyproxy|squid|squid-tls (apns, fcm, mixed) tunnels Bugle's provider connections through a local
-# tinyproxy or squid (squid-tls: TLS to the proxy itself); its CPU is printed with the simulator's.
+# BENCH_PROXY=tinyproxy|squid|squid-tls|microsocks (apns, fcm, mixed) tunnels Bugle's provider connections through a
+# local tinyproxy or squid (squid-tls: TLS to the proxy itself), or the SOCKS5 server microsocks; its CPU is printed
+# with the simulator's.
 # BENCH_SIM_OPTS adds flags to `bugle-sim serve` (for example "--latency-ms 50 --fcm-latency-ms 50", a provider's
 # round trip); BENCH_FCM_CONNECTIONS=N sets the providers file's fcm.connections (the simulator's file says 2).
 set -euo pipefail
@@ -261,7 +262,7 @@ PY
   fi
 }
 
-# start_proxy: with BENCH_PROXY=tinyproxy, squid or squid-tls (apns, fcm, mixed), a local proxy that Bugle's APNs and
+# start_proxy: with BENCH_PROXY=tinyproxy, squid, squid-tls or microsocks (apns, fcm, mixed), a local proxy that Bugle's APNs and
 # FCM connections tunnel through (`proxy:` in the providers file; squid-tls is squid's https_port, TLS to the proxy
 # with the simulator's certificate and `proxy_ca_file`; h2load still connects directly); sets PROXYPID (empty
 # without) and PROXYNAME.
@@ -295,7 +296,12 @@ start_proxy() {
       "$squid" -N -f "$dir/squid.conf" > "$dir/squid.out" 2>&1 &
       PROXYPID=$!
       ;;
-    *) echo "BENCH_PROXY must be tinyproxy, squid or squid-tls" >&2; exit 1 ;;
+    microsocks)
+      command -v microsocks >/dev/null || { echo "microsocks missing: apt-get install -y microsocks" >&2; exit 1; }
+      microsocks -i 127.0.0.1 -p "$port" > "$WORK/microsocks.out" 2>&1 &
+      PROXYPID=$!; scheme=socks5h
+      ;;
+    *) echo "BENCH_PROXY must be tinyproxy, squid, squid-tls or microsocks" >&2; exit 1 ;;
   esac
   PROXYNAME=$BENCH_PROXY; SIM_PIDS="$SIM_PIDS $PROXYPID"
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
