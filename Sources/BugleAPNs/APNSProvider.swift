@@ -248,7 +248,9 @@ public final class APNSProvider: PushProvider {
     private func verdict(_ response: HTTP2Response, apns: APNsHeaders, refreshable: Bool) -> Verdict {
         let apnsID = response.headers.first(name: "apns-id")
         if response.status == 200 {
-            return .outcome(.delivered(providerMessageID: apnsID ?? apns.apnsID))
+            // The development environment also answers `apns-unique-id`, the id Apple's Push Notifications Console
+            // looks a push up by: that is the one worth keeping (the `apns-id` is derived from the run and device).
+            return .outcome(.delivered(providerMessageID: response.headers.first(name: "apns-unique-id") ?? apnsID ?? apns.apnsID))
         }
         let errorBody = Self.decodeErrorBody(response.body)
         let reason = errorBody.reason.map(APNSError.Reason.init(rawValue:))

@@ -127,6 +127,28 @@ struct APNsCampaignTests {
         }
     }
 
+    /// APNs' development environment answers `apns-unique-id`, the id its Push Notifications Console looks a push up
+    /// by; the ledger keeps it as the provider message id (the `apns-id` is derived from the run and device anyway).
+    @Test("sandbox: the ledger's provider message id is the apns-unique-id each answer carried, not the apns-id")
+    func sandboxUniqueIDs() async throws {
+        try await Self.withLane(configure: { $0.sandbox = true }) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedIOS(client, count: 400)
+                let (runID, result) = try await Self.run(client, Support.campaign(window: 100), provider: provider)
+                #expect(result.ending == .completed)
+                let ids = try await client.query(
+                    "SELECT token, provider_message_id FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'sent'",
+                    logger: Support.logger)
+                var ledger: [String: String] = [:]
+                for try await (token, id) in ids.decode((String, String?).self) { ledger[token] = id }
+                let records = simulator.accepted()
+                #expect(records.count == 380 && ledger.count == 380, "\(records.count) accepted, \(ledger.count) sent")
+                #expect(records.allSatisfy { $0.uniqueID != nil && ledger[$0.token] == $0.uniqueID }, "a ledger id is not the answer's apns-unique-id")
+                #expect(records.allSatisfy { $0.uniqueID?.lowercased() != $0.apnsID.lowercased() })
+            }
+        }
+    }
+
     @Test("a wrong signing key halts the run (paused, reason recorded) and deactivates nothing")
     func wrongKeyHalts() async throws {
         let other = try APNsTestEnvironment()

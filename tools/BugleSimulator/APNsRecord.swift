@@ -16,6 +16,8 @@ public struct APNsRecord: Sendable, Equatable, Codable {
     public var connectionID: Int
     /// HTTP/2 stream id that carried it.
     public var streamID: Int
+    /// The `apns-unique-id` answered (sandbox only), else nil.
+    public var uniqueID: String? = nil
 
     enum CodingKeys: String, CodingKey {
         case token
@@ -26,5 +28,6 @@ public struct APNsRecord: Sendable, Equatable, Codable {
         case time
         case connectionID = "connection"
         case streamID = "stream"
+        case uniqueID = "unique_id"
     }
 }

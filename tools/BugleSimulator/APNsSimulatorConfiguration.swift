@@ -47,6 +47,9 @@ public struct APNsSimulatorConfiguration: Sendable {
     /// and its requests are authorised by that certificate, so they need no bearer token (one sent anyway is
     /// ignored, as APNs does on a certificate connection). Nil: token auth only (the default).
     public var clientCAPEM: String? = nil
+    /// Answer as APNs' development (sandbox) environment does: every answer also carries `apns-unique-id`, the id
+    /// Apple's Push Notifications Console looks a push up by (a lowercase UUID here; Apple does not specify its form).
+    public var sandbox = false
 
     /// Fault injection knobs. Random choices use one seeded generator, so a run is reproducible
     /// for a given request order.

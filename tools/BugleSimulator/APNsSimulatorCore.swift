@@ -104,6 +104,7 @@ final class APNsSimulatorCore: Sendable {
             }
         }
         let apnsID = accepted.apnsID ?? UUID().uuidString
+        let uniqueID = configuration.sandbox ? UUID().uuidString.lowercased() : nil
         ledger.recordAccepted(
             APNsRecord(
                 token: String(accepted.token),
@@ -113,13 +114,15 @@ final class APNsSimulatorCore: Sendable {
                 payloadSHA256: digest.hexString,
                 time: now,
                 connectionID: connection.id,
-                streamID: streamID
+                streamID: streamID,
+                uniqueID: uniqueID
             )
         )
         var responseHeaders = HPACKHeaders()
-        responseHeaders.reserveCapacity(2)
+        responseHeaders.reserveCapacity(3)
         responseHeaders.add(name: ":status", value: "200")
         responseHeaders.add(name: "apns-id", value: apnsID)
+        if let uniqueID { responseHeaders.add(name: "apns-unique-id", value: uniqueID) }
         return .respond(Response(headers: responseHeaders, body: nil))
     }
 
@@ -174,6 +177,7 @@ final class APNsSimulatorCore: Sendable {
         headers.add(name: ":status", value: String(status))
         headers.add(name: "content-type", value: "application/json")
         headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString)
+        if configuration.sandbox { headers.add(name: "apns-unique-id", value: UUID().uuidString.lowercased()) }
         return .respond(Response(headers: headers, body: body))
     }
 

@@ -117,6 +117,9 @@ extension BugleSim {
         @Option(name: .customLong("error-ratio"), help: "Fraction of valid requests answered 503 ServiceUnavailable.")
         var errorRatio: Double = 0
 
+        @Flag(help: "Answer as APNs' development environment: every answer also carries apns-unique-id.")
+        var sandbox = false
+
         @Option(name: .customLong("hang-ratio"), help: "Fraction of valid requests never answered.")
         var hangRatio: Double = 0
 
@@ -217,6 +220,7 @@ extension BugleSim {
             configuration.tokenUpdateMinInterval = .seconds(tokenUpdateInterval)
             configuration.recordFile = record
             configuration.keepRecordsInMemory = false
+            configuration.sandbox = sandbox
             if let threads { configuration.threads = threads }
             configuration.faults = .init(
                 serviceUnavailableRatio: errorRatio,
