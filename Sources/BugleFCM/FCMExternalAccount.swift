@@ -6,16 +6,18 @@ import Foundation
 /// and how to trade it at Google's STS for an access token, optionally then impersonating a service account.
 ///
 /// Supported `credential_source`s: `file` (read at each exchange, as a projected token is rotated) and `url` over plain
-/// `http://` (a link-local metadata service such as Azure's, with its `headers`), each with `format` `text` or `json`
+/// `http://` (a link-local metadata service such as Azure's) or `https://` (an identity provider's token URL, such as
+/// GitHub Actions'), with its `headers`, each with `format` `text` or `json`
 /// (`subject_token_field_name`); AWS (`environment_id: aws1`, see ``FCMAWSCredentialSource``); and `executable` (see
-/// ``FCMExecutableSource``). `https://` URL sources are refused by name.
+/// ``FCMExecutableSource``).
 public struct FCMExternalAccount: Sendable {
     /// Where the subject token is read.
     public enum Source: Sendable, Equatable {
         /// A file, read at each exchange.
         case file(String)
-        /// A plain-HTTP `GET` with these headers.
-        case url(host: String, port: Int, path: String, headers: [String: String])
+        /// A `GET` with these headers: plain HTTP (a link-local metadata service), or HTTPS when `secure` (an identity
+        /// provider's token URL, such as GitHub Actions' `ACTIONS_ID_TOKEN_REQUEST_URL`).
+        case url(host: String, port: Int, path: String, headers: [String: String], secure: Bool = false)
         /// A signed AWS `GetCallerIdentity` request.
         case aws(FCMAWSCredentialSource)
         /// A program's response.
@@ -119,12 +121,13 @@ public struct FCMExternalAccount: Sendable {
         guard let url = URL(string: text), let host = url.host, let scheme = url.scheme?.lowercased() else {
             throw .malformed(path: path, detail: "\"credential_source.url\" is not a URL")
         }
-        guard scheme == "http" else {
-            throw .unsupported("\(path): credential_source.url must be http:// (a link-local metadata service); https:// sources are not supported")
+        guard scheme == "http" || scheme == "https" else {
+            throw .malformed(path: path, detail: "\"credential_source.url\" must be an http:// or https:// URL")
         }
         let headers = (source["headers"] as? [String: String]) ?? [:]
         let target = (url.path.isEmpty ? "/" : url.path) + (url.query.map { "?" + $0 } ?? "")
-        return .url(host: host, port: url.port ?? 80, path: target, headers: headers)
+        let secure = scheme == "https"
+        return .url(host: host, port: url.port ?? (secure ? 443 : 80), path: target, headers: headers, secure: secure)
     }
 
     private static func format(_ source: [String: Any], path: String) throws(FCMConfigurationError) -> Format {

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOSSL
 
 /// Gets access tokens by workload identity federation (``FCMExternalAccount``): reads the subject token, exchanges it
 /// at Google's STS (RFC 8693, `grant_type=urn:ietf:params:oauth:grant-type:token-exchange`), and, when the
@@ -18,13 +19,14 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
     private let timeout: TimeAmount
     private let group: any EventLoopGroup
     private let environment: [String: String]
+    private let urlTLS: NIOSSLContext?
 
     /// A client exchanging at `sts` (and impersonating through `iam`, given exactly when the account names a service
-    /// account), each exchange bounded by `timeout`; `group` runs a `url` or AWS source's plain-HTTP requests, and an AWS
-    /// source reads its region and credentials from `environment` first.
+    /// account), each exchange bounded by `timeout`; `group` runs a `url` or AWS source's HTTP requests (`urlTLS` for an
+    /// `https://` url source), and an AWS source reads its region and credentials from `environment` first.
     init(
         account: FCMExternalAccount, sts: FCMTokenRequest, iam: FCMTokenRequest?, timeout: TimeAmount, group: any EventLoopGroup,
-        environment: [String: String]
+        environment: [String: String], urlTLS: NIOSSLContext? = nil
     ) {
         self.account = account
         self.sts = sts
@@ -32,6 +34,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         self.timeout = timeout
         self.group = group
         self.environment = environment
+        self.urlTLS = urlTLS
     }
 
     func fetch() async throws(FCMAuthError) -> FCMAccessToken {
@@ -50,12 +53,12 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
                 throw .rejected("cannot read the subject token file \(file) (credential_source.file)", from: .federation)
             }
             raw = data
-        case .url(let host, let port, let path, let headers):
+        case .url(let host, let port, let path, let headers, let secure):
             let answer: PlainHTTPExchange.Answer
             do {
                 answer = try await PlainHTTPExchange.send(
                     host: host, port: port, path: path, headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                    timeout: timeout, group: group)
+                    timeout: timeout, group: group, tls: secure ? urlTLS : nil)
             } catch {
                 throw .unavailable("the subject token URL at \(host):\(port): \(error)", from: .federation)
             }

@@ -205,9 +205,20 @@ public final class FCMProvider: PushProvider {
                 iam = FCMTokenRequest(url: url, pool: pool, source: .federation)
             }
             self.tokenPools = [sts] + (iam.map { [$0.pool] } ?? [])
+            // An https:// subject-token URL: HTTP/1.1 over TLS, trusting the system's CAs and the section's ca_file.
+            var urlTLS: NIOSSLContext?
+            if case .url(_, _, _, _, true) = account.source {
+                var http1 = tls
+                http1.applicationProtocols = ["http/1.1"]
+                do {
+                    urlTLS = try NIOSSLContext(configuration: http1)
+                } catch {
+                    throw .unsupported("TLS configuration rejected: \(error)")
+                }
+            }
             fetcher = FCMExternalAccountClient(
                 account: account, sts: FCMTokenRequest(url: account.tokenURL, pool: sts, source: .federation), iam: iam, timeout: timeout, group: group,
-                environment: environment)
+                environment: environment, urlTLS: urlTLS)
             logger.info("FCM access tokens come from workload identity federation", metadata: ["impersonating": "\(account.impersonationURL != nil)"])
         }
         self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())

@@ -1,10 +1,12 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
-/// One plain HTTP/1.1 request without a body on a connection of its own (`Connection: close`), for link-local metadata
+/// One HTTP/1.1 request without a body on a connection of its own (`Connection: close`), for link-local metadata
 /// services that speak nothing else: Google Cloud's metadata server, a federation `credential_source.url` such as
-/// Azure's, and EC2's instance metadata (whose IMDSv2 session token is asked for with a `PUT`). Neither
+/// Azure's, and EC2's instance metadata (whose IMDSv2 session token is asked for with a `PUT`); and, over TLS when given
+/// a context, an identity provider's `https://` token URL. Neither
 /// TLS nor a proxy is involved (Google's server refuses proxied requests). Token fetches come once an hour, so nothing
 /// is pooled. The answer's body is capped at ``bodyLimit``.
 enum PlainHTTPExchange {
@@ -46,13 +48,19 @@ enum PlainHTTPExchange {
     /// - Throws: ``Failure``.
     static func send(
         _ method: HTTPMethod = .GET, host: String, port: Int, path: String, headers: [(String, String)], timeout: TimeAmount,
-        group: any EventLoopGroup
+        group: any EventLoopGroup, tls: NIOSSLContext? = nil
     ) async throws -> Answer {
         let promise = group.next().makePromise(of: Answer.self)
+        // SNI and the certificate's name check take a host name; an IP literal is checked against the certificate's
+        // IP addresses instead.
+        let serverHostname = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : host
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
+                    }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(AnswerCollector(promise: promise))
                 }
@@ -68,7 +76,8 @@ enum PlainHTTPExchange {
             promise.fail(Failure.timedOut)
             channel.close(promise: nil)
         }
-        var fields = HTTPHeaders([("Host", port == 80 ? host : "\(host):\(port)"), ("Connection", "close")])
+        let defaultPort = tls == nil ? 80 : 443
+        var fields = HTTPHeaders([("Host", port == defaultPort ? host : "\(host):\(port)"), ("Connection", "close")])
         if method != .GET { fields.add(name: "Content-Length", value: "0") }
         fields.add(contentsOf: headers)
         let head = HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: fields)

@@ -102,6 +102,8 @@ struct FCMCredentialsTests {
         #expect(url.source == .url(host: "169.254.169.254", port: 80, path: "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=x", headers: ["Metadata": "True"]))
         #expect(url.format == .json(field: "access_token") && url.impersonationLifetime == 1800 && url.impersonationURL != nil)
         #expect(url.impersonatedEmail == "a@b.iam.gserviceaccount.com" && plain.impersonatedEmail == nil)
+        let secure = try FCMExternalAccount.parse(Self.external(["credential_source": ["url": "https://idp.example/token?a=1"]]), path: "wif.json")
+        #expect(secure.source == .url(host: "idp.example", port: 443, path: "/token?a=1", headers: [:], secure: true))
         let executable = try FCMExternalAccount.parse(
             Self.external(["credential_source": ["executable": ["command": "/usr/local/bin/token-helper --pool  p", "output_file": "/tmp/t.json"]]]),
             path: "wif.json")
@@ -131,7 +133,7 @@ struct FCMCredentialsTests {
         #expect(source.credentialsURL?.path == "/latest/meta-data/iam/security-credentials" && source.sessionTokenURL?.path == "/latest/api/token")
     }
 
-    @Test("external_account errors name the file and key; https:// sources, and AWS sources other than aws1, are refused by name")
+    @Test("external_account errors name the file and key; URL sources other than http(s)://, and AWS sources other than aws1, are refused by name")
     func externalAccountErrors() {
         let cases: [([String: Any?], String)] = [
             (["audience": nil], "missing or empty \"audience\""),
@@ -150,7 +152,7 @@ struct FCMCredentialsTests {
                 ["credential_source": ["executable": ["command": "/bin/token"]], "subject_token_type": "urn:ietf:params:aws:token-type:aws4_request"],
                 "an executable credential_source needs a jwt, id_token or saml2 \"subject_token_type\""
             ),
-            (["credential_source": ["url": "https://idp.example/token"]], "credential_source.url must be http://"),
+            (["credential_source": ["url": "ftp://idp.example/token"]], "\"credential_source.url\" must be an http:// or https:// URL"),
             (["credential_source": ["format": ["type": "text"]]], "has neither \"file\" nor \"url\""),
             (["credential_source": ["file": "/t", "format": ["type": "json"]]], "subject_token_field_name"),
             (["credential_source": ["file": "/t", "format": ["type": "xml"]]], "must be text or json"),

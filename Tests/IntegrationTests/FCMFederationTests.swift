@@ -2,6 +2,7 @@ import BugleCore
 import BugleSimulator
 import BugleTesting
 import Foundation
+import NIOSSL
 import Testing
 
 @testable import BugleFCM
@@ -113,6 +114,36 @@ struct FCMFederationTests {
                 #expect(metadata.counters().identityTokens == 1)
                 let counters = environment.fcm.counters()
                 #expect(counters.stsExchanges == 1 && counters.impersonations == 0, "\(counters)")
+            }
+        }
+    }
+
+    /// GitHub Actions' shape: the token URL is HTTPS (its certificate checked against the section's `ca_file` here),
+    /// with the job's request token as a bearer header, the ID token in the answer's `value`.
+    @Test("an https:// url source (GitHub Actions' OIDC token URL, bearer header, json value): delivered; a wrong request token halts with the 401")
+    func httpsURLSource() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            let certificate = try NIOSSLCertificate(bytes: Array(environment.material.serverCertificatePEM.utf8), format: .pem)
+            let key = try NIOSSLPrivateKey(bytes: Array(environment.material.serverKeyPEM.utf8), format: .pem)
+            let tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key)))
+            try await FCMMetadataServerTests.withMetadataServer(environment, configure: {
+                $0.tls = tls
+                $0.oidcToken = (requestToken: "request-CANARY", idToken: Self.subject)
+            }) { metadata, port in
+                func source(_ requestToken: String) -> [String: Any] {
+                    [
+                        "url": "https://127.0.0.1:\(port)/abc/_apis/distributedtask/hubs/Actions/plans/p/jobs/j/idtoken?api-version=2.0&audience=\(Self.audience)",
+                        "headers": ["Authorization": "Bearer \(requestToken)"],
+                        "format": ["type": "json", "subject_token_field_name": "value"],
+                    ]
+                }
+                let lane = try Self.lane(environment, file: try Self.configuration(environment, source: source("request-CANARY"), impersonate: nil))
+                let failures = await Self.undelivered(50, through: lane)
+                #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
+                await lane.shutdown()
+                #expect(metadata.counters().identityTokens == 1)
+                let refused = try await Self.halt(environment, file: try Self.configuration(environment, source: source("stale"), impersonate: nil))
+                #expect(refused.contains("the subject token URL at 127.0.0.1:\(port) answered HTTP 401") && !refused.contains("CANARY"), "\(refused)")
             }
         }
     }

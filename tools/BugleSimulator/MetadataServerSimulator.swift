@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// What a ``MetadataServerSimulator`` serves and how it misbehaves.
 public struct MetadataServerConfiguration: Sendable {
@@ -28,6 +29,12 @@ public struct MetadataServerConfiguration: Sendable {
     public var azureIdentityToken: String?
     /// When set, also answers as EC2's instance metadata service does under `/latest/` (see ``AWSInstance``).
     public var awsInstance: AWSInstance?
+    /// When set, also answers as GitHub Actions' OIDC token service: a `GET` of a path ending in `/idtoken` with
+    /// `Authorization: Bearer <requestToken>` → `{"value": <idToken>}` (401 for another bearer). An `https://` url
+    /// subject-token source, with ``tls``.
+    public var oidcToken: (requestToken: String, idToken: String)?
+    /// When set, connections are TLS with this server context (as an identity provider's token URL is).
+    public var tls: NIOSSLContext?
     /// Wall clock, seconds since 1970.
     public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 
@@ -67,7 +74,7 @@ public struct MetadataServerCounters: Sendable, Equatable {
     public var tokensIssued = 0
     /// Requests refused for their headers (403: no `Metadata-Flavor: Google`, or an `X-Forwarded-For`).
     public var refusedHeaders = 0
-    /// Azure-style identity tokens served (``MetadataServerConfiguration/azureIdentityToken``).
+    /// Identity tokens served (``MetadataServerConfiguration/azureIdentityToken``, ``MetadataServerConfiguration/oidcToken``).
     public var identityTokens = 0
     /// The `scopes` of the last token request (empty when it named none).
     public var lastScopes: [String] = []
@@ -118,6 +125,7 @@ public final class MetadataServerSimulator: Sendable {
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    if let tls = self.configuration.tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
                     try sync.configureHTTPServerPipeline()
                     try sync.addHandler(MetadataRequestHandler(server: self))
                 }
@@ -156,6 +164,14 @@ public final class MetadataServerSimulator: Sendable {
 
     /// The answer to one request: status, content type and body.
     func answer(method: HTTPMethod, uri: String, headers: HTTPHeaders) -> (HTTPResponseStatus, String, String) {
+        if let oidc = configuration.oidcToken, (URLComponents(string: uri)?.path ?? uri).hasSuffix("/idtoken") {
+            guard headers.first(name: "authorization") == "Bearer \(oidc.requestToken)" else {
+                state.withLockedValue { $0.refusedHeaders += 1 }
+                return (.unauthorized, "application/json", "{\"message\":\"Unauthorized\"}")
+            }
+            state.withLockedValue { $0.identityTokens += 1 }
+            return (.ok, "application/json", "{\"count\":1,\"value\":\"\(oidc.idToken)\"}")
+        }
         if let instance = configuration.awsInstance, uri.hasPrefix("/latest/") {
             return awsAnswer(instance, method: method, path: URLComponents(string: uri)?.path ?? uri, headers: headers)
         }
