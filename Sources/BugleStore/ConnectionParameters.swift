@@ -62,6 +62,9 @@ public struct ConnectionParameters: Sendable, Hashable {
 
     /// The settings by keyword.
     public private(set) var settings: [String: Setting] = [:]
+    /// libpq keywords given but not used (they only tune the connection; see `LibpqKeywordPolicy`), with their origins,
+    /// for a notice. Never a value.
+    public private(set) var ignored: [String] = []
 
     /// No settings.
     public init() {}
@@ -74,6 +77,20 @@ public struct ConnectionParameters: Sendable, Hashable {
     /// Sets `keyword` (replacing an earlier value: within one URL, the last one wins, as in libpq).
     mutating func set(_ keyword: String, _ value: String, origin: Origin) {
         self.settings[keyword] = Setting(value: value, origin: origin)
+    }
+
+    /// Takes a keyword Bugle does not read: notes it when it only tunes the connection, refuses it when it asks for a
+    /// protection Bugle cannot give, and reports whether libpq knows it at all (false: the caller's own error).
+    mutating func consider(_ keyword: String, _ value: String, origin: Origin) throws -> Bool {
+        switch LibpqKeywordPolicy.verdict(keyword, value) {
+        case .ignored:
+            self.ignored.append("\(keyword) (from \(origin))")
+            return true
+        case .refused(let why):
+            throw Setting(value: value, origin: origin).error(keyword, "not supported: " + why)
+        case .unknown:
+            return false
+        }
     }
 
     /// Forgets `keyword` (an empty value in the URL counts as none).
@@ -90,14 +107,20 @@ public struct ConnectionParameters: Sendable, Hashable {
         var filled = self
         let service = self.settings["service"]?.value ?? environment["PGSERVICE"].flatMap { $0.isEmpty ? nil : $0 }
         if let service {
-            for (keyword, setting) in try ServiceFile.settings(of: service, environment: environment)
-            where filled.settings[keyword] == nil {
+            let section = try ServiceFile.settings(of: service, environment: environment)
+            for (keyword, setting) in section.settings where filled.settings[keyword] == nil {
                 filled.settings[keyword] = setting
             }
+            filled.ignored += section.ignored
         }
         for (variable, keyword) in Self.environmentVariables where filled.settings[keyword] == nil {
             if let value = environment[variable], !value.isEmpty {
                 filled.set(keyword, value, origin: .environment(variable: variable))
+            }
+        }
+        for (variable, keyword) in LibpqKeywordPolicy.environmentVariables {
+            if let value = environment[variable], !value.isEmpty {
+                _ = try filled.consider(keyword, value, origin: .environment(variable: variable))
             }
         }
         return filled

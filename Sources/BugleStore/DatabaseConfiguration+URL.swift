@@ -72,10 +72,11 @@ extension ConnectionParameters {
                 let rawValue = equals < pair.endIndex ? pair[pair.index(after: equals)...] : ""
                 let part = "query parameter '\(ServiceFile.printable(name))'"
                 let value = try Self.decode(rawValue, part: part)
-                guard Self.keywords.contains(name) else {
+                if Self.keywords.contains(name) {
+                    self.setFromURL(name, value)
+                } else if try !self.consider(name, value, origin: .url) {
                     throw Self.urlError("\(part): unknown parameter")
                 }
-                self.setFromURL(name, value)
             }
         }
     }
@@ -207,6 +208,7 @@ extension DatabaseConfiguration {
             self.passwordSource = .file(path: path, line: line)
         }
         self.settingOrigins = parameters.outsideOrigins
+        self.ignoredSettings = parameters.ignored
         self.requestedSSLMode = sslMode
         self.alternateEndpoints = Array(endpoints.dropFirst())
         self.targetSessionAttributes = targetSessionAttributes

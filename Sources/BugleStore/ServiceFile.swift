@@ -8,20 +8,11 @@ import Foundation
 /// is not there, the system file `pg_service.conf` in `PGSYSCONFDIR` (Debian's libpq: `/etc/postgresql-common`).
 /// A missing file is skipped; a service found in neither is an error. As libpq does, the first value of a keyword in
 /// the section wins, a line without `=` or with a keyword libpq does not know is an error naming the file and line,
-/// and `service` cannot name another service. A keyword libpq knows but Bugle does not read is refused by name too,
-/// as it is in the URL.
+/// and `service` cannot name another service. A keyword libpq knows but Bugle does not read is ignored or refused as
+/// `LibpqKeywordPolicy` says, as it is in the URL and the environment.
 struct ServiceFile: Sendable, Hashable {
     /// The system directory libpq's Debian build reads `pg_service.conf` from when `PGSYSCONFDIR` is not set.
     static let defaultSystemDirectory = "/etc/postgresql-common"
-
-    /// Keywords libpq accepts that Bugle does not read: a service file written for psql may hold them.
-    private static let libpqKeywords: Set<String> = [
-        "hostaddr", "options", "client_encoding", "fallback_application_name", "keepalives", "keepalives_idle",
-        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslcompression",
-        "sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
-        "krbsrvname", "gsslib", "gssdelegation", "load_balance_hosts", "require_auth",
-        "sslnegotiation", "sslcertmode", "requiressl",
-    ]
 
     /// The file's path.
     var path: String
@@ -29,7 +20,7 @@ struct ServiceFile: Sendable, Hashable {
     /// The settings of `service`: from the per-user file when it has the section, else from the system file.
     /// - Throws: ``StoreError`` when neither has the section, or a file that has it cannot be read or holds a bad
     ///   line in it.
-    static func settings(of service: String, environment: [String: String]) throws -> [String: ConnectionParameters.Setting] {
+    static func settings(of service: String, environment: [String: String]) throws -> ConnectionParameters {
         let user = environment["PGSERVICEFILE"].flatMap { $0.isEmpty ? nil : $0 }
             ?? ConnectionParameters.homeFile(".pg_service.conf", environment: environment)
         let directory = environment["PGSYSCONFDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultSystemDirectory
@@ -46,12 +37,12 @@ struct ServiceFile: Sendable, Hashable {
     }
 
     /// The section `[service]`'s settings, or `nil` when the file does not exist or has no such section.
-    func section(_ service: String) throws -> [String: ConnectionParameters.Setting]? {
+    func section(_ service: String) throws -> ConnectionParameters? {
         guard FileManager.default.fileExists(atPath: self.path) else { return nil }
         guard let data = FileManager.default.contents(atPath: self.path), let text = String(data: data, encoding: .utf8) else {
             throw StoreError(.invalidDatabaseURL, "cannot read the database service file \(self.path)")
         }
-        var settings: [String: ConnectionParameters.Setting]?
+        var settings: ConnectionParameters?
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.drop(while: { $0 == " " || $0 == "\t" })
                 .reversed().drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" }).reversed()
@@ -60,7 +51,7 @@ struct ServiceFile: Sendable, Hashable {
             if line.first == "[" {
                 if settings != nil { break }
                 if line.last == "]", String(line.dropFirst().dropLast()) == service {
-                    settings = [:]
+                    settings = ConnectionParameters()
                 }
                 continue
             }
@@ -70,10 +61,9 @@ struct ServiceFile: Sendable, Hashable {
         return settings
     }
 
-    /// Adds one `keyword=value` line of the wanted section (the first value of a keyword wins).
-    private func read(
-        _ line: String, line number: Int, service: String, into settings: inout [String: ConnectionParameters.Setting]?
-    ) throws {
+    /// Adds one `keyword=value` line of the wanted section (the first value of a keyword wins); a libpq keyword Bugle
+    /// does not read is ignored or refused as `LibpqKeywordPolicy` says.
+    private func read(_ line: String, line number: Int, service: String, into settings: inout ConnectionParameters?) throws {
         let place = "database service file \(self.path) line \(number)"
         guard let equals = line.firstIndex(of: "=") else {
             throw StoreError(.invalidDatabaseURL, "\(place): expected keyword=value")
@@ -83,15 +73,13 @@ struct ServiceFile: Sendable, Hashable {
         if keyword == "service" {
             throw StoreError(.invalidDatabaseURL, "\(place): service: a service cannot name another service")
         }
+        let origin = ConnectionParameters.Origin.serviceFile(path: self.path, line: number, service: service)
         guard ConnectionParameters.keywords.contains(keyword) else {
-            let problem = Self.libpqKeywords.contains(keyword)
-                ? "libpq knows this keyword, but Bugle does not read it; remove it or use a service of Bugle's own"
-                : "unknown keyword (no spaces around '=')"
-            throw StoreError(.invalidDatabaseURL, "\(place): \(Self.printable(keyword)): \(problem)")
+            if try settings?.consider(keyword, value, origin: origin) == true { return }
+            throw StoreError(.invalidDatabaseURL, "\(place): \(Self.printable(keyword)): unknown keyword (no spaces around '=')")
         }
         if settings?[keyword] == nil {
-            settings?[keyword] = ConnectionParameters.Setting(
-                value: value, origin: .serviceFile(path: self.path, line: number, service: service))
+            settings?.set(keyword, value, origin: origin)
         }
     }
 

@@ -28,6 +28,7 @@ struct DBCommand: AsyncParsableCommand {
                     let configuration = try await DatabaseSession.configuration(global, logger: logger)
                     print("database \(configuration)")
                     if let origins = configuration.settingOrigins { print("settings: \(origins)") }
+                    if !configuration.ignoredSettings.isEmpty { print("ignored: \(configuration.ignoredSettings.joined(separator: ", "))") }
                     if let source = configuration.passwordSource { print("password: \(source.explanation)") }
                 }
                 let migrations = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in

@@ -38,6 +38,9 @@ enum DatabaseSession {
         if case .unusableFile(let message) = configuration.passwordSource {
             logger.warning("\(message)")
         }
+        if !configuration.ignoredSettings.isEmpty {
+            logger.notice("libpq settings Bugle does not use (they only tune the connection): \(configuration.ignoredSettings.joined(separator: ", "))")
+        }
         return configuration.taggingSessions(sessionTag)
     }
 

@@ -74,6 +74,36 @@ struct LibpqDefaultsTests {
         #expect(message(["PGSSLMODE": "verify-full"], url: "postgres://u@/db?host=/tmp") == "sslmode=verify-full (from PGSSLMODE) cannot be honoured over a Unix socket: PostgreSQL never offers TLS there; use sslmode=disable or a TCP host")
     }
 
+    /// libpq keywords Bugle does not read: the ones that only tune the connection are ignored and named; the ones that
+    /// ask for a protection Bugle cannot give are refused, naming where they came from.
+    @Test("libpq keywords Bugle does not read: tuning ones ignored and named, protective ones refused, from the URL, a service or the environment")
+    func otherKeywords() throws {
+        let files = try Self.serviceFile("[prod]\nhost=db\nkeepalives=1\nkeepalives_idle=30\noptions=-c statement_timeout=1s\n")
+        let environment = ["PGSERVICEFILE": files.file, "PGSYSCONFDIR": files.directory, "PGSSLMINPROTOCOLVERSION": "TLSv1.2", "HOME": "/nonexistent"]
+        let tuned = try DatabaseConfiguration(url: "postgres://u@/app?service=prod&tcp_user_timeout=5000&gssencmode=disable", environment: environment)
+        #expect(tuned.endpoint == .tcp(host: "db", port: 5432))
+        #expect(
+            Set(tuned.ignoredSettings) == [
+                "tcp_user_timeout (from the URL)", "gssencmode (from the URL)", "keepalives (from service prod (\(files.file) line 3))",
+                "keepalives_idle (from service prod (\(files.file) line 4))", "options (from service prod (\(files.file) line 5))",
+                "ssl_min_protocol_version (from PGSSLMINPROTOCOLVERSION)",
+            ], "\(tuned.ignoredSettings)")
+        func refusal(_ url: String, _ environment: [String: String] = [:]) -> String {
+            do {
+                _ = try DatabaseConfiguration(url: url, environment: environment)
+                return "no error"
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refusal("postgres://u@h/app?sslcrl=/crl.pem").contains("invalid database URL: sslcrl: not supported: certificate revocation lists are not checked"))
+        #expect(refusal("postgres://u@h/app", ["PGGSSENCMODE": "require"]).contains("invalid database setting: PGGSSENCMODE (gssencmode): not supported: GSS encryption"))
+        #expect(refusal("postgres://u@h/app", ["PGSSLMINPROTOCOLVERSION": "TLSv1.3"]).contains("Bugle's minimum is TLS 1.2 and it cannot be raised"))
+        #expect(refusal("postgres://u@h/app?require_auth=scram-sha-256").contains("require_auth: not supported"))
+        #expect(refusal("postgres://u@h/app?hostaddr=10.0.0.1").contains("hostaddr: not supported: give the address as host instead"))
+        #expect(refusal("postgres://u@h/app?colour=blue").contains("query parameter 'colour': unknown parameter"))
+    }
+
     @Test("a host list: one port for all or one each, sockets and TCP mixed, TLS per server; target_session_attrs from the URL or PGTARGETSESSIONATTRS")
     func hostLists() throws {
         let pair = try DatabaseConfiguration(url: "postgres://u@db1,db2:6432/app?sslmode=require&target_session_attrs=read-write")
@@ -152,7 +182,8 @@ struct LibpqDefaultsTests {
         }
         #expect(try message("[prod]\nhost=db\nport=6x-CANARY\n") == "invalid database service prod: DIR/pg_service.conf line 3: port: must be a number from 1 to 65535")
         #expect(try message("[prod]\nhost = db\n") == "database service file DIR/pg_service.conf line 2: (unprintable name): unknown keyword (no spaces around '=')")
-        #expect(try message("[prod]\nkeepalives=1\n") == "database service file DIR/pg_service.conf line 2: keepalives: libpq knows this keyword, but Bugle does not read it; remove it or use a service of Bugle's own")
+        #expect(try message("[prod]\nsslcrl=/etc/crl.pem\n") == "invalid database service prod: DIR/pg_service.conf line 2: sslcrl: not supported: certificate revocation lists are not checked; remove it, or rely on sslmode=verify-full with a short-lived certificate")
+        #expect(try message("[prod]\nbogus=1\n") == "database service file DIR/pg_service.conf line 2: bogus: unknown keyword (no spaces around '=')")
         #expect(try message("[prod]\nCANARY-no-equals\n") == "database service file DIR/pg_service.conf line 2: expected keyword=value")
         #expect(try message("[prod]\nservice=other\n") == "database service file DIR/pg_service.conf line 2: service: a service cannot name another service")
         #expect(try message("[other]\nkeepalives=1\n[prod]\nhost=db\n[later]\nbogus\n") == "no error", "only the wanted section is read")
