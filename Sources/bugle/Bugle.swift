@@ -17,14 +17,16 @@ struct Bugle: AsyncParsableCommand {
             without a password takes it as libpq does: PGPASSWORD, else the password file (the URL's passfile, \
             PGPASSFILE, or ~/.pgpass, mode 0600). What a URL leaves out comes from libpq's service file \
             (?service=NAME or PGSERVICE; ~/.pg_service.conf, PGSERVICEFILE, PGSYSCONFDIR) and variables (PGHOST, \
-            PGPORT, PGDATABASE, PGUSER, PGSSLMODE, …): BUGLE_DATABASE_URL=postgres:// takes the whole server from them.
+            PGPORT, PGDATABASE, PGUSER, PGSSLMODE, …): BUGLE_DATABASE_URL=postgres:// takes the whole server from them. \
+            A host list (host=db1,db2 with target_session_attrs=read-write) uses the first server that will do. \
+            Commands that write refuse a standby or read-only server at once.
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
             credentials. APNs and FCM connections go through the proxy in https_proxy, else all_proxy (minus no_proxy) \
             unless the file's `proxy:` says otherwise (http://, https:// with TLS to the proxy itself, or SOCKS5 as \
             socks5h://); loopback \
             endpoints always connect directly. FCM's access tokens come from a service-account file, an \
-            external_account file (workload identity federation from a token file, a metadata URL, AWS or a program, with \
+            external_account file (workload identity federation from a token file, a URL, AWS or a program, with \
             project_id), or, on Google Cloud, the metadata \
             server (credentials: metadata_server, with project_id; GCE_METADATA_HOST).
             """,
