@@ -1,3 +1,4 @@
+import BugleHTTP2
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -51,9 +52,7 @@ enum PlainHTTPExchange {
         group: any EventLoopGroup, tls: NIOSSLContext? = nil
     ) async throws -> Answer {
         let promise = group.next().makePromise(of: Answer.self)
-        // SNI and the certificate's name check take a host name; an IP literal is checked against the certificate's
-        // IP addresses instead.
-        let serverHostname = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : host
+        let serverHostname = HTTP2ConnectionPool.serverHostname(host)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelInitializer { channel in

@@ -131,7 +131,7 @@ public final class HTTP2ConnectionPool: Sendable {
     private let serverHostname: String?
 
     /// The SNI and host-name-check name for `host`: nil for an IP literal (NIOSSL then verifies the IP SAN).
-    static func serverHostname(_ host: String) -> String? {
+    public static func serverHostname(_ host: String) -> String? {
         (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
     }
 

@@ -6,10 +6,7 @@ extension DatabaseConfiguration {
             var candidate = self
             candidate.endpoint = endpoint
             candidate.alternateEndpoints = []
-            switch endpoint {
-            case .tcp: candidate.sslMode = requestedSSLMode ?? .prefer
-            case .unixSocket: candidate.sslMode = Self.effective(requestedSSLMode ?? .disable, on: endpoint)
-            }
+            candidate.sslMode = Self.sslMode(requestedSSLMode, on: endpoint)
             return candidate
         }
     }

@@ -195,7 +195,7 @@ extension DatabaseConfiguration {
             username: resolvedUser,
             password: settings["password"]?.value,
             database: settings["dbname"]?.value,
-            sslMode: sslMode.map { Self.effective($0, on: endpoints[0]) },
+            sslMode: Self.sslMode(sslMode, on: endpoints[0]),
             sslRootCertificatePath: settings["sslrootcert"]?.value,
             applicationName: settings["application_name"]?.value ?? "bugle",
             connectTimeout: connectTimeout
@@ -214,14 +214,12 @@ extension DatabaseConfiguration {
         self.targetSessionAttributes = targetSessionAttributes
     }
 
-    /// The TLS mode a requested one comes to on `endpoint`: a Unix socket never offers TLS, so `allow` and `prefer`
-    /// mean `disable` there.
-    static func effective(_ mode: SSLMode, on endpoint: Endpoint) -> SSLMode {
-        guard case .unixSocket = endpoint else { return mode }
-        switch mode {
-        case .allow, .prefer: return .disable
-        case .disable, .require, .verifyCA, .verifyFull: return mode
-        }
+    /// The TLS mode `requested` (or none) comes to on `endpoint`: `prefer` by default over TCP, `disable` over a Unix
+    /// socket, which never offers TLS, so `allow` and `prefer` mean `disable` there.
+    static func sslMode(_ requested: SSLMode?, on endpoint: Endpoint) -> SSLMode {
+        guard case .unixSocket = endpoint else { return requested ?? .prefer }
+        guard let requested, requested != .allow, requested != .prefer else { return .disable }
+        return requested
     }
 
     /// The servers `host` and `port` name, in order, as libpq reads them: comma-separated hosts (names, IP literals, or

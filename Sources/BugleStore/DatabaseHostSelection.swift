@@ -46,19 +46,13 @@ public enum DatabaseHostSelection {
     private static func unsuitability(of candidate: DatabaseConfiguration, logger: Logger) async throws -> String? {
         let (connection, _) = try await Database.connect(candidate, logger: logger)
         do {
-            var reason: String?
-            let rows = try await connection.query(
-                "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
-            for try await (standby, readOnly) in rows.decode((Bool, Bool).self) {
-                switch candidate.targetSessionAttributes {
-                case .any: reason = nil
-                case .readWrite where readOnly: reason = "its sessions are read-only (target_session_attrs=read-write)"
-                case .primary where standby: reason = "a standby in recovery (target_session_attrs=primary)"
-                case .readWrite, .primary: reason = nil
-                }
-            }
+            let writability = try await ServerWritability.read(connection.query(ServerWritability.query, logger: logger))
             try? await connection.close()
-            return reason
+            switch candidate.targetSessionAttributes {
+            case .readWrite where writability.readOnly: return "its sessions are read-only (target_session_attrs=read-write)"
+            case .primary where writability.standby: return "a standby in recovery (target_session_attrs=primary)"
+            case .any, .readWrite, .primary: return nil
+            }
         } catch {
             try? await connection.close()
             throw error

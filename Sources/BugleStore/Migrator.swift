@@ -39,7 +39,14 @@ public struct Migrator: Sendable {
     ///   `migrationFailed` when a migration fails (it is rolled back; earlier ones stay applied).
     @discardableResult
     public func migrate() async throws -> [Int] {
-        try await self.requireWritable()
+        if let reason = try await self.readOnlyReason() {
+            throw StoreError(.readOnlyServer, reason + "; this command writes: point the database URL at the primary, or use a login that can write")
+        }
+        return try await self.applyPending()
+    }
+
+    /// ``migrate()`` once the server is known to take writes.
+    private func applyPending() async throws -> [Int] {
         try await self.bootstrap()
         let applied = try await self.appliedVersions()
         let known = Set(self.migrations.map(\.version))
@@ -141,24 +148,20 @@ public struct Migrator: Sendable {
 
     // MARK: - Steps
 
-    /// Refuses a server this login cannot write: a standby in recovery (Bugle reached a replica, or a failover left
-    /// the URL on the old primary) or sessions that are read-only (`default_transaction_read_only` on the role, the
-    /// database or the server). Every command that writes starts here, so it says so at once, rather than after the
-    /// ledger's retries for a server that turned read-only mid-run.
-    /// - Throws: ``StoreError/Code-swift.struct/readOnlyServer``, or query errors.
-    func requireWritable() async throws {
-        if let reason = try await self.readOnlyReason() {
-            throw StoreError(.readOnlyServer, reason + "; this command writes: point the database URL at the primary, or use a login that can write")
-        }
-    }
-
-    /// For commands that only read (`bugle runs`): migrates a server this login can write; on one it cannot (a read
-    /// replica), checks that every migration is already applied instead, so analysts can list runs on a replica.
-    /// - Returns: The versions applied now (none on a read-only server).
+    /// For commands that only read (`bugle runs`, `bugle report`): migrates a server this login can write; on one it
+    /// cannot (a read replica), checks that every migration is already applied instead, so analysts can read runs on
+    /// a replica. Commands that write call ``migrate()``, which refuses such a server at once (a standby in recovery:
+    /// Bugle reached a replica, or a failover left the URL on the old primary; or sessions made read-only), rather
+    /// than after the ledger's retries.
+    /// - Returns: Whether this login can write.
     /// - Throws: ``StoreError/Code-swift.struct/readOnlyServer`` when the server is read-only and migrations are
     ///   pending, or as ``migrate()``.
-    public func migrateOrCheck() async throws -> [Int] {
-        guard let reason = try await self.readOnlyReason() else { return try await self.migrate() }
+    @discardableResult
+    public func migrateOrCheck() async throws -> Bool {
+        guard let reason = try await self.readOnlyReason() else {
+            try await self.applyPending()
+            return true
+        }
         let applied = try await self.appliedVersions()
         let pending = self.migrations.map(\.version).filter { applied[$0] == nil }
         if let first = pending.first {
@@ -167,27 +170,12 @@ public struct Migrator: Sendable {
                 reason + "; and the schema lacks \(pending.count) migration(s) from version \(first), which only a login that "
                     + "can write applies")
         }
-        return []
-    }
-
-    /// Whether this login can write (not a standby in recovery, sessions not read-only).
-    public func canWrite() async throws -> Bool {
-        try await self.readOnlyReason() == nil
+        return false
     }
 
     /// Why this login cannot write, or nil when it can.
     private func readOnlyReason() async throws -> String? {
-        let rows = try await self.client.query(
-            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: self.logger)
-        for try await (standby, readOnly) in rows.decode((Bool, Bool).self) {
-            if standby {
-                return "the database server is a standby in recovery (pg_is_in_recovery() is true)"
-            }
-            if readOnly {
-                return "this login's sessions are read-only (default_transaction_read_only is on for the role, the database or the server)"
-            }
-        }
-        return nil
+        try await ServerWritability.read(self.client.query(ServerWritability.query, logger: self.logger)).reason
     }
 
     private func bootstrap() async throws {

@@ -87,7 +87,11 @@ enum DatabaseSession {
         let configuration = try await configuration(options, logger: logger)
         return try await Database.withClient(configuration, logger: logger) { client in
             let migrator = Migrator(client: client, logger: logger)
-            if migrate { _ = try await readOnly ? migrator.migrateOrCheck() : migrator.migrate() }
+            if migrate, readOnly {
+                try await migrator.migrateOrCheck()
+            } else if migrate {
+                try await migrator.migrate()
+            }
             return try await body(client)
         }
     }

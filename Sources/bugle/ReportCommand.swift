@@ -27,12 +27,12 @@ struct ReportCommand: AsyncParsableCommand {
         let json = self.json
         let path = csv ?? "bugle-run-\(runID).csv"
         try await ExitCodes.guarding {
-            try await DatabaseSession.with(global, readOnly: true, logger: logger) { client -> Int32 in
+            try await DatabaseSession.with(global, migrate: false, logger: logger) { client -> Int32 in
+                // On a read replica the summary is the one stored when the run last wrote it, not rebuilt.
+                let writable = try await Migrator(client: client, logger: logger).migrateOrCheck()
                 guard try await RunRepository(client: client, logger: logger).run(id: runID) != nil else {
                     throw UsageError("run \(runID) does not exist")
                 }
-                // On a read replica the summary is the one stored when the run last wrote it, not rebuilt.
-                let writable = try await Migrator(client: client, logger: logger).canWrite()
                 if !writable {
                     Console(jsonOnStdout: json).say("read-only database: the summary is the one stored when run \(runID) last wrote it")
                 }
