@@ -70,11 +70,14 @@ public final class LanePacer: Sendable {
     /// - Parameters:
     ///   - limits: Rate, burst and concurrency.
     ///   - pauseBackoff: Backoff of the lane pause.
-    public init(limits: Limits, pauseBackoff: Backoff = Backoff(base: .milliseconds(250), cap: .seconds(60))) {
+    ///   - stormWindow: Seconds of answers a storm is counted over (``RateController/window``; tests that must not
+    ///     depend on how fast a loaded machine runs them widen it).
+    public init(limits: Limits, pauseBackoff: Backoff = Backoff(base: .milliseconds(250), cap: .seconds(60)), stormWindow: Double = 1.0) {
         self.limits = limits
         let bucket = limits.perSecond.map { TokenBucket(rate: $0, burst: limits.burst, now: 0) }
         // An unpaced lane's controller only tells storms apart: its nominal rate is never applied.
-        let controller = RateController(ceiling: limits.perSecond ?? Self.unpacedNominalRate)
+        var controller = RateController(ceiling: limits.perSecond ?? Self.unpacedNominalRate)
+        controller.window = stormWindow
         self.state = Mutex(State(bucket: bucket, controller: controller, pause: LanePause(backoff: pauseBackoff)))
     }
 

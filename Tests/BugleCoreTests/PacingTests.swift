@@ -199,7 +199,11 @@ struct LanePacerTests {
             default: .delivered(providerMessageID: nil)
             }
         }
-        let pacer = LanePacer(limits: .init(perSecond: perSecond, concurrency: 1), pauseBackoff: Backoff(base: .milliseconds(20), cap: .milliseconds(40)))
+        // The storm window spans the whole test: a starved CI machine taking over a second between two sends must not
+        // start a new window mid-storm (seen once: a storm answer after five, not three).
+        let pacer = LanePacer(
+            limits: .init(perSecond: perSecond, concurrency: 1), pauseBackoff: Backoff(base: .milliseconds(20), cap: .milliseconds(40)),
+            stormWindow: 3600)
         let paced = PacedProvider(lane, pacer: pacer)
         var outcomes: [SendOutcome] = []
         for seq in 1...50 { outcomes.append(await paced.send(Self.request(Int64(seq)))) }
