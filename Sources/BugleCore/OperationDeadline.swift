@@ -14,8 +14,18 @@ public enum OperationDeadline {
         public var description: String { "no answer from the database within \(seconds) s" }
     }
 
-    /// Runs `operation`, throwing ``Exceeded`` if it has not finished within `timeout`.
-    public static func run<T: Sendable>(within timeout: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// The error an attempt given up by its caller's condition ends with.
+    public struct Abandoned: Error, CustomStringConvertible {
+        public var description: String { "abandoned before the database answered" }
+    }
+
+    /// Runs `operation`, throwing ``Exceeded`` if it has not finished within `timeout`, or ``Abandoned`` as soon as
+    /// `abandonWhen` (asked every second while the operation runs) answers true.
+    public static func run<T: Sendable>(
+        within timeout: Duration,
+        abandonWhen: (@Sendable () async -> Bool)? = nil,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let pending = Mutex<CheckedContinuation<T, any Error>?>(continuation)
             let finish: @Sendable (Result<T, any Error>) -> Bool = { result in
@@ -37,6 +47,17 @@ public enum OperationDeadline {
                 try? await Task.sleep(for: timeout)
                 let (seconds, attoseconds) = timeout.components
                 if finish(.failure(Exceeded(seconds: Double(seconds) + Double(attoseconds) / 1e18))) { work.cancel() }
+            }
+            if let abandonWhen {
+                Task {
+                    while pending.withLock({ $0 != nil }) {
+                        try? await Task.sleep(for: .seconds(1))
+                        if pending.withLock({ $0 != nil }), await abandonWhen(), finish(.failure(Abandoned())) {
+                            work.cancel()
+                            return
+                        }
+                    }
+                }
             }
         }
     }

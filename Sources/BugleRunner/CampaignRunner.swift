@@ -37,6 +37,13 @@ public struct CampaignRunner: Sendable {
         /// store supplies a description that is both safe and useful (for PostgreSQL: the SQLSTATE and the server's
         /// message).
         public var describeError: @Sendable (any Error) -> String = { String(describing: $0) }
+        /// Asked, once the worker has stopped for want of lease renewals, every second while a ledger operation waits
+        /// and before each retry: true when another server has taken the database's place (a failover to a standby of
+        /// a host list), so that nothing this worker holds can be written where it is connected. The operation then
+        /// fails at once instead of waiting and retrying for minutes against a server that is gone or read-only; what
+        /// the worker held follows the run's ambiguous policy when the run is resumed on the new server. Nil: keep
+        /// retrying (one server).
+        public var serverReplaced: (@Sendable () async -> Bool)?
         public init() {}
     }
 
@@ -536,8 +543,18 @@ public struct CampaignRunner: Sendable {
         try await retrying(what, giveUpOnStop: giveUpOnStop, deadline: slow ? .seconds(600) : nil) { _ in try await body() }.0
     }
 
+    /// True once the worker has stopped for want of lease renewals and ``Configuration/serverReplaced`` says another
+    /// server has taken over; nil without that probe.
+    private var serverReplacedAfterFence: (@Sendable () async -> Bool)? {
+        guard let serverReplaced = configuration.serverReplaced else { return nil }
+        return { [control] in
+            guard control.stopRequest == .leaseLost(nil) else { return false }
+            return await serverReplaced()
+        }
+    }
+
     /// ``withDatabaseRetry(_:giveUpOnStop:_:)``, also telling how many attempts failed. Each attempt has
-    /// `databaseDeadline` to answer.
+    /// `databaseDeadline` to answer, and is abandoned sooner when another server has taken over.
     private func retrying<T: Sendable>(
         _ what: String,
         giveUpOnStop: Bool = false,
@@ -549,10 +566,18 @@ public struct CampaignRunner: Sendable {
         while true {
             do {
                 let current = attempt
-                return (try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline) { try await body(current) }, attempt)
+                return (
+                    try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline, abandonWhen: serverReplacedAfterFence) {
+                        try await body(current)
+                    }, attempt
+                )
             } catch {
                 attempt += 1
                 if attempt >= 35 || (giveUpOnStop && control.stopRequest != nil) { throw error }
+                if let serverReplacedAfterFence, await serverReplacedAfterFence() {
+                    logger.error("\(what) abandoned: another database server has taken over", metadata: ["error": "\(configuration.describeError(error))"])
+                    throw error
+                }
                 logger.warning("\(what) failed; retrying", metadata: ["error": "\(configuration.describeError(error))", "attempt": "\(attempt)"])
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))

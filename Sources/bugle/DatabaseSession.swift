@@ -84,6 +84,17 @@ enum DatabaseSession {
         logger: Logger,
         _ body: (PostgresClient) async throws -> R
     ) async throws -> R {
+        try await withServer(options, migrate: migrate, readOnly: readOnly, logger: logger) { client, _ in try await body(client) }
+    }
+
+    /// ``with(_:migrate:readOnly:logger:_:)``, also telling `body` the server's configuration.
+    static func withServer<R: Sendable>(
+        _ options: GlobalOptions,
+        migrate: Bool = true,
+        readOnly: Bool = false,
+        logger: Logger,
+        _ body: (PostgresClient, DatabaseConfiguration) async throws -> R
+    ) async throws -> R {
         let configuration = try await configuration(options, logger: logger)
         return try await Database.withClient(configuration, logger: logger) { client in
             let migrator = Migrator(client: client, logger: logger)
@@ -92,7 +103,22 @@ enum DatabaseSession {
             } else if migrate {
                 try await migrator.migrate()
             }
-            return try await body(client)
+            return try await body(client, configuration)
+        }
+    }
+
+    /// For a database URL with a host list: whether the server ``DatabaseHostSelection`` chooses now is another than
+    /// `inUse` (the old primary is down or read-only, a standby was promoted). Nil for one server, whose outages are
+    /// waited out (a restart; a failover behind one DNS name moves the name, not the server Bugle asks for).
+    static func replacementProbe(_ options: GlobalOptions, inUse: DatabaseConfiguration, logger: Logger) -> (@Sendable () async -> Bool)? {
+        let environment = ProcessInfo.processInfo.environment
+        guard let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty,
+            let listed = try? DatabaseConfiguration(url: url, environment: environment), !listed.alternateEndpoints.isEmpty
+        else { return nil }
+        let endpoint = inUse.endpoint
+        return {
+            guard let chosen = try? await DatabaseHostSelection.choose(listed, environment: environment, logger: logger) else { return false }
+            return chosen.endpoint != endpoint
         }
     }
 }

@@ -40,8 +40,29 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, worker) = (stored.run, csv, output, worker.settings)
-        try await stored.source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
+        let (runID, source, global, csv, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
+        try await ExitCodes.guarding {
+            let resume = { (runID: Int64, afterOutage: Bool) in
+                try await Self.resume(
+                    runID, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: afterOutage, logger: logger)
+            }
+            return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
+                try await resume(runID, false)
+            } then: { runID in
+                try await resume(runID, true)
+            }
+        }
+    }
+
+    /// Continues run `runID` from its ledger and writes its report; also how `run` and `resume` go on after the
+    /// database answered again (``DatabaseOutageRecovery``).
+    /// - Parameter afterOutage: Going on after an outage: a run other workers took over meanwhile is theirs (exit 2),
+    ///   not a usage error.
+    static func resume(
+        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
+        afterOutage: Bool = false, logger: Logger
+    ) async throws -> Int32 {
+        try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
             let reportPath = csvPath ?? "bugle-run-\(runID).csv"
             switch record.status {
             case .completed, .cancelled, .failed:
@@ -49,13 +70,18 @@ struct ResumeCommand: AsyncParsableCommand {
                 try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
-                try await rematerialize(record, client: client, repository: repository, output: output, leaseTTL: worker.leaseTTL, logger: logger)
+                try await rematerialize(
+                    record, client: client, repository: repository, global: global, output: output, leaseTTL: worker.leaseTTL, logger: logger)
             case .ready, .running, .paused:
                 break
             }
             let ended = try await LocalWorkers.expireDead(runID: runID, repository: repository)
-            if ended > 0 { Console(jsonOnStdout: output.json).say("run \(runID): ended the lease of \(ended) worker(s) of this machine that no longer run") }
+            if ended > 0 { Console(jsonOnStdout: output.json).say("run \(runID): ended \(ended) lease(s) left by stopped workers of this machine") }
             let live = try await repository.liveWorkers(runID: runID)
+            if afterOutage, !live.isEmpty {
+                ExitCodes.printError("run \(runID): stopped: while the database was away, \(live.count) other worker(s) took the run over")
+                return ExitCodes.failed
+            }
             if let first = live.first {
                 throw UsageError(
                     "run \(runID) is being sent by \(live.count) worker(s) (\(first.owner), lease for \(Int(first.expiresIn.rounded(.up))) s more); "
@@ -73,8 +99,9 @@ extension ResumeCommand {
     /// A run left `materializing`: when the process reading its segment is gone (its ``MaterializerLease`` lapsed, or
     /// its owner was a process of this host that no longer runs), the partial ledger is discarded and the segment read
     /// again from zero; nothing was sent from it.
-    func rematerialize(
-        _ record: RunRecord, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, leaseTTL: Int, logger: Logger
+    static func rematerialize(
+        _ record: RunRecord, client: PostgresClient, repository: RunRepository, global: GlobalOptions, output: RunOutputOptions, leaseTTL: Int,
+        logger: Logger
     ) async throws {
         let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
         let console = Console(jsonOnStdout: output.json)
@@ -110,16 +137,17 @@ struct StoredRunSource {
     typealias Send = (RunOutputOptions, WorkerSettings, LeaseMode) async throws -> Int32
 
     /// The frame `resume` and `worker` share: a database session, the run's record (a missing run is a usage
-    /// error), and a `send` that builds the run's lanes and drives it; the lanes are shut down after the session.
+    /// error), and a `send` that builds the run's lanes and drives it; the lanes are shut down after the session
+    /// (also when it throws).
     func withRun(
         _ runID: Int64,
         global: GlobalOptions,
         logger: Logger,
         _ body: @escaping (PostgresClient, RunRepository, RunRecord, Send) async throws -> Int32
-    ) async throws {
-        try await ExitCodes.guarding {
-            let lanesBox = LanesBox()
-            let code = try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
+    ) async throws -> Int32 {
+        let lanesBox = LanesBox()
+        do {
+            let code = try await DatabaseSession.withServer(global, logger: logger) { client, server -> Int32 in
                 let repository = RunRepository(client: client, logger: logger)
                 guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
                 return try await body(client, repository, record) { output, worker, mode in
@@ -127,12 +155,15 @@ struct StoredRunSource {
                     lanesBox.lanes = lanes
                     return try await RunExecution.execute(
                         campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker, mode: mode,
-                        logger: logger
+                        serverReplaced: DatabaseSession.replacementProbe(global, inUse: server, logger: logger), logger: logger
                     )
                 }
             }
             await lanesBox.shutdown()
             return code
+        } catch {
+            await lanesBox.shutdown()
+            throw error
         }
     }
 

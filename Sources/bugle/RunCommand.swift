@@ -70,33 +70,45 @@ struct RunCommand: AsyncParsableCommand {
         try await ExitCodes.guarding {
             let (yaml, campaign) = try CampaignFile.read(file)
             if dryRun { return try await runDry(campaign, logger: logger) }
-            guard let providersPath = providers ?? campaign.providersPath else {
-                throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
+            let (global, output, worker, csv) = (global, output, worker.settings, csv)
+            let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
+            return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
+                try await runWithLanes(campaign, yaml: yaml, logger: logger)
+            } then: { runID in
+                try await ResumeCommand.resume(
+                    runID, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: true, logger: logger)
             }
-            let settings = try ProviderSettingsLoader.load(path: providersPath)
-            output.prepareMetrics()
-            let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
-            let code: Int32
-            do {
-                code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
-            } catch {
-                await lanes.shutdown()
-                throw error
-            }
-            await lanes.shutdown()
-            return code
         }
+    }
+
+    /// Builds the campaign's lanes, sends the run through them, and shuts them down.
+    private func runWithLanes(_ campaign: Campaign, yaml: String, logger: Logger) async throws -> Int32 {
+        guard let providersPath = providers ?? campaign.providersPath else {
+            throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
+        }
+        let settings = try ProviderSettingsLoader.load(path: providersPath)
+        output.prepareMetrics()
+        let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
+        let code: Int32
+        do {
+            code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+        } catch {
+            await lanes.shutdown()
+            throw error
+        }
+        await lanes.shutdown()
+        return code
     }
 
     private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
         let (csvPath, output, worker, noWait) = (csv, output, worker.settings, noWait)
         let global = self.global
-        return try await DatabaseSession.with(global, logger: logger) { client in
+        return try await DatabaseSession.withServer(global, logger: logger) { client, server in
             let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
             try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
                 campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: worker,
-                noWait: noWait, logger: logger)
+                noWait: noWait, serverReplaced: DatabaseSession.replacementProbe(global, inUse: server, logger: logger), logger: logger)
         }
     }
 

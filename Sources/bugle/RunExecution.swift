@@ -21,6 +21,7 @@ enum RunExecution {
         noWait: Bool = false,
         isTest: Bool = false,
         requireRecipients: String? = nil,
+        serverReplaced: (@Sendable () async -> Bool)? = nil,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -51,7 +52,7 @@ enum RunExecution {
         let scheduled = campaign.delivery.sendAt != nil || campaign.delivery.localTime.isActive
         let code = try await execute(
             campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
-            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), logger: logger
+            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), serverReplaced: serverReplaced, logger: logger
         )
         phases.end("send")
         try await report(
@@ -114,6 +115,10 @@ enum RunExecution {
     /// - Parameters:
     ///   - mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
     ///   - leaveWhenIdle: leave the run scheduled (exit 0) when its next due recipient is more than `idleGrace` away.
+    ///   - serverReplaced: Whether another server has taken the database's place (see
+    ///     ``DatabaseSession/replacementProbe(_:inUse:logger:)``).
+    /// - Throws: ``DatabaseLost`` when the worker stopped because the database stopped answering and
+    ///   `worker.databaseOutageLimit` is above 0.
     static func execute(
         campaign: Campaign,
         runID: Int64,
@@ -124,6 +129,7 @@ enum RunExecution {
         mode: LeaseMode = .exclusive,
         leaveWhenIdle: Bool = false,
         idleGrace: Duration = .seconds(30),
+        serverReplaced: (@Sendable () async -> Bool)? = nil,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -150,6 +156,7 @@ enum RunExecution {
         configuration.providerOutageLimit = .seconds(worker.providerOutageLimit)
         configuration.failpoint = Failpoint.fromEnvironment()
         configuration.describeError = StoreError.safeDescription(of:)
+        configuration.serverReplaced = serverReplaced
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
@@ -166,10 +173,16 @@ enum RunExecution {
         } catch {
             await display?.stop()
             await metrics?.stop()
+            if worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
+                throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error))
+            }
             throw error
         }
         await display?.stop()
         await metrics?.stop()
+        if case .fenced(nil) = result.ending, worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
+            throw DatabaseLost(runID: runID, detail: nil)
+        }
         if campaign.iosTransport == .legacy, let legacy = lanes.unpaced[.legacyAPNs] as? LegacyAPNSProvider {
             if case .fenced = result.ending {} else { await pollFeedback(legacy, runID: runID, client: client, console: console, logger: logger) }
         }

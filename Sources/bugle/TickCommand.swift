@@ -38,7 +38,10 @@ struct TickCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger()
         let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
-        let (output, worker) = (output, worker.settings)
+        var worker = worker.settings
+        // Run from cron: a run that lost the database stops, paused, and the next tick goes on with it.
+        worker.databaseOutageLimit = 0
+        let output = output
         try await ExitCodes.guarding {
             try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
                 let repository = RunRepository(client: client, logger: logger)

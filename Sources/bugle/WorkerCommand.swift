@@ -37,11 +37,29 @@ struct WorkerCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, csvPath, output, worker) = (stored.run, csv, output, worker.settings)
-        try await stored.source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
+        let (runID, source, global, csvPath, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
+        try await ExitCodes.guarding {
+            let join = { (runID: Int64) in
+                try await Self.join(runID, source: source, global: global, output: output, worker: worker, csv: csvPath, logger: logger)
+            }
+            return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
+                try await join(runID)
+            } then: { runID in
+                try await join(runID)
+            }
+        }
+    }
+
+    /// Joins run `runID` and sends until it ends; also how a worker goes on after the database answered again.
+    static func join(
+        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
+        logger: Logger
+    ) async throws -> Int32 {
+        try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
             guard record.status == .running else {
                 throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
             }
+            _ = try await LocalWorkers.expireDead(runID: runID, repository: repository)
             let code = try await send(output, worker, .join)
             if let csvPath {
                 try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)

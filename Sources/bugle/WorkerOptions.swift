@@ -21,15 +21,30 @@ struct WorkerOptions: ParsableArguments {
     )
     var providerOutageLimit: Int = WorkerSettings.standard.providerOutageLimit
 
+    @Option(
+        name: .customLong("database-outage-limit"),
+        help: """
+            Seconds to wait for the database after it stopped answering mid-run (a restart, a failover) before \
+            giving up; when it answers again (of a host list with target_session_attrs: the server that now will \
+            do), the run is resumed in this process. 0 stops at once, as `bugle resume` would then go on. (default: 300)
+            """
+    )
+    var databaseOutageLimit: Int = WorkerSettings.standard.databaseOutageLimit
+
     func validate() throws {
         guard (3...3600).contains(leaseTTL) else { throw ValidationError("--lease-ttl must be within 3...3600 seconds") }
         guard (1...604_800).contains(providerOutageLimit) else {
             throw ValidationError("--provider-outage-limit must be within 1...604800 seconds (a week)")
         }
+        guard (0...86_400).contains(databaseOutageLimit) else {
+            throw ValidationError("--database-outage-limit must be within 0...86400 seconds (a day)")
+        }
     }
 
     /// The parsed values.
-    var settings: WorkerSettings { WorkerSettings(leaseTTL: leaseTTL, providerOutageLimit: providerOutageLimit) }
+    var settings: WorkerSettings {
+        WorkerSettings(leaseTTL: leaseTTL, providerOutageLimit: providerOutageLimit, databaseOutageLimit: databaseOutageLimit)
+    }
 }
 
 /// A sending worker's settings (``WorkerOptions``, or the defaults for commands without those options).
@@ -38,6 +53,8 @@ struct WorkerSettings: Sendable {
     var leaseTTL: Int
     /// Seconds a lane may process no request before the run halts.
     var providerOutageLimit: Int
+    /// Seconds to wait for the database to answer again after it stopped mid-run, before giving up (0: at once).
+    var databaseOutageLimit: Int
 
-    static let standard = WorkerSettings(leaseTTL: 30, providerOutageLimit: 600)
+    static let standard = WorkerSettings(leaseTTL: 30, providerOutageLimit: 600, databaseOutageLimit: 300)
 }

@@ -44,6 +44,18 @@ struct CrashFixture {
         try await fixture.stop()
     }
 
+    /// Runs `body` with `environment`'s simulators, stopping them whether `body` returns or throws (for a fixture of
+    /// a cluster of the test's own).
+    static func with(environment: MixedTestEnvironment, _ body: (MixedTestEnvironment) async throws -> Void) async throws {
+        do {
+            try await body(environment)
+        } catch {
+            try? await environment.stop()
+            throw error
+        }
+        try await environment.stop()
+    }
+
     /// A mixed campaign over every device.
     /// - Parameters:
     ///   - rate: Per-lane rate (per second) for APNs and FCM, to make a run last; nil for the providers file's.

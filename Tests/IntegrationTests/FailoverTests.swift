@@ -1,0 +1,115 @@
+import BugleCore
+import BugleStore
+import BugleTesting
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+/// A real streaming standby (``StreamingStandby``): what Bugle does with one before and after it is promoted.
+@Suite("a streaming standby and a failover to it")
+struct FailoverTests {
+    /// Before the failover: the standby serves the read-only commands, refuses the writing ones at once, and a host list
+    /// passes over it. Then, mid-run, the primary dies and the standby is promoted: the running `bugle run` (host list,
+    /// `target_session_attrs=read-write`) stops sending within its lease's half-life, finds that another server has
+    /// taken over, gives up its held outcome writes instead of retrying them against the dead primary for minutes,
+    /// waits for the new primary, and resumes the run there in the same process. Every live token is delivered, the
+    /// ledger on the new primary is complete, and duplicates stay within W (the worker's in-flight recipients, resent
+    /// under `ambiguous: resend`).
+    @Test("a standby serves reads, refuses writes, is passed over; the primary killed and the standby promoted mid-run: the same bugle run goes on on it and completes, duplicates within W")
+    func failoverMidRun() async throws {
+        let devices = 3000
+        let window = 200
+        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
+            try await StreamingStandby.with(name: "failover") { client in
+                _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
+                try await MixedTestEnvironment.seed(client, count: devices)
+            } _: { pair in
+                try await Self.standbyBeforeFailover(pair, environment: environment, devices: devices)
+                try await Self.failover(pair, environment: environment, devices: devices, window: window)
+            }
+        }
+    }
+
+    /// One server (no host list), down for longer than half the lease: the worker stops sending, keeps its outcomes,
+    /// writes them once the server is back, and the same `bugle run` then resumes the run by itself (it used to stop
+    /// with exit 2 and wait for an operator's `bugle resume`). Nothing is sent twice.
+    @Test("one server down for longer than half the lease mid-run: the same bugle run resumes once it is back, nothing sent twice")
+    func restartMidRun() async throws {
+        let devices = 2000
+        let directory = NSTemporaryDirectory() + "bugle-restart-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
+        defer {
+            cluster.stopBlocking(mode: .immediate)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        _ = try await cluster.start(logger: TestDatabase.logger)
+        try await Database.withClient(cluster.databaseConfiguration(), logger: TestDatabase.logger) { client in
+            _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
+            try await MixedTestEnvironment.seed(client, count: devices)
+        }
+        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
+            let fixture = CrashFixture(
+                environment: environment, configuration: cluster.databaseConfiguration(), databaseURL: try StreamingStandby.url([cluster]), devices: devices)
+            let running = try fixture.start(["run", try fixture.campaign(policy: .resend, window: 200, rate: 150), "--lease-ttl", "4"])
+            try await fixture.waitUntil("400 deliveries") { fixture.delivered >= 400 }
+            try await cluster.stop(mode: .fast)
+            // The outage itself: longer than half the 4 s lease, so the worker stops sending for want of renewals.
+            try await Task.sleep(for: .seconds(5))
+            _ = try await cluster.start(logger: TestDatabase.logger)
+            let run = await running.finish()
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("the database answers again (\(try StreamingStandby.location(cluster))); resuming the run"), "\(run.stdout)")
+            #expect(run.stderr.contains("lease not renewed for half its TTL"), "\(run.stderr)")
+            try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
+    private static func standbyBeforeFailover(_ pair: StreamingStandby, environment: MixedTestEnvironment, devices: Int) async throws {
+        let onStandby = CrashFixture(
+            environment: environment, configuration: pair.standby.databaseConfiguration(),
+            databaseURL: try StreamingStandby.url([pair.standby]), devices: devices)
+        let runs = try await onStandby.bugle(["runs"])
+        #expect(runs.status == 0, "\(runs.stderr)")
+        let refused = try await onStandby.bugle(["run", try onStandby.campaign(policy: .resend, window: 200), "--quiet"])
+        #expect(refused.status == 2, "\(refused.stderr)")
+        #expect(refused.stderr.contains("standby in recovery"), "\(refused.stderr)")
+        #expect(try await onStandby.latestRunID() == -1, "a run was created on the standby")
+
+        let standbyFirst = CrashFixture(
+            environment: environment, configuration: pair.primary.databaseConfiguration(),
+            databaseURL: try StreamingStandby.url([pair.standby, pair.primary], attributes: "primary"), devices: devices)
+        let chosen = try await standbyFirst.bugle(["runs"])
+        #expect(chosen.status == 0, "\(chosen.stderr)")
+        #expect(
+            chosen.stderr.contains(
+                "using the database server \(try StreamingStandby.location(pair.primary)); passed over \(try StreamingStandby.location(pair.standby)): a standby in recovery (target_session_attrs=primary)"),
+            "\(chosen.stderr)")
+    }
+
+    private static func failover(_ pair: StreamingStandby, environment: MixedTestEnvironment, devices: Int, window: Int) async throws {
+        let listed = CrashFixture(
+            environment: environment, configuration: pair.primary.databaseConfiguration(),
+            databaseURL: try StreamingStandby.url([pair.primary, pair.standby], attributes: "read-write"), devices: devices)
+        let running = try listed.start(["run", try listed.campaign(policy: .resend, window: window, rate: 150), "--lease-ttl", "4"])
+        try await listed.waitUntil("600 deliveries") { listed.delivered >= 600 }
+        try await pair.failOver()
+        let run = await running.finish()
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("the database stopped answering"), "\(run.stdout)")
+        #expect(run.stdout.contains("the database answers again (\(try StreamingStandby.location(pair.standby))); resuming the run"), "\(run.stdout)")
+        #expect(run.stdout.contains("completed"), "\(run.stdout)")
+        #expect(run.stderr.contains("abandoned: another database server has taken over"), "\(run.stderr)")
+
+        let promoted = CrashFixture(
+            environment: environment, configuration: pair.standby.databaseConfiguration(), databaseURL: try StreamingStandby.url([pair.standby]),
+            devices: devices)
+        let runID = try await promoted.latestRunID()
+        let (duplicates, unknown) = try await promoted.checkInvariants(runID: runID)
+        #expect(unknown == 0)
+        #expect(duplicates <= window, "\(duplicates) duplicates")
+        let sent = try await promoted.tokens(runID: runID, state: "sent")
+        #expect(sent.count == devices - devices / 20)
+    }
+}
