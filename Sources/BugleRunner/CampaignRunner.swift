@@ -38,12 +38,16 @@ public struct CampaignRunner: Sendable {
         /// message).
         public var describeError: @Sendable (any Error) -> String = { String(describing: $0) }
         /// Asked, once the worker has stopped for want of lease renewals, every second while a ledger operation waits
-        /// and before each retry: true when another server has taken the database's place (a failover to a standby of
-        /// a host list), so that nothing this worker holds can be written where it is connected. The operation then
-        /// fails at once instead of waiting and retrying for minutes against a server that is gone or read-only; what
-        /// the worker held follows the run's ambiguous policy when the run is resumed on the new server. Nil: keep
-        /// retrying (one server).
-        public var serverReplaced: (@Sendable () async -> Bool)?
+        /// and before each retry: true when a new session to the database would work now (of a host list: to the
+        /// server that now will do, perhaps a promoted standby) while this worker's own calls still wait on connections
+        /// the outage broke. The operation then fails at once instead of waiting and retrying for minutes, and the run
+        /// ends with what the worker held in ``RunResult/handover``, for the caller to write through a new session.
+        /// Nil: keep retrying.
+        public var newSessionWorks: (@Sendable () async -> Bool)?
+        /// When the worker stopped for want of lease renewals, leave the run `running` and the lease to lapse instead of
+        /// pausing the run as its last worker: for a caller that goes on with the run itself once the database answers
+        /// again (a paused run would turn away its workers rejoining it).
+        public var keepsRunWhenDatabaseLost = false
         public init() {}
     }
 
@@ -190,6 +194,9 @@ public struct CampaignRunner: Sendable {
         }
     }
 
+    /// A ledger operation given up on the worker's old connections, for a new session to make.
+    private struct HandedOver: Error {}
+
     private enum Stop {
         case interrupted(String)
         case halted(code: String, message: String)
@@ -202,6 +209,8 @@ public struct CampaignRunner: Sendable {
         /// `startedAtOnce`: the lane took the request without a task (``ParkedSends`` counts those per lane).
         case answered(RecipientOutcome, SendOutcome, Platform, startedAtOnce: Bool)
         case recorded(Bool)
+        /// An outcome write was given up on the worker's old connections: the batch is handed over.
+        case handedOver([RecipientOutcome])
         /// A claim or an outcome write gave up (``withDatabaseRetry(_:giveUpOnStop:slow:_:)``): the run fails.
         case failed(any Error)
     }
@@ -234,6 +243,8 @@ public struct CampaignRunner: Sendable {
             // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
             // in flight under this lease and held by nobody.
             var lostClaims: [Int64] = []
+            // Set once a write was handed over to a new session: so is everything left to write.
+            var handedOver: [RecipientOutcome]?
             var nextClaimID: Int64 = 1
             // Failpoints (tests): passes of each point, and the point that is draining towards its crash.
             var passes: [Failpoint.Point: Int] = [:]
@@ -295,6 +306,10 @@ public struct CampaignRunner: Sendable {
                         }
                     }
                 }
+                if handedOver != nil, !buffer.isEmpty {
+                    handedOver? += buffer
+                    buffer.removeAll()
+                }
                 if recording == 0, !buffer.isEmpty, crashing != .afterResponse,
                     buffer.count >= configuration.flushSize || now - lastFlush >= configuration.flushInterval
                         || sending == 0 || buffer.count >= claimThreshold || stop != nil
@@ -305,6 +320,8 @@ public struct CampaignRunner: Sendable {
                     group.addTask { [self] in
                         do {
                             mailbox.post(.recorded(try await recordWithRetry(lease, batch)))
+                        } catch is HandedOver {
+                            mailbox.post(.handedOver(batch))
                         } catch {
                             mailbox.post(.failed(error))
                         }
@@ -320,6 +337,11 @@ public struct CampaignRunner: Sendable {
                     }
                 }
                 if sending == 0 && claiming == 0 && recording == 0 && buffer.isEmpty {
+                    if let handedOver {
+                        logger.notice("handing the ledger writes over to a new database session", metadata: ["outcomes": "\(handedOver.count)"])
+                        let handover = Handover(lease: lease, outcomes: handedOver, lostClaimIDs: lostClaims)
+                        return RunResult(runID: lease.runID, ending: .fenced(nil), attempted: attempted, handover: handover)
+                    }
                     if !lostClaims.isEmpty {
                         // Kept for the whole run: an abandoned attempt may still commit later.
                         let ids = lostClaims
@@ -453,6 +475,9 @@ public struct CampaignRunner: Sendable {
                         if crashing == nil, configuration.failpoint.fires(.afterRecord, count: passes[.afterRecord, default: 0]) {
                             crashing = .afterRecord
                         }
+                    case .handedOver(let batch):
+                        recording = 0
+                        handedOver = (handedOver ?? []) + batch
                     case .failed(let error):
                         throw error
                     }
@@ -479,8 +504,10 @@ public struct CampaignRunner: Sendable {
             return RunResult(runID: lease.runID, ending: .halted(code: code, message: message), attempted: attempted)
         case .fenced(let status):
             // Leave the run (best effort: the database may be what fenced us). A lease lost while no other worker
-            // is live pauses the run, so it can be resumed.
-            _ = try? await store.finish(lease, status: .paused, reason: "lease lost", lastWorkerOnly: true)
+            // is live pauses the run, so it can be resumed; unless the caller goes on with it after a database outage.
+            if !(control.stopRequest == .leaseLost(nil) && configuration.keepsRunWhenDatabaseLost) {
+                _ = try? await store.finish(lease, status: .paused, reason: "lease lost", lastWorkerOnly: true)
+            }
             return RunResult(runID: lease.runID, ending: .fenced(status), attempted: attempted)
         }
     }
@@ -543,18 +570,18 @@ public struct CampaignRunner: Sendable {
         try await retrying(what, giveUpOnStop: giveUpOnStop, deadline: slow ? .seconds(600) : nil) { _ in try await body() }.0
     }
 
-    /// True once the worker has stopped for want of lease renewals and ``Configuration/serverReplaced`` says another
-    /// server has taken over; nil without that probe.
-    private var serverReplacedAfterFence: (@Sendable () async -> Bool)? {
-        guard let serverReplaced = configuration.serverReplaced else { return nil }
+    /// True once the worker has stopped for want of lease renewals and ``Configuration/newSessionWorks`` says a new
+    /// session would work; nil without that probe.
+    private var newSessionAfterFence: (@Sendable () async -> Bool)? {
+        guard let newSessionWorks = configuration.newSessionWorks else { return nil }
         return { [control] in
             guard control.stopRequest == .leaseLost(nil) else { return false }
-            return await serverReplaced()
+            return await newSessionWorks()
         }
     }
 
     /// ``withDatabaseRetry(_:giveUpOnStop:_:)``, also telling how many attempts failed. Each attempt has
-    /// `databaseDeadline` to answer, and is abandoned sooner when another server has taken over.
+    /// `databaseDeadline` to answer, and is abandoned sooner once a new session would work after the self-fence.
     private func retrying<T: Sendable>(
         _ what: String,
         giveUpOnStop: Bool = false,
@@ -567,16 +594,16 @@ public struct CampaignRunner: Sendable {
             do {
                 let current = attempt
                 return (
-                    try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline, abandonWhen: serverReplacedAfterFence) {
+                    try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline, abandonWhen: newSessionAfterFence) {
                         try await body(current)
                     }, attempt
                 )
             } catch {
                 attempt += 1
                 if attempt >= 35 || (giveUpOnStop && control.stopRequest != nil) { throw error }
-                if let serverReplacedAfterFence, await serverReplacedAfterFence() {
-                    logger.error("\(what) abandoned: another database server has taken over", metadata: ["error": "\(configuration.describeError(error))"])
-                    throw error
+                if let newSessionAfterFence, await newSessionAfterFence() {
+                    logger.error("\(what) abandoned: handing it over to a new database session", metadata: ["error": "\(configuration.describeError(error))"])
+                    throw HandedOver()
                 }
                 logger.warning("\(what) failed; retrying", metadata: ["error": "\(configuration.describeError(error))", "attempt": "\(attempt)"])
                 try await Task.sleep(for: delay)

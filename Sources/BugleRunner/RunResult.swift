@@ -20,4 +20,27 @@ public struct RunResult: Sendable, Equatable {
     public var ending: Ending
     /// Recipients this process sent requests for (all outcomes).
     public var attempted: Int
+    /// What the worker still held when it gave its ledger writes up on connections a database outage broke, a new
+    /// session being available (ending ``Ending/fenced(_:)`` with no status); nil otherwise.
+    public var handover: Handover?
+
+    public init(runID: Int64, ending: Ending, attempted: Int, handover: Handover? = nil) {
+        self.runID = runID
+        self.ending = ending
+        self.attempted = attempted
+        self.handover = handover
+    }
+}
+
+/// Ledger writes a worker could not make through its own connections after a database outage (a restart, a failover
+/// to another server): to be made through a new session under the same lease (the worker's row is there, on a promoted
+/// standby too) before the run goes on, so that recipients it sent are recorded sent, not left in flight for the
+/// ambiguous policy.
+public struct Handover: Sendable, Equatable {
+    /// The lease the writes belong to.
+    public var lease: Lease
+    /// Answered recipients, for ``CampaignStore/record(_:outcomes:)``.
+    public var outcomes: [RecipientOutcome]
+    /// Claims whose answer never arrived, for ``CampaignStore/releaseUnheld(_:claimIDs:)``.
+    public var lostClaimIDs: [Int64]
 }

@@ -1,8 +1,11 @@
+import BugleCore
+import BugleRunner
 import BugleStore
 import Foundation
 import Logging
+import PostgresNIO
 
-/// Thrown by ``RunExecution/execute(campaign:runID:client:lanes:output:worker:mode:leaveWhenIdle:idleGrace:serverReplaced:logger:)``
+/// Thrown by ``RunExecution/execute(campaign:runID:client:lanes:output:worker:mode:leaveWhenIdle:idleGrace:newSessionWorks:logger:)``
 /// when its worker stopped because the database stopped answering (no lease renewal for half the TTL) and
 /// `--database-outage-limit` is above 0: the command then waits for the database and resumes the run
 /// (``DatabaseOutageRecovery``).
@@ -10,14 +13,16 @@ struct DatabaseLost: Error, CustomStringConvertible {
     let runID: Int64
     /// The last ledger error, safely described, when the worker ended on one.
     let detail: String?
+    /// The writes the worker gave up because another server took over, to be made there first.
+    let handover: Handover?
 
     var description: String { "run \(runID): the database stopped answering" + (detail.map { " (\($0))" } ?? "") }
 }
 
 /// Wiring: `run`, `resume` and `worker` ride through a database outage (a restart, a failover). When their run stops
 /// with ``DatabaseLost``, they wait for the database to answer again (for a host list with `target_session_attrs`: for
-/// the server that now will do, such as a promoted standby), then go on with the run as `bugle resume` (or, for a
-/// worker, `bugle worker`) would, in the same process. What the stopped worker held follows the run's ambiguous policy.
+/// the server that now will do, such as a promoted standby), make there the ledger writes the stopped worker handed
+/// over, then go on with the run as `bugle resume` (or, for a worker, `bugle worker`) would, in the same process.
 enum DatabaseOutageRecovery {
     /// Runs `first`; each time it, or a later `again`, stops with ``DatabaseLost``, waits for the database (at most
     /// `limit` seconds each time), then runs `again` with the run's id.
@@ -36,28 +41,45 @@ enum DatabaseOutageRecovery {
         } catch let error as DatabaseLost {
             lost = error
         }
+        var stumbles = 0
         while true {
             try await waitForDatabase(options, after: lost, limit: limit, json: json, logger: logger)
             do {
                 return try await again(lost.runID)
             } catch let error as DatabaseLost {
                 lost = error
+                stumbles = 0
+            } catch where stumbles < 3 && isDatabaseError(error) {
+                // A server just back may still turn a session away; what was handed over is written already.
+                stumbles += 1
+                lost = DatabaseLost(runID: lost.runID, detail: StoreError.safeDescription(of: error), handover: nil)
             }
         }
     }
 
+    /// Whether `error` came from PostgreSQL or the connection to it (not from the run's own logic).
+    private static func isDatabaseError(_ error: any Error) -> Bool {
+        if error is PSQLError || error is PostgresTransactionError { return true }
+        guard let error = error as? StoreError else { return false }
+        return error.code == .connectionFailed || error.code == .query
+    }
+
     /// Returns once a session opens (the server chosen, connected, its schema current and writable through this
-    /// login), retrying every 1–5 s.
+    /// login) and the handed-over writes are made there, retrying every 0.5–2 s.
     private static func waitForDatabase(_ options: GlobalOptions, after lost: DatabaseLost, limit: Int, json: Bool, logger: Logger) async throws {
         let console = Console(jsonOnStdout: json)
         console.say("\(lost); waiting up to \(limit) s for it to answer again (of a host list: for the server that now will do)")
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(limit)
-        var delay = Duration.seconds(1)
+        var delay = Duration.milliseconds(500)
         while true {
             do {
-                let server = try await DatabaseSession.withServer(options, logger: logger) { _, configuration in configuration.endpointDescription }
-                console.say("run \(lost.runID): the database answers again (\(server)); resuming the run")
+                try await DatabaseSession.withServer(options, logger: logger) { client, configuration in
+                    console.say("run \(lost.runID): the database answers again (\(configuration.endpointDescription)); resuming the run")
+                    if let handover = lost.handover {
+                        try await write(handover, client: client, console: console, logger: logger)
+                    }
+                }
                 return
             } catch is CancellationError {
                 throw CancellationError()
@@ -70,8 +92,23 @@ enum DatabaseOutageRecovery {
                 }
                 logger.notice("the database does not answer yet", metadata: ["error": "\(why)"])
                 try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
+                delay = min(delay * 2, .seconds(2))
             }
         }
+    }
+
+    /// Records the handed-over outcomes and hands back the lost claims' rows under the stopped worker's lease. When the
+    /// lease is gone there (another worker reaped it), nothing is written: that worker's takeover already decided them.
+    private static func write(_ handover: Handover, client: PostgresClient, console: Console, logger: Logger) async throws {
+        let store = PostgresCampaignStore(client: client, sessionTag: DatabaseSession.sessionTag, logger: logger)
+        let runID = handover.lease.runID
+        guard try await store.record(handover.lease, outcomes: handover.outcomes) else {
+            console.say("run \(runID): the \(handover.outcomes.count) outcome(s) this worker held were not written: another worker took its recipients over")
+            return
+        }
+        let released = try await store.releaseUnheld(handover.lease, claimIDs: handover.lostClaimIDs)
+        console.say(
+            "run \(runID): wrote the \(handover.outcomes.count) outcome(s) this worker held"
+                + (released > 0 ? "; handed back \(released) claimed recipient(s) it never sent" : ""))
     }
 }

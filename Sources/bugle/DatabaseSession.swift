@@ -1,3 +1,4 @@
+import BugleCore
 import BugleStore
 import Foundation
 import Logging
@@ -107,18 +108,23 @@ enum DatabaseSession {
         }
     }
 
-    /// For a database URL with a host list: whether the server ``DatabaseHostSelection`` chooses now is another than
-    /// `inUse` (the old primary is down or read-only, a standby was promoted). Nil for one server, whose outages are
-    /// waited out (a restart; a failover behind one DNS name moves the name, not the server Bugle asks for).
-    static func replacementProbe(_ options: GlobalOptions, inUse: DatabaseConfiguration, logger: Logger) -> (@Sendable () async -> Bool)? {
+    /// Whether a new session would work now: for a host list, whether ``DatabaseHostSelection`` finds a server that
+    /// will do (the old primary back, or a promoted standby); for one server, whether a new connection to it opens. Asked
+    /// by a worker that stopped for want of lease renewals while its own calls still wait on connections the outage
+    /// broke (a pool backing off after a restart, a primary that is gone): it then hands what it holds over, for
+    /// ``DatabaseOutageRecovery`` to write through a new session.
+    static func newSessionProbe(_ options: GlobalOptions, inUse: DatabaseConfiguration, logger: Logger) -> @Sendable () async -> Bool {
         let environment = ProcessInfo.processInfo.environment
-        guard let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty,
+        if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty,
             let listed = try? DatabaseConfiguration(url: url, environment: environment), !listed.alternateEndpoints.isEmpty
-        else { return nil }
-        let endpoint = inUse.endpoint
+        {
+            return { (try? await DatabaseHostSelection.choose(listed, environment: environment, logger: logger)) != nil }
+        }
         return {
-            guard let chosen = try? await DatabaseHostSelection.choose(listed, environment: environment, logger: logger) else { return false }
-            return chosen.endpoint != endpoint
+            guard let (connection, _) = try? await OperationDeadline.run(within: inUse.connectTimeout, { try await Database.connect(inUse, logger: logger) })
+            else { return false }
+            try? await connection.close()
+            return true
         }
     }
 }

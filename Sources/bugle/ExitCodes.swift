@@ -37,7 +37,8 @@ enum ExitCodes {
         } catch let error as ExitCode {
             throw error
         } catch {
-            printError("error: \(error)")
+            // PostgreSQL's errors print a generic line of their own; their SQLSTATE and message say what happened.
+            printError("error: \(StoreError.safeDescription(of: error))")
             code = failed
         }
         if code != completed { throw ExitCode(code) }

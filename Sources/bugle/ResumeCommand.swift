@@ -56,8 +56,9 @@ struct ResumeCommand: AsyncParsableCommand {
 
     /// Continues run `runID` from its ledger and writes its report; also how `run` and `resume` go on after the
     /// database answered again (``DatabaseOutageRecovery``).
-    /// - Parameter afterOutage: Going on after an outage: a run other workers took over meanwhile is theirs (exit 2),
-    ///   not a usage error.
+    /// - Parameter afterOutage: Going on after a database outage: a running run is joined (other workers may be back
+    ///   on it, or coming back), after waiting for their handovers (``OutagePeers``); a run an operator paused or halted
+    ///   meanwhile stays paused (exit 3).
     static func resume(
         _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
         afterOutage: Bool = false, logger: Logger
@@ -72,23 +73,31 @@ struct ResumeCommand: AsyncParsableCommand {
             case .materializing:
                 try await rematerialize(
                     record, client: client, repository: repository, global: global, output: output, leaseTTL: worker.leaseTTL, logger: logger)
+            case .paused where afterOutage && record.pauseReason != "lease lost":
+                Console(jsonOnStdout: output.json).say(
+                    "run \(runID): paused while the database was away (\(record.pauseReason ?? "no reason")); resume with `bugle resume \(runID)`")
+                return ExitCodes.paused
             case .ready, .running, .paused:
                 break
             }
             let ended = try await LocalWorkers.expireDead(runID: runID, repository: repository)
             if ended > 0 { Console(jsonOnStdout: output.json).say("run \(runID): ended \(ended) lease(s) left by stopped workers of this machine") }
-            let live = try await repository.liveWorkers(runID: runID)
-            if afterOutage, !live.isEmpty {
-                ExitCodes.printError("run \(runID): stopped: while the database was away, \(live.count) other worker(s) took the run over")
-                return ExitCodes.failed
+            if afterOutage {
+                try await OutagePeers.awaitHandovers(runID: runID, repository: repository, leaseTTL: worker.leaseTTL, console: Console(jsonOnStdout: output.json))
             }
-            if let first = live.first {
+            let live = try await repository.liveWorkers(runID: runID)
+            var mode = LeaseMode.exclusive
+            if afterOutage, record.status == .running {
+                // Other workers coming back from the outage may join at any moment: join rather than take it alone.
+                if !live.isEmpty { Console(jsonOnStdout: output.json).say("run \(runID): \(live.count) other worker(s) send it; joining them") }
+                mode = .join
+            } else if let first = live.first {
                 throw UsageError(
                     "run \(runID) is being sent by \(live.count) worker(s) (\(first.owner), lease for \(Int(first.expiresIn.rounded(.up))) s more); "
                         + "join it with `bugle worker \(runID)` or resume once the lease has expired"
                 )
             }
-            let code = try await send(output, worker, .exclusive)
+            let code = try await send(output, worker, mode)
             try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
             return code
         }
@@ -155,7 +164,7 @@ struct StoredRunSource {
                     lanesBox.lanes = lanes
                     return try await RunExecution.execute(
                         campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker, mode: mode,
-                        serverReplaced: DatabaseSession.replacementProbe(global, inUse: server, logger: logger), logger: logger
+                        newSessionWorks: DatabaseSession.newSessionProbe(global, inUse: server, logger: logger), logger: logger
                     )
                 }
             }

@@ -108,7 +108,7 @@ struct RunCommand: AsyncParsableCommand {
             try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
                 campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: worker,
-                noWait: noWait, serverReplaced: DatabaseSession.replacementProbe(global, inUse: server, logger: logger), logger: logger)
+                noWait: noWait, newSessionWorks: DatabaseSession.newSessionProbe(global, inUse: server, logger: logger), logger: logger)
         }
     }
 

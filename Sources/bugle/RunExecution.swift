@@ -21,7 +21,7 @@ enum RunExecution {
         noWait: Bool = false,
         isTest: Bool = false,
         requireRecipients: String? = nil,
-        serverReplaced: (@Sendable () async -> Bool)? = nil,
+        newSessionWorks: (@Sendable () async -> Bool)? = nil,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -52,7 +52,7 @@ enum RunExecution {
         let scheduled = campaign.delivery.sendAt != nil || campaign.delivery.localTime.isActive
         let code = try await execute(
             campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
-            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), serverReplaced: serverReplaced, logger: logger
+            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), newSessionWorks: newSessionWorks, logger: logger
         )
         phases.end("send")
         try await report(
@@ -115,8 +115,8 @@ enum RunExecution {
     /// - Parameters:
     ///   - mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
     ///   - leaveWhenIdle: leave the run scheduled (exit 0) when its next due recipient is more than `idleGrace` away.
-    ///   - serverReplaced: Whether another server has taken the database's place (see
-    ///     ``DatabaseSession/replacementProbe(_:inUse:logger:)``).
+    ///   - newSessionWorks: Whether a new database session would work now (see
+    ///     ``DatabaseSession/newSessionProbe(_:inUse:logger:)``).
     /// - Throws: ``DatabaseLost`` when the worker stopped because the database stopped answering and
     ///   `worker.databaseOutageLimit` is above 0.
     static func execute(
@@ -129,7 +129,7 @@ enum RunExecution {
         mode: LeaseMode = .exclusive,
         leaveWhenIdle: Bool = false,
         idleGrace: Duration = .seconds(30),
-        serverReplaced: (@Sendable () async -> Bool)? = nil,
+        newSessionWorks: (@Sendable () async -> Bool)? = nil,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -156,7 +156,8 @@ enum RunExecution {
         configuration.providerOutageLimit = .seconds(worker.providerOutageLimit)
         configuration.failpoint = Failpoint.fromEnvironment()
         configuration.describeError = StoreError.safeDescription(of:)
-        configuration.serverReplaced = serverReplaced
+        configuration.newSessionWorks = newSessionWorks
+        configuration.keepsRunWhenDatabaseLost = worker.databaseOutageLimit > 0
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
@@ -174,14 +175,15 @@ enum RunExecution {
             await display?.stop()
             await metrics?.stop()
             if worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
-                throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error))
+                throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error), handover: nil)
             }
             throw error
         }
         await display?.stop()
         await metrics?.stop()
-        if case .fenced(nil) = result.ending, worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
-            throw DatabaseLost(runID: runID, detail: nil)
+        // Fenced for want of renewals: a claim that ran late may also have found the lease lapsed (`.fenced(.running)`).
+        if case .fenced = result.ending, worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
+            throw DatabaseLost(runID: runID, detail: nil, handover: result.handover)
         }
         if campaign.iosTransport == .legacy, let legacy = lanes.unpaced[.legacyAPNs] as? LegacyAPNSProvider {
             if case .fenced = result.ending {} else { await pollFeedback(legacy, runID: runID, client: client, console: console, logger: logger) }

@@ -39,27 +39,37 @@ struct WorkerCommand: AsyncParsableCommand {
         let logger = global.makeLogger()
         let (runID, source, global, csvPath, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
         try await ExitCodes.guarding {
-            let join = { (runID: Int64) in
-                try await Self.join(runID, source: source, global: global, output: output, worker: worker, csv: csvPath, logger: logger)
+            let join = { (runID: Int64, afterOutage: Bool) in
+                try await Self.join(
+                    runID, source: source, global: global, output: output, worker: worker, csv: csvPath, afterOutage: afterOutage, logger: logger)
             }
             return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
-                try await join(runID)
+                try await join(runID, false)
             } then: { runID in
-                try await join(runID)
+                try await join(runID, true)
             }
         }
     }
 
     /// Joins run `runID` and sends until it ends; also how a worker goes on after the database answered again.
+    /// - Parameter afterOutage: Going on after a database outage: a run completed meanwhile by the other workers ends
+    ///   this one with exit 0.
     static func join(
         _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
-        logger: Logger
+        afterOutage: Bool = false, logger: Logger
     ) async throws -> Int32 {
         try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
+            if afterOutage, record.status == .completed {
+                Console(jsonOnStdout: output.json).say("run \(runID): completed (by another worker)")
+                return ExitCodes.completed
+            }
             guard record.status == .running else {
                 throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
             }
             _ = try await LocalWorkers.expireDead(runID: runID, repository: repository)
+            if afterOutage {
+                try await OutagePeers.awaitHandovers(runID: runID, repository: repository, leaseTTL: worker.leaseTTL, console: Console(jsonOnStdout: output.json))
+            }
             let code = try await send(output, worker, .join)
             if let csvPath {
                 try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)

@@ -215,10 +215,16 @@ public struct RunRepository: Sendable {
 
     /// The run's workers whose leases have not expired.
     public func liveWorkers(runID: Int64) async throws -> [Worker] {
+        try await workers(runID: runID, includingLapsed: false)
+    }
+
+    /// The run's workers, also those whose lease has lapsed but who were not reaped yet (`expiresIn` below zero) when
+    /// `includingLapsed`.
+    public func workers(runID: Int64, includingLapsed: Bool) async throws -> [Worker] {
         let rows = try await client.query(
             """
             SELECT epoch, owner, extract(epoch FROM expires_at - now())::float8 FROM bugle.run_workers
-             WHERE run_id = \(runID) AND expires_at >= now() ORDER BY epoch
+             WHERE run_id = \(runID) AND (\(includingLapsed) OR expires_at >= now()) ORDER BY epoch
             """,
             logger: logger
         )
@@ -227,6 +233,20 @@ public struct RunRepository: Sendable {
             workers.append(Worker(epoch: epoch, owner: owner, expiresIn: expiresIn))
         }
         return workers
+    }
+
+    /// Recipients of the run in flight under any of `epochs`.
+    public func inFlight(runID: Int64, epochs: [Int64]) async throws -> Int64 {
+        let rows = try await client.query(
+            """
+            SELECT count(*)::bigint FROM bugle.run_recipients
+             WHERE run_id = \(runID) AND state = 'in_flight' AND claim_epoch = ANY(\(epochs)::bigint[])
+            """,
+            logger: logger
+        )
+        var count: Int64 = 0
+        for try await (value,) in rows.decode((Int64,).self) { count = value }
+        return count
     }
 
     /// Ends one worker's lease now (its process is known to be gone); the next lease taken reaps it and
