@@ -1,3 +1,4 @@
+import BugleHTTP2
 import Foundation
 import NIOCore
 import NIOSSL
@@ -20,13 +21,15 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
     private let group: any EventLoopGroup
     private let environment: [String: String]
     private let urlTLS: NIOSSLContext?
+    private let urlTunnel: ProxyTunnel?
 
     /// A client exchanging at `sts` (and impersonating through `iam`, given exactly when the account names a service
     /// account), each exchange bounded by `timeout`; `group` runs a `url` or AWS source's HTTP requests (`urlTLS` for an
-    /// `https://` url source), and an AWS source reads its region and credentials from `environment` first.
+    /// `https://` url source, through `urlTunnel` when it has a proxy), and an AWS source reads its region and
+    /// credentials from `environment` first.
     init(
         account: FCMExternalAccount, sts: FCMTokenRequest, iam: FCMTokenRequest?, timeout: TimeAmount, group: any EventLoopGroup,
-        environment: [String: String], urlTLS: NIOSSLContext? = nil
+        environment: [String: String], urlTLS: NIOSSLContext? = nil, urlTunnel: ProxyTunnel? = nil
     ) {
         self.account = account
         self.sts = sts
@@ -35,6 +38,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         self.group = group
         self.environment = environment
         self.urlTLS = urlTLS
+        self.urlTunnel = urlTunnel
     }
 
     func fetch() async throws(FCMAuthError) -> FCMAccessToken {
@@ -58,7 +62,9 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
             do {
                 answer = try await PlainHTTPExchange.send(
                     host: host, port: port, path: path, headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                    timeout: timeout, group: group, tls: secure ? urlTLS : nil)
+                    timeout: timeout, group: group, tls: secure ? urlTLS : nil, tunnel: secure ? urlTunnel : nil)
+            } catch let error as HTTPProxyError where error.isConfiguration {
+                throw .rejected("the subject token URL at \(host):\(port): \(error)", from: .federation)
             } catch {
                 throw .unavailable("the subject token URL at \(host):\(port): \(error)", from: .federation)
             }

@@ -167,11 +167,7 @@ public final class FCMProvider: PushProvider {
         /// A pool to `host:port`, through the section's proxy (FCM's own, and each credentials endpoint's).
         func makePool(host: String, port: Int, connections: Int = 1, _ serviceName: String) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
             var configuration = HTTP2ConnectionPool.Configuration(host: host, port: port, connections: connections, tls: tls, serviceName: serviceName)
-            do throws(ProxyConfigurationError) {
-                configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: host, environment: options.environment)
-            } catch {
-                throw .proxy(error)
-            }
+            configuration.proxy = try Self.proxy(settings: settings, host: host, environment: options.environment)
             if let proxy = configuration.proxy { logger.info("\(serviceName) connections go through the proxy \(proxy)") }
             do {
                 return try HTTP2ConnectionPool(configuration: configuration, group: group, logger: logger)
@@ -205,9 +201,12 @@ public final class FCMProvider: PushProvider {
                 iam = FCMTokenRequest(url: url, pool: pool, source: .federation)
             }
             self.tokenPools = [sts] + (iam.map { [$0.pool] } ?? [])
-            // An https:// subject-token URL: HTTP/1.1 over TLS, trusting the system's CAs and the section's ca_file.
+            // An https:// subject-token URL: HTTP/1.1 over TLS, trusting the system's CAs and the section's ca_file,
+            // through the section's proxy (no_proxy applies) like the other endpoints. A plain http:// one is a
+            // link-local metadata service: always direct.
             var urlTLS: NIOSSLContext?
-            if case .url(_, _, _, _, true) = account.source {
+            var urlTunnel: ProxyTunnel?
+            if case .url(let host, _, _, _, true) = account.source {
                 var http1 = tls
                 http1.applicationProtocols = ["http/1.1"]
                 do {
@@ -215,10 +214,12 @@ public final class FCMProvider: PushProvider {
                 } catch {
                     throw .unsupported("TLS configuration rejected: \(error)")
                 }
+                urlTunnel = try Self.tunnel(settings: settings, host: host, environment: options.environment)
+                if let urlTunnel { logger.info("the subject token URL goes through the proxy \(urlTunnel.proxy)") }
             }
             fetcher = FCMExternalAccountClient(
                 account: account, sts: FCMTokenRequest(url: account.tokenURL, pool: sts, source: .federation), iam: iam, timeout: timeout, group: group,
-                environment: environment, urlTLS: urlTLS)
+                environment: environment, urlTLS: urlTLS, urlTunnel: urlTunnel)
             logger.info("FCM access tokens come from workload identity federation", metadata: ["impersonating": "\(account.impersonationURL != nil)"])
         }
         self.tokens = FCMAccessTokenCache(fetcher: fetcher, clock: ContinuousClock())
@@ -383,5 +384,26 @@ public final class FCMProvider: PushProvider {
         guard count >= options.invalidPayloadHaltThreshold else { return .rejected(code: "INVALID_ARGUMENT") }
         let detail = error.message.map { ": \($0)" } ?? ""
         return .halt(code: "INVALID_ARGUMENT", message: "FCM rejected the message \(count) times in a row\(detail)")
+    }
+
+    /// The section's proxy for `host` (`proxy:`, else `https_proxy` / `all_proxy` unless `no_proxy` lists the host).
+    private static func proxy(settings: FCMSettings, host: String, environment: [String: String]) throws(FCMConfigurationError) -> HTTPProxy? {
+        do throws(ProxyConfigurationError) {
+            return try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: host, environment: environment)
+        } catch {
+            throw .proxy(error)
+        }
+    }
+
+    /// The tunnel through the section's proxy to `host`, or nil when it is reached directly.
+    private static func tunnel(settings: FCMSettings, host: String, environment: [String: String]) throws(FCMConfigurationError) -> ProxyTunnel? {
+        guard let proxy = try proxy(settings: settings, host: host, environment: environment) else { return nil }
+        do {
+            return try ProxyTunnel(proxy: proxy)
+        } catch let error as ProxyConfigurationError {
+            throw .proxy(error)
+        } catch {
+            throw .unsupported("TLS configuration rejected: \(error)")
+        }
     }
 }

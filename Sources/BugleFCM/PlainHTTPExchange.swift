@@ -1,3 +1,4 @@
+import BugleCore
 import BugleHTTP2
 import NIOCore
 import NIOHTTP1
@@ -7,9 +8,9 @@ import NIOSSL
 /// One HTTP/1.1 request without a body on a connection of its own (`Connection: close`), for link-local metadata
 /// services that speak nothing else: Google Cloud's metadata server, a federation `credential_source.url` such as
 /// Azure's, and EC2's instance metadata (whose IMDSv2 session token is asked for with a `PUT`); and, over TLS when given
-/// a context, an identity provider's `https://` token URL. Neither
-/// TLS nor a proxy is involved (Google's server refuses proxied requests). Token fetches come once an hour, so nothing
-/// is pooled. The answer's body is capped at ``bodyLimit``.
+/// a context, an identity provider's `https://` token URL, through the section's proxy when given a tunnel (the
+/// link-local services never are: Google's server refuses proxied requests). Token fetches come once an hour, so
+/// nothing is pooled. The answer's body is capped at ``bodyLimit``.
 enum PlainHTTPExchange {
     /// An answer: its status and body.
     struct Answer: Sendable {
@@ -46,10 +47,11 @@ enum PlainHTTPExchange {
     /// - Parameters:
     ///   - timeout: Bounds the whole exchange, connecting included.
     ///   - group: Where the connection runs.
-    /// - Throws: ``Failure``.
+    ///   - tunnel: The proxy to go through, or nil to connect directly.
+    /// - Throws: ``Failure``; ``BugleHTTP2/HTTPProxyError`` when the proxy did not open the tunnel.
     static func send(
         _ method: HTTPMethod = .GET, host: String, port: Int, path: String, headers: [(String, String)], timeout: TimeAmount,
-        group: any EventLoopGroup, tls: NIOSSLContext? = nil
+        group: any EventLoopGroup, tls: NIOSSLContext? = nil, tunnel: ProxyTunnel? = nil
     ) async throws -> Answer {
         let promise = group.next().makePromise(of: Answer.self)
         let serverHostname = HTTP2ConnectionPool.serverHostname(host)
@@ -57,6 +59,7 @@ enum PlainHTTPExchange {
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try tunnel?.addHandlers(to: channel.pipeline.syncOperations, host: host, port: port, timeout: timeout)
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     }
@@ -66,7 +69,7 @@ enum PlainHTTPExchange {
             }
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: host, port: port).get()
+            channel = try await bootstrap.connect(host: tunnel?.proxy.host ?? host, port: tunnel?.proxy.port ?? port).get()
         } catch {
             promise.fail(Failure.connect("\(error)"))
             throw Failure.connect("\(error)")

@@ -121,10 +121,8 @@ public final class HTTP2ConnectionPool: Sendable {
 
     private let configuration: Configuration
     private let sslContext: NIOSSLContext
-    /// TLS to an `https://` proxy (nil: none, or an `http://` proxy).
-    private let proxySSLContext: NIOSSLContext?
-    /// The proxy's SNI name (nil for an IP literal or no proxy).
-    private let proxyHostname: String?
+    /// The proxy's handlers (nil: no proxy).
+    private let tunnel: ProxyTunnel?
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state: NIOLockedValueBox<State>
@@ -145,7 +143,7 @@ public final class HTTP2ConnectionPool: Sendable {
     public init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
         self.sslContext = try NIOSSLContext(configuration: configuration.tls)
-        self.proxySSLContext = try HTTPProxyTLS.context(for: configuration.proxy)
+        self.tunnel = try configuration.proxy.map(ProxyTunnel.init(proxy:))
         self.group = group
         self.logger = logger
         let now = NIODeadline.now()
@@ -154,7 +152,6 @@ public final class HTTP2ConnectionPool: Sendable {
         )
         // SNI and hostname checks use the name; for an IP literal NIOSSL verifies the IP SAN instead.
         self.serverHostname = Self.serverHostname(configuration.host)
-        self.proxyHostname = configuration.proxy.flatMap { Self.serverHostname($0.host) }
     }
 
     // MARK: Leasing
@@ -455,8 +452,7 @@ public final class HTTP2ConnectionPool: Sendable {
         }
 
         let proxy = configuration.proxy
-        let proxySSLContext = self.proxySSLContext
-        let proxyHostname = self.proxyHostname
+        let tunnel = self.tunnel
         let (host, port) = (configuration.host, configuration.port)
         let proxyTimeout = configuration.connectTimeout
         let bootstrap = ClientBootstrap(group: group)
@@ -465,14 +461,7 @@ public final class HTTP2ConnectionPool: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    if let proxy, proxy.socks {
-                        try sync.addHandler(SOCKS5TunnelHandler(proxy: proxy, host: host, port: port, timeout: proxyTimeout))
-                    } else if let proxy {
-                        if let proxySSLContext {
-                            try sync.addHandler(NIOSSLClientHandler(context: proxySSLContext, serverHostname: proxyHostname))
-                        }
-                        try sync.addHandler(HTTPConnectTunnelHandler(proxy: proxy, host: host, port: port, timeout: proxyTimeout))
-                    }
+                    try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: proxyTimeout)
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                     try sync.addHandler(HTTP2ClientSession())
                     try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))

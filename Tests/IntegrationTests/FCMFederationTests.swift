@@ -42,8 +42,11 @@ struct FCMFederationTests {
     }
 
     /// The FCM lane with its credentials from `file` and the simulator's project, as `bugle run` builds it.
-    static func lane(_ environment: MixedTestEnvironment, file: String, processEnvironment: [String: String] = [:]) throws -> FCMProvider {
+    static func lane(
+        _ environment: MixedTestEnvironment, file: String, processEnvironment: [String: String] = [:], proxy: ProxySetting? = nil
+    ) throws -> FCMProvider {
         var settings = try #require(try environment.settings().fcm)
+        if let proxy { settings.proxy = proxy }
         settings.serviceAccountFile = file
         settings.projectID = environment.material.fcmProjectID
         // Debug builds of the simulator and Bugle share two cores with the rest of the suite: give requests room, so
@@ -69,8 +72,10 @@ struct FCMFederationTests {
 
     /// Sends one message through a lane built from `file`; returns the halt's message, or a description of the outcome
     /// that was not a halt (which fails the caller's expectations on the message). A halt must be `OAUTH_REJECTED`.
-    static func halt(_ environment: MixedTestEnvironment, file: String, processEnvironment: [String: String] = [:]) async throws -> String {
-        let lane = try lane(environment, file: file, processEnvironment: processEnvironment)
+    static func halt(
+        _ environment: MixedTestEnvironment, file: String, processEnvironment: [String: String] = [:], proxy: ProxySetting? = nil
+    ) async throws -> String {
+        let lane = try lane(environment, file: file, processEnvironment: processEnvironment, proxy: proxy)
         let outcome = await lane.send(FCMPayloadBreakerTests.goodPayload(1))
         await lane.shutdown()
         guard case .halt(let code, let message) = outcome else { return "no halt: \(outcome)" }
@@ -120,16 +125,24 @@ struct FCMFederationTests {
 
     /// GitHub Actions' shape: the token URL is HTTPS (its certificate checked against the section's `ca_file` here),
     /// with the job's request token as a bearer header, the ID token in the answer's `value`.
+    /// A metadata simulator serving GitHub Actions' OIDC token URL over TLS (the simulators' certificate), wanting the
+    /// request token `request-CANARY` and answering the federation's subject token.
+    static func withTokenURL(
+        _ environment: MixedTestEnvironment, _ body: (MetadataServerSimulator, Int) async throws -> Void
+    ) async throws {
+        let certificate = try NIOSSLCertificate(bytes: Array(environment.material.serverCertificatePEM.utf8), format: .pem)
+        let key = try NIOSSLPrivateKey(bytes: Array(environment.material.serverKeyPEM.utf8), format: .pem)
+        let tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key)))
+        try await FCMMetadataServerTests.withMetadataServer(environment, configure: {
+            $0.tls = tls
+            $0.oidcToken = (requestToken: "request-CANARY", idToken: Self.subject)
+        }, body)
+    }
+
     @Test("an https:// url source (GitHub Actions' OIDC token URL, bearer header, json value): delivered; a wrong request token halts with the 401")
     func httpsURLSource() async throws {
         try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
-            let certificate = try NIOSSLCertificate(bytes: Array(environment.material.serverCertificatePEM.utf8), format: .pem)
-            let key = try NIOSSLPrivateKey(bytes: Array(environment.material.serverKeyPEM.utf8), format: .pem)
-            let tls = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key)))
-            try await FCMMetadataServerTests.withMetadataServer(environment, configure: {
-                $0.tls = tls
-                $0.oidcToken = (requestToken: "request-CANARY", idToken: Self.subject)
-            }) { metadata, port in
+            try await Self.withTokenURL(environment) { metadata, port in
                 func source(_ requestToken: String) -> [String: Any] {
                     [
                         "url": "https://127.0.0.1:\(port)/abc/_apis/distributedtask/hubs/Actions/plans/p/jobs/j/idtoken?api-version=2.0&audience=\(Self.audience)",
@@ -144,6 +157,49 @@ struct FCMFederationTests {
                 #expect(metadata.counters().identityTokens == 1)
                 let refused = try await Self.halt(environment, file: try Self.configuration(environment, source: source("stale"), impersonate: nil))
                 #expect(refused.contains("the subject token URL at 127.0.0.1:\(port) answered HTTP 401") && !refused.contains("CANARY"), "\(refused)")
+            }
+        }
+    }
+
+    /// Behind the section's proxy (`proxy:`), the `https://` token URL goes through it like STS and FCM: the proxy sees a
+    /// `CONNECT` to the token URL's host and port, and the ID token still reaches STS. A proxy that refuses the tunnel
+    /// (403) halts the lane naming the token URL and the proxy's refusal.
+    @Test("an https:// url source behind the section's proxy: fetched through the proxy's CONNECT; a proxy refusing the tunnel halts naming both")
+    func httpsURLSourceThroughProxy() async throws {
+        try await MixedTestEnvironment.with(fcm: Self.federated) { environment in
+            try await Self.withTokenURL(environment) { metadata, port in
+                let file = try Self.configuration(
+                    environment,
+                    source: [
+                        "url": "https://127.0.0.1:\(port)/idtoken?audience=\(Self.audience)",
+                        "headers": ["Authorization": "Bearer request-CANARY"],
+                        "format": ["type": "json", "subject_token_field_name": "value"],
+                    ], impersonate: nil)
+                let proxy = try await ConnectProxy.start()
+                let refusing = try await ConnectProxy.start(refuseWith: 403)
+                do {
+                    let lane = try Self.lane(environment, file: file, proxy: .proxy(host: "127.0.0.1", port: proxy.port, tls: false, credentialsEnv: nil))
+                    let failures = await Self.undelivered(20, through: lane)
+                    await lane.shutdown()
+                    #expect(failures.isEmpty, "\(failures.count) not delivered, such as \(failures.prefix(3))")
+                    #expect(metadata.counters().identityTokens == 1)
+                    let targets = proxy.requests.map(\.target)
+                    #expect(targets.contains("127.0.0.1:\(port)"), "\(targets)")
+                    #expect(targets.contains("127.0.0.1:\(environment.fcmPort)"), "\(targets)")
+
+                    let refused = try await Self.halt(
+                        environment, file: file, proxy: .proxy(host: "127.0.0.1", port: refusing.port, tls: false, credentialsEnv: nil))
+                    #expect(
+                        refused.contains("the subject token URL at 127.0.0.1:\(port): the proxy http://127.0.0.1:\(refusing.port) refused the tunnel to 127.0.0.1:\(port): 403"),
+                        "\(refused)")
+                    #expect(metadata.counters().identityTokens == 1, "the refused tunnel reached the token URL")
+                } catch {
+                    await proxy.stop()
+                    await refusing.stop()
+                    throw error
+                }
+                await proxy.stop()
+                await refusing.stop()
             }
         }
     }

@@ -1,0 +1,34 @@
+import BugleCore
+import NIOCore
+import NIOSSL
+
+/// The front of a connection through a proxy: the handlers that open the tunnel before TLS to the server starts inside
+/// it. SOCKS5 (``SOCKS5TunnelHandler``), or `CONNECT` (``HTTPConnectTunnelHandler``), over TLS to an `https://` proxy.
+/// Used by the HTTP/2 pool and by single HTTP/1.1 exchanges (a federation `https://` token URL).
+public struct ProxyTunnel: Sendable {
+    public let proxy: HTTPProxy
+    /// TLS to an `https://` proxy (nil: `http://` or SOCKS).
+    private let tls: NIOSSLContext?
+    /// The proxy's SNI name (nil for an IP literal).
+    private let hostname: String?
+
+    /// - Throws: ``BugleCore/ProxyConfigurationError`` for an unusable `proxy_ca_file`; NIOSSL errors otherwise.
+    public init(proxy: HTTPProxy) throws {
+        self.proxy = proxy
+        self.tls = try HTTPProxyTLS.context(for: proxy)
+        self.hostname = HTTP2ConnectionPool.serverHostname(proxy.host)
+    }
+
+    /// Adds the tunnel's handlers to a new channel's pipeline (connected to the proxy), asking it for `host:port`; the
+    /// proxy has `timeout` to answer.
+    public func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int, timeout: TimeAmount) throws {
+        if proxy.socks {
+            try pipeline.addHandler(SOCKS5TunnelHandler(proxy: proxy, host: host, port: port, timeout: timeout))
+            return
+        }
+        if let tls {
+            try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: hostname))
+        }
+        try pipeline.addHandler(HTTPConnectTunnelHandler(proxy: proxy, host: host, port: port, timeout: timeout))
+    }
+}
