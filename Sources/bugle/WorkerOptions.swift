@@ -25,8 +25,9 @@ struct WorkerOptions: ParsableArguments {
         name: .customLong("database-outage-limit"),
         help: """
             Seconds to wait for the database after it stopped answering mid-run (a restart, a failover) before \
-            giving up; when it answers again (of a host list with target_session_attrs: the server that now will \
-            do), the run is resumed in this process. 0 stops at once, as `bugle resume` would then go on. (default: 300)
+            giving up. When it answers again (of a host list with target_session_attrs: the server that now will \
+            do, such as a promoted standby), what the worker held is recorded there and the run goes on in this \
+            process. 0: stop at once and leave the run for `bugle resume`. (default: 300)
             """
     )
     var databaseOutageLimit: Int = WorkerSettings.standard.databaseOutageLimit
