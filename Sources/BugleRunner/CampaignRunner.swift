@@ -44,10 +44,10 @@ public struct CampaignRunner: Sendable {
         /// ends with what the worker held in ``RunResult/handover``, for the caller to write through a new session.
         /// Nil: keep retrying.
         public var newSessionWorks: (@Sendable () async -> Bool)?
-        /// When the worker stopped for want of lease renewals, leave the run `running` and the lease to lapse instead of
-        /// pausing the run as its last worker: for a caller that goes on with the run itself once the database answers
-        /// again (a paused run would turn away its workers rejoining it).
-        public var keepsRunWhenDatabaseLost = false
+        /// Asked when the worker stopped for want of lease renewals: true to leave the run `running` and the lease to
+        /// lapse instead of pausing the run as its last worker, for a caller that goes on with the run itself once the
+        /// database answers again (a paused run would turn away its workers rejoining it).
+        public var goesOnAfterDatabaseLoss: @Sendable () -> Bool = { false }
         public init() {}
     }
 
@@ -505,7 +505,7 @@ public struct CampaignRunner: Sendable {
         case .fenced(let status):
             // Leave the run (best effort: the database may be what fenced us). A lease lost while no other worker
             // is live pauses the run, so it can be resumed; unless the caller goes on with it after a database outage.
-            if !(control.stopRequest == .leaseLost(nil) && configuration.keepsRunWhenDatabaseLost) {
+            if !(control.stopRequest == .leaseLost(nil) && configuration.goesOnAfterDatabaseLoss()) {
                 _ = try? await store.finish(lease, status: .paused, reason: "lease lost", lastWorkerOnly: true)
             }
             return RunResult(runID: lease.runID, ending: .fenced(status), attempted: attempted)

@@ -13,8 +13,11 @@ struct DatabaseLost: Error, CustomStringConvertible {
     let runID: Int64
     /// The last ledger error, safely described, when the worker ended on one.
     let detail: String?
-    /// The writes the worker gave up because another server took over, to be made there first.
+    /// The writes the worker gave up on its old connections, to be made through a new session first.
     let handover: Handover?
+    /// False when the operator stopped the command (Ctrl-C, SIGTERM) during the outage: the handover is written, and
+    /// the command then ends (exit 3) instead of going on with the run.
+    var goesOn = true
 
     var description: String { "run \(runID): the database stopped answering" + (detail.map { " (\($0))" } ?? "") }
 }
@@ -44,6 +47,10 @@ enum DatabaseOutageRecovery {
         var stumbles = 0
         while true {
             try await waitForDatabase(options, after: lost, limit: limit, json: json, logger: logger)
+            guard lost.goesOn else {
+                Console(jsonOnStdout: json).say("run \(lost.runID): stopped as asked; `bugle resume \(lost.runID)` goes on")
+                return ExitCodes.paused
+            }
             do {
                 return try await again(lost.runID)
             } catch let error as DatabaseLost {

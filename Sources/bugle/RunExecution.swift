@@ -156,8 +156,11 @@ enum RunExecution {
         configuration.providerOutageLimit = .seconds(worker.providerOutageLimit)
         configuration.failpoint = Failpoint.fromEnvironment()
         configuration.describeError = StoreError.safeDescription(of:)
-        configuration.newSessionWorks = newSessionWorks
-        configuration.keepsRunWhenDatabaseLost = worker.databaseOutageLimit > 0
+        // Without the outage recovery nothing would write a handover: the worker keeps retrying on its own connections.
+        configuration.newSessionWorks = worker.databaseOutageLimit > 0 ? newSessionWorks : nil
+        let interrupted = trap.interruptedProbe
+        let waitsForDatabase = worker.databaseOutageLimit > 0
+        configuration.goesOnAfterDatabaseLoss = { waitsForDatabase && !interrupted() }
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
@@ -174,7 +177,7 @@ enum RunExecution {
         } catch {
             await display?.stop()
             await metrics?.stop()
-            if worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
+            if configuration.goesOnAfterDatabaseLoss(), control.stopRequest == .leaseLost(nil) {
                 throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error), handover: nil)
             }
             throw error
@@ -182,8 +185,14 @@ enum RunExecution {
         await display?.stop()
         await metrics?.stop()
         // Fenced for want of renewals: a claim that ran late may also have found the lease lapsed (`.fenced(.running)`).
-        if case .fenced = result.ending, worker.databaseOutageLimit > 0, control.stopRequest == .leaseLost(nil) {
-            throw DatabaseLost(runID: runID, detail: nil, handover: result.handover)
+        if case .fenced = result.ending, control.stopRequest == .leaseLost(nil) {
+            if configuration.goesOnAfterDatabaseLoss() { throw DatabaseLost(runID: runID, detail: nil, handover: result.handover) }
+            if trap.interrupted {
+                // Stopped by the operator during the outage: what the worker handed over is still written, then it ends.
+                if let handover = result.handover { throw DatabaseLost(runID: runID, detail: nil, handover: handover, goesOn: false) }
+                console.say("run \(runID): stopped while the database was away; `bugle resume \(runID)` goes on once it answers")
+                return ExitCodes.paused
+            }
         }
         if campaign.iosTransport == .legacy, let legacy = lanes.unpaced[.legacyAPNs] as? LegacyAPNSProvider {
             if case .fenced = result.ending {} else { await pollFeedback(legacy, runID: runID, client: client, console: console, logger: logger) }

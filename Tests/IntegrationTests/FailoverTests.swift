@@ -6,6 +6,10 @@ import Logging
 import PostgresNIO
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A real streaming standby (``StreamingStandby``): what Bugle does with one before and after it is promoted.
 @Suite("a streaming standby and a failover to it")
 struct FailoverTests {
@@ -36,22 +40,7 @@ struct FailoverTests {
     /// rejoins the run, the other joins it. Both exit 0 and nothing is sent twice.
     @Test("one server down for longer than half the lease under two workers: the same bugle run and bugle worker go on once it is back, nothing sent twice")
     func restartMidRun() async throws {
-        let devices = 2000
-        let directory = NSTemporaryDirectory() + "bugle-restart-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
-        defer {
-            cluster.stopBlocking(mode: .immediate)
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-        _ = try await cluster.start(logger: TestDatabase.logger)
-        try await Database.withClient(cluster.databaseConfiguration(), logger: TestDatabase.logger) { client in
-            _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
-            try await MixedTestEnvironment.seed(client, count: devices)
-        }
-        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
-            let fixture = CrashFixture(
-                environment: environment, configuration: cluster.databaseConfiguration(), databaseURL: try StreamingStandby.url([cluster]), devices: devices)
+        try await Self.withLoneCluster(name: "restart", devices: 2000) { cluster, fixture in
             let running = try fixture.start(["run", try fixture.campaign(policy: .resend, window: 200, rate: 150), "--lease-ttl", "4"])
             try await fixture.waitUntil("200 deliveries") { fixture.delivered >= 200 }
             let runID = try await fixture.latestRunID()
@@ -68,7 +57,6 @@ struct FailoverTests {
             try await Task.sleep(for: .seconds(5))
             _ = try await cluster.start(logger: TestDatabase.logger)
             let (run, worker) = (await running.finish(), await joining.finish())
-            try? (run.stdout + "\n----\n" + run.stderr + "\n=====\n" + worker.stdout + "\n----\n" + worker.stderr).write(toFile: "/tmp/restart-debug.log", atomically: true, encoding: .utf8)
             #expect(run.status == 0, "\(run.stderr)")
             #expect(worker.status == 0, "\(worker.stderr)")
             for output in [run, worker] {
@@ -76,6 +64,55 @@ struct FailoverTests {
                 #expect(output.stderr.contains("lease not renewed for half its TTL"), "\(output.stderr)")
             }
             try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
+    /// The operator stops `bugle run` (SIGTERM) 3 s into an outage, after the worker stopped for want of renewals:
+    /// the process does not go on with the run once the database is back; it records what it held (its own writes
+    /// landing, or the handover through a new session) and exits 3, and `bugle resume` completes the run with nothing
+    /// sent twice.
+    @Test("SIGTERM during an outage: the run is not resumed by that process; it records what it held and exits 3; bugle resume completes, nothing sent twice")
+    func interruptedDuringOutage() async throws {
+        try await Self.withLoneCluster(name: "outage-sigterm", devices: 2000) { cluster, fixture in
+            let running = try fixture.start(["run", try fixture.campaign(policy: .resend, window: 200, rate: 150), "--lease-ttl", "4"])
+            try await fixture.waitUntil("400 deliveries") { fixture.delivered >= 400 }
+            try await cluster.stop(mode: .fast)
+            // The outage's shape: the operator gives up 3 s in (past the self-fence at 2 s), the server is back 2 s later.
+            try await Task.sleep(for: .seconds(3))
+            kill(running.process.processIdentifier, SIGTERM)
+            try await Task.sleep(for: .seconds(2))
+            _ = try await cluster.start(logger: TestDatabase.logger)
+            let stopped = await running.finish()
+            #expect(stopped.status == 3, "\(stopped.stderr)")
+            #expect(stopped.stderr.contains("SIGTERM: stopping"), "\(stopped.stderr)")
+            #expect(!stopped.stdout.contains("resuming the run"), "\(stopped.stdout)")
+            let runID = try await fixture.latestRunID()
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
+    /// A cluster of the test's own with `devices` seeded devices, both simulators, and a fixture on it.
+    private static func withLoneCluster(
+        name: String, devices: Int, _ body: (EmbeddedCluster, CrashFixture) async throws -> Void
+    ) async throws {
+        let directory = NSTemporaryDirectory() + "bugle-\(name)-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let cluster = EmbeddedCluster(directory: directory, port: 5432, durability: .throwaway)
+        defer {
+            cluster.stopBlocking(mode: .immediate)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        _ = try await cluster.start(logger: TestDatabase.logger)
+        try await Database.withClient(cluster.databaseConfiguration(), logger: TestDatabase.logger) { client in
+            _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
+            try await MixedTestEnvironment.seed(client, count: devices)
+        }
+        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
+            let fixture = CrashFixture(
+                environment: environment, configuration: cluster.databaseConfiguration(), databaseURL: try StreamingStandby.url([cluster]), devices: devices)
+            try await body(cluster, fixture)
         }
     }
 
