@@ -49,6 +49,9 @@ struct CrashRecoveryTests {
             let counts = CrashFixture.failpointCounts(crashed.stderr)
             let runID = try await fixture.latestRunID()
             let inFlight = try await fixture.states(runID: runID)["in_flight", default: 0]
+            // The dead process's lease has not lapsed yet, but `bugle runs` knows its process is gone.
+            let listed = try await fixture.bugle(["runs"])
+            #expect(listed.stdout.contains("(no live worker: `bugle resume \(runID)`)"), "\(listed.stdout)")
             let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
             #expect(resumed.status == 0, "\(resumed.stderr)")
             let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)

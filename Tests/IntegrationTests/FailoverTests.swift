@@ -51,6 +51,8 @@ struct FailoverTests {
                         client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
                 }
             }
+            let listed = try await fixture.bugle(["runs"])
+            #expect(listed.stdout.contains("(2 workers)"), "\(listed.stdout)")
             try await fixture.waitUntil("600 deliveries") { fixture.delivered >= 600 }
             try await cluster.stop(mode: .fast)
             // The outage itself: longer than half the 4 s lease, so both workers stop sending for want of renewals.
