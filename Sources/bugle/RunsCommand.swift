@@ -12,9 +12,12 @@ struct RunsCommand: AsyncParsableCommand {
     @Option(help: "How many runs to list.")
     var limit: Int = 20
 
+    @Flag(help: "Print the runs as one JSON array on stdout (keys sorted; live_workers for running runs).")
+    var json = false
+
     func run() async throws {
         let logger = global.makeLogger()
-        let limit = self.limit
+        let (limit, json) = (self.limit, self.json)
         try await ExitCodes.guarding {
             let (runs, workers) = try await DatabaseSession.with(global, readOnly: true, logger: logger) { client in
                 let repository = RunRepository(client: client, logger: logger)
@@ -25,21 +28,31 @@ struct RunsCommand: AsyncParsableCommand {
                 }
                 return (runs, workers)
             }
-            if runs.isEmpty { print("no runs yet") }
             let host = ProcessInfo.processInfo.hostName
+            let alive = workers.mapValues { Self.alive($0, host: host) }
+            if json {
+                print(RunsJSON.render(runs, liveWorkers: alive))
+                return ExitCodes.completed
+            }
+            if runs.isEmpty { print("no runs yet") }
             for run in runs {
                 let total = run.recipientsTotal.map(String.init) ?? "-"
                 let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)"
-                print(line + (workers[run.id].map { Self.describe($0, runID: run.id, host: host) } ?? ""))
+                print(line + (alive[run.id].map { Self.describe($0, runID: run.id) } ?? ""))
             }
             return ExitCodes.completed
         }
     }
 
-    /// Who sends a `running` run: its live leases, less those of processes of this host that are gone. A run nobody
-    /// sends (its worker was killed, or stopped in a database outage and gave up waiting) says how to go on.
-    static func describe(_ workers: [RunRepository.Worker], runID: Int64, host: String) -> String {
-        let alive = workers.filter { !LocalWorkers.isDeadLocalProcess(owner: $0.owner, host: host) }.count
-        return alive == 0 ? "  (no live worker: `bugle resume \(runID)`)" : "  (\(alive) worker\(alive == 1 ? "" : "s"))"
+    /// How many of a `running` run's live leases belong to live workers: those of processes of this host that are
+    /// gone do not count.
+    static func alive(_ workers: [RunRepository.Worker], host: String) -> Int {
+        workers.filter { !LocalWorkers.isDeadLocalProcess(owner: $0.owner, host: host) }.count
+    }
+
+    /// Who sends a `running` run. A run nobody sends (its worker was killed, or stopped in a database outage and gave
+    /// up waiting) says how to go on.
+    static func describe(_ alive: Int, runID: Int64) -> String {
+        alive == 0 ? "  (no live worker: `bugle resume \(runID)`)" : "  (\(alive) worker\(alive == 1 ? "" : "s"))"
     }
 }

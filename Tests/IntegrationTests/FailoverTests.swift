@@ -53,6 +53,8 @@ struct FailoverTests {
             }
             let listed = try await fixture.bugle(["runs"])
             #expect(listed.stdout.contains("(2 workers)"), "\(listed.stdout)")
+            let sending = try await Self.listedRun(runID, fixture: fixture)
+            #expect(sending?["live_workers"] as? Int == 2, "\(String(describing: sending))")
             try await fixture.waitUntil("600 deliveries") { fixture.delivered >= 600 }
             try await cluster.stop(mode: .fast)
             // The outage itself: longer than half the 4 s lease, so both workers stop sending for want of renewals.
@@ -66,7 +68,16 @@ struct FailoverTests {
                 #expect(output.stderr.contains("lease not renewed for half its TTL"), "\(output.stderr)")
             }
             try await fixture.expectEveryLiveTokenSentOnce()
+            let finished = try await Self.listedRun(runID, fixture: fixture)
+            #expect(finished?["status"] as? String == "completed" && finished?["live_workers"] is NSNull, "\(String(describing: finished))")
         }
+    }
+
+    /// Run `runID` as `bugle runs --json` lists it.
+    private static func listedRun(_ runID: Int64, fixture: CrashFixture) async throws -> [String: Any]? {
+        let output = try await fixture.bugle(["runs", "--json"])
+        let runs = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [[String: Any]]
+        return runs?.first { ($0["run_id"] as? Int).map(Int64.init) == runID }
     }
 
     /// The operator stops `bugle run` (SIGTERM) 3 s into an outage, after the worker stopped for want of renewals:
