@@ -48,7 +48,7 @@ public struct ConnectionParameters: Sendable, Hashable {
     /// The keywords Bugle reads, in any source. Anything else is refused by name.
     public static let keywords: Set<String> = [
         "host", "port", "user", "password", "dbname", "sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword",
-        "passfile", "application_name", "connect_timeout", "channel_binding", "service", "target_session_attrs",
+        "passfile", "application_name", "connect_timeout", "channel_binding", "service", "target_session_attrs", "options",
     ]
 
     /// libpq's environment variables for the keywords above, read when neither the URL nor the service gives the
@@ -57,7 +57,7 @@ public struct ConnectionParameters: Sendable, Hashable {
         ("PGHOST", "host"), ("PGPORT", "port"), ("PGDATABASE", "dbname"), ("PGUSER", "user"),
         ("PGSSLMODE", "sslmode"), ("PGSSLROOTCERT", "sslrootcert"), ("PGSSLCERT", "sslcert"), ("PGSSLKEY", "sslkey"),
         ("PGAPPNAME", "application_name"), ("PGCONNECT_TIMEOUT", "connect_timeout"),
-        ("PGCHANNELBINDING", "channel_binding"), ("PGTARGETSESSIONATTRS", "target_session_attrs"),
+        ("PGCHANNELBINDING", "channel_binding"), ("PGTARGETSESSIONATTRS", "target_session_attrs"), ("PGOPTIONS", "options"),
     ]
 
     /// The settings by keyword.

@@ -207,6 +207,13 @@ extension DatabaseConfiguration {
         if let setting = settings["password"], case .serviceFile(let path, let line, _) = setting.origin {
             self.passwordSource = .file(path: path, line: line)
         }
+        if let setting = settings["options"] {
+            do throws(SessionOptions.Problem) {
+                self.segmentOptions = try SessionOptions.parse(setting.value)
+            } catch {
+                throw setting.error("options", error.description)
+            }
+        }
         self.settingOrigins = parameters.outsideOrigins
         self.ignoredSettings = parameters.ignored
         self.requestedSSLMode = sslMode

@@ -85,8 +85,10 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     /// Where ``password`` came from, once ``resolvingPassword(environment:)`` has looked; `nil` before.
     public var passwordSource: PasswordSource?
     /// libpq keywords that were given but only tune the connection, so Bugle does not use them (`keepalives (from
-    /// service prod (…))`, `options (from PGOPTIONS)`): logged once at start, and printed by `bugle db status`.
+    /// service prod (…))`, `sslsni (from PGSSLSNI)`): logged once at start, and printed by `bugle db status`.
     public var ignoredSettings: [String] = []
+    /// libpq's `options` (server settings), applied to the transactions that run segment SQL only.
+    public var segmentOptions = SessionOptions()
     /// The servers after ``endpoint`` that a host list (`host=a,b,c`) names, tried in order by
     /// ``DatabaseHostSelection`` when an earlier one is unreachable or does not satisfy ``targetSessionAttributes``.
     public var alternateEndpoints: [Endpoint] = []

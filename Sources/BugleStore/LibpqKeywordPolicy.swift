@@ -15,7 +15,7 @@ enum LibpqKeywordPolicy {
 
     /// libpq's variables for these keywords.
     static let environmentVariables: [(variable: String, keyword: String)] = [
-        ("PGOPTIONS", "options"), ("PGHOSTADDR", "hostaddr"), ("PGCLIENTENCODING", "client_encoding"),
+        ("PGHOSTADDR", "hostaddr"), ("PGCLIENTENCODING", "client_encoding"),
         ("PGGSSENCMODE", "gssencmode"), ("PGSSLCERTMODE", "sslcertmode"), ("PGSSLCRL", "sslcrl"), ("PGSSLCRLDIR", "sslcrldir"),
         ("PGSSLMINPROTOCOLVERSION", "ssl_min_protocol_version"), ("PGSSLMAXPROTOCOLVERSION", "ssl_max_protocol_version"),
         ("PGREQUIREPEER", "requirepeer"), ("PGREQUIREAUTH", "require_auth"), ("PGLOADBALANCEHOSTS", "load_balance_hosts"),
@@ -35,10 +35,6 @@ enum LibpqKeywordPolicy {
         if tuning.contains(keyword) { return .ignored }
         let lowered = value.lowercased()
         switch keyword {
-        case "options":
-            // Server settings for the session: Bugle sets what its statements need for itself, and a foreign
-            // statement_timeout must not reach its ledger transactions.
-            return .ignored
         case "client_encoding":
             return ["utf8", "utf-8", "unicode", "auto"].contains(lowered) ? .ignored : .refused("Bugle speaks UTF8 to the server; remove it or set UTF8")
         case "gssencmode":

@@ -66,7 +66,9 @@ enum DatabaseSession {
             if try await migrator.loginIsSuperuser() {
                 logger.warning("\(Self.superuserLoginWarning)")
             }
-            return SegmentAccess(client: client, readerLogin: nil)
+            // The URL was read once already (this session's login); only its `options` are wanted here.
+            let sessionOptions = try DatabaseConfiguration(url: url, environment: environment).segmentOptions
+            return SegmentAccess(client: client, readerLogin: nil, options: sessionOptions)
         }
         guard try await prepare ? migrator.allowSegmentReaderLogin() : migrator.segmentReaderCanLogIn() else {
             return SegmentAccess(client: client, readerLogin: nil)

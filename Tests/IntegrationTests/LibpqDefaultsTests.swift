@@ -1,4 +1,5 @@
 import BugleCore
+import BugleSimulator
 import BugleTesting
 import Foundation
 import PostgresNIO
@@ -74,6 +75,38 @@ struct LibpqDefaultsTests {
         #expect(message(["PGSSLMODE": "verify-full"], url: "postgres://u@/db?host=/tmp") == "sslmode=verify-full (from PGSSLMODE) cannot be honoured over a Unix socket: PostgreSQL never offers TLS there; use sslmode=disable or a TCP host")
     }
 
+    /// The error reading `url` (with `environment`) ends with, as printed; "no error" when it is read.
+    static func refusal(_ url: String, _ environment: [String: String] = [:]) -> String {
+        do {
+            _ = try DatabaseConfiguration(url: url, environment: environment)
+            return "no error"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// libpq's `options`, as the server reads it: `-c name=value`, `-cname=value`, `--name=value` (dashes in names read as
+    /// underscores), backslash escapes; from the URL, a service or `PGOPTIONS`; refusals name the origin, never the value.
+    @Test("options: -c, -cname, --name forms, escapes, the URL over PGOPTIONS; refusals for other switches, role, a lone -c, a bad name")
+    func sessionOptions() throws {
+        let parsed = try SessionOptions.parse(#"-c search_path=app,public  -cwork_mem=64MB --lock-timeout=2s -c application_name=a\ b"#)
+        #expect(
+            parsed.settings == [
+                .init(name: "search_path", value: "app,public"), .init(name: "work_mem", value: "64MB"), .init(name: "lock_timeout", value: "2s"),
+                .init(name: "application_name", value: "a b"),
+            ])
+        let fromURL = try DatabaseConfiguration(url: "postgres://u@h/app?options=-c%20search_path%3Dapp", environment: ["PGOPTIONS": "-c search_path=other"])
+        #expect(fromURL.segmentOptions.settings == [.init(name: "search_path", value: "app")])
+        let fromEnvironment = try DatabaseConfiguration(url: "postgres://u@h/app", environment: ["PGOPTIONS": "--search_path=env"])
+        #expect(fromEnvironment.segmentOptions.settings == [.init(name: "search_path", value: "env")])
+        #expect(Self.refusal("postgres://u@h/app?options=-B%20100").hasSuffix("invalid database URL: options: only server settings are read (-c name=value or --name=value), not -B…"))
+        #expect(Self.refusal("postgres://u@h/app", ["PGOPTIONS": "-c role=admin-CANARY"]).hasSuffix("invalid database setting: PGOPTIONS (options): role is not applied: segments are read as bugle_segment_reader"))
+        #expect(!Self.refusal("postgres://u@h/app", ["PGOPTIONS": "-c role=admin-CANARY"]).contains("CANARY"))
+        #expect(Self.refusal("postgres://u@h/app", ["PGOPTIONS": "-c"]).hasSuffix("invalid database setting: PGOPTIONS (options): -c is not followed by name=value"))
+        #expect(Self.refusal("postgres://u@h/app", ["PGOPTIONS": "-c =x"]).hasSuffix("invalid database setting: PGOPTIONS (options): a setting is not name=value"))
+        #expect(Self.refusal("postgres://u@h/app", ["PGOPTIONS": "-c a;b=x"]).hasSuffix("invalid database setting: PGOPTIONS (options): a;b is not a setting name"))
+    }
+
     /// libpq keywords Bugle does not read: the ones that only tune the connection are ignored and named; the ones that
     /// ask for a protection Bugle cannot give are refused, naming where they came from.
     @Test("libpq keywords Bugle does not read: tuning ones ignored and named, protective ones refused, from the URL, a service or the environment")
@@ -85,23 +118,16 @@ struct LibpqDefaultsTests {
         #expect(
             Set(tuned.ignoredSettings) == [
                 "tcp_user_timeout (from the URL)", "gssencmode (from the URL)", "keepalives (from service prod (\(files.file) line 3))",
-                "keepalives_idle (from service prod (\(files.file) line 4))", "options (from service prod (\(files.file) line 5))",
-                "ssl_min_protocol_version (from PGSSLMINPROTOCOLVERSION)",
+                "keepalives_idle (from service prod (\(files.file) line 4))", "ssl_min_protocol_version (from PGSSLMINPROTOCOLVERSION)",
             ], "\(tuned.ignoredSettings)")
-        func refusal(_ url: String, _ environment: [String: String] = [:]) -> String {
-            do {
-                _ = try DatabaseConfiguration(url: url, environment: environment)
-                return "no error"
-            } catch {
-                return "\(error)"
-            }
-        }
-        #expect(refusal("postgres://u@h/app?sslcrl=/crl.pem").contains("invalid database URL: sslcrl: not supported: certificate revocation lists are not checked"))
-        #expect(refusal("postgres://u@h/app", ["PGGSSENCMODE": "require"]).contains("invalid database setting: PGGSSENCMODE (gssencmode): not supported: GSS encryption"))
-        #expect(refusal("postgres://u@h/app", ["PGSSLMINPROTOCOLVERSION": "TLSv1.3"]).contains("Bugle's minimum is TLS 1.2 and it cannot be raised"))
-        #expect(refusal("postgres://u@h/app?require_auth=scram-sha-256").contains("require_auth: not supported"))
-        #expect(refusal("postgres://u@h/app?hostaddr=10.0.0.1").contains("hostaddr: not supported: give the address as host instead"))
-        #expect(refusal("postgres://u@h/app?colour=blue").contains("query parameter 'colour': unknown parameter"))
+        // `options` is read now: for segment SQL.
+        #expect(tuned.segmentOptions.settings == [.init(name: "statement_timeout", value: "1s")])
+        #expect(Self.refusal("postgres://u@h/app?sslcrl=/crl.pem").contains("invalid database URL: sslcrl: not supported: certificate revocation lists are not checked"))
+        #expect(Self.refusal("postgres://u@h/app", ["PGGSSENCMODE": "require"]).contains("invalid database setting: PGGSSENCMODE (gssencmode): not supported: GSS encryption"))
+        #expect(Self.refusal("postgres://u@h/app", ["PGSSLMINPROTOCOLVERSION": "TLSv1.3"]).contains("Bugle's minimum is TLS 1.2 and it cannot be raised"))
+        #expect(Self.refusal("postgres://u@h/app?require_auth=scram-sha-256").contains("require_auth: not supported"))
+        #expect(Self.refusal("postgres://u@h/app?hostaddr=10.0.0.1").contains("hostaddr: not supported: give the address as host instead"))
+        #expect(Self.refusal("postgres://u@h/app?colour=blue").contains("query parameter 'colour': unknown parameter"))
     }
 
     @Test("a host list: one port for all or one each, sockets and TCP mixed, TLS per server; target_session_attrs from the URL or PGTARGETSESSIONATTRS")
@@ -299,5 +325,39 @@ private func runThroughHostList(_ readOnly: EmbeddedCluster) async throws {
         #expect(refused.status == 2, "\(refused.stderr)")
         #expect(refused.stderr.contains("no database server of the list is usable (target_session_attrs=read-write): 127.0.0.1:\(dead): "), "\(refused.stderr)")
         #expect(refused.stderr.contains("its sessions are read-only (target_session_attrs=read-write)"), "\(refused.stderr)")
+    }
+}
+
+/// Segment SQL that names its tables without a schema relies on `search_path`: set through libpq's `options` in the
+/// database URL, it reaches the segment's transactions (a dry run reads every device); without it the same SQL fails
+/// with the server's message; a setting the server refuses fails the read naming it.
+@Test("options=-c search_path=bugle in the URL: segment SQL without a schema reads every device; without it, relation does not exist; a refused setting is named")
+func segmentSearchPath() async throws {
+    try await CrashFixture.with(devices: 40) { fixture in
+        let campaign = try CLITests.temporaryFile(
+            "search-path.yaml",
+            """
+            name: search-path
+            notification_type: search-path
+            dedupe: none
+            providers: \(fixture.environment.material.providersFile)
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM devices
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Search path } }
+            """
+        )
+        let withPath = try await CLITests.bugle(
+            ["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": fixture.databaseURL + "&options=-c%20search_path%3Dbugle"])
+        #expect(withPath.status == 0, "\(withPath.stderr)")
+        #expect(withPath.stdout.contains("40 row(s) read"), "\(withPath.stdout)")
+        let without = try await CLITests.bugle(["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": fixture.databaseURL])
+        #expect(without.status != 0)
+        #expect(without.stderr.contains("relation \"devices\" does not exist"), "\(without.stderr)")
+        let refused = try await CLITests.bugle(
+            ["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": fixture.databaseURL + "&options=-c%20no_such.setting_x%3D1%20-c%20wal_level%3Dminimal"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("the database URL's options set wal_level, which the server refused"), "\(refused.stderr)")
     }
 }

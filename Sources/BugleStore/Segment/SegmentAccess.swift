@@ -10,18 +10,22 @@ public struct SegmentAccess: Sendable {
     public let client: PostgresClient
     /// A login of `bugle_segment_reader`, or nil.
     public let readerLogin: DatabaseConfiguration?
+    /// Server settings for segment SQL (libpq's `options` of the login the segments are read through).
+    public let options: SessionOptions
 
-    public init(client: PostgresClient, readerLogin: DatabaseConfiguration?) {
+    /// - Parameter options: The main login's `options`, used when there is no `readerLogin` (whose own are used).
+    public init(client: PostgresClient, readerLogin: DatabaseConfiguration?, options: SessionOptions = SessionOptions()) {
         self.client = client
         self.readerLogin = readerLogin
+        self.options = readerLogin?.segmentOptions ?? options
     }
 
     /// A reader for `segment`.
     public func reader(for segment: Segment, logger: Logger) async throws -> SegmentReader {
         if let readerLogin {
-            return SegmentReader(client: client, segment: segment, useReaderRole: false, readerLogin: readerLogin, logger: logger)
+            return SegmentReader(client: client, segment: segment, useReaderRole: false, readerLogin: readerLogin, options: options, logger: logger)
         }
         let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
-        return SegmentReader(client: client, segment: segment, useReaderRole: useRole, logger: logger)
+        return SegmentReader(client: client, segment: segment, useReaderRole: useRole, options: options, logger: logger)
     }
 }

@@ -36,6 +36,7 @@ public struct SegmentReader: Sendable {
     private let logger: Logger
     private let useReaderRole: Bool
     private let readerLogin: DatabaseConfiguration?
+    private let options: SessionOptions
 
     /// - Parameters:
     ///   - useReaderRole: run as `bugle_segment_reader` (see ``Migrator``) when available, through `SET LOCAL ROLE`
@@ -43,11 +44,16 @@ public struct SegmentReader: Sendable {
     ///     the login's role back (`set_config('role', …)`); ``readerLogin`` closes that.
     ///   - readerLogin: When given, every read runs on its own connection logged in with it (the reader role itself):
     ///     the session has no other role to take.
-    public init(client: PostgresClient, segment: Segment, useReaderRole: Bool, readerLogin: DatabaseConfiguration? = nil, logger: Logger) {
+    ///   - options: Server settings (libpq's `options`) for the transactions that run the segment's SQL.
+    public init(
+        client: PostgresClient, segment: Segment, useReaderRole: Bool, readerLogin: DatabaseConfiguration? = nil, options: SessionOptions = SessionOptions(),
+        logger: Logger
+    ) {
         self.client = client
         self.segment = segment
         self.useReaderRole = useReaderRole
         self.readerLogin = readerLogin
+        self.options = options
         self.logger = logger
     }
 
@@ -347,8 +353,16 @@ public struct SegmentReader: Sendable {
         }
     }
 
-    /// Per-statement timeout and, when available, the read-only role, for the current transaction.
+    /// The login's `options`, the per-statement timeout and, when available, the read-only role, for the current
+    /// transaction (the campaign's timeout and the role after the options, so that neither can be undone by them).
     private func restrict(_ connection: PostgresConnection) async throws {
+        for setting in options.settings {
+            do {
+                _ = try await connection.query("SELECT set_config(\(setting.name), \(setting.value), true)", logger: logger).collect()
+            } catch {
+                throw SegmentError("the database URL's options set \(setting.name), which the server refused: " + Self.serverMessage(error))
+            }
+        }
         let timeout = "\(segment.statementTimeoutSeconds)s"
         _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
         if useReaderRole {
