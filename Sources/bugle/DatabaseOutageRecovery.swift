@@ -82,7 +82,9 @@ enum DatabaseOutageRecovery {
         while true {
             do {
                 try await DatabaseSession.withServer(options, logger: logger) { client, configuration in
-                    console.say("run \(lost.runID): the database answers again (\(configuration.endpointDescription)); resuming the run")
+                    console.say(
+                        "run \(lost.runID): the database answers again (\(configuration.endpointDescription)); "
+                            + (lost.goesOn ? "resuming the run" : "recording what this worker held before stopping"))
                     if let handover = lost.handover {
                         try await write(handover, client: client, console: console, logger: logger)
                     }
