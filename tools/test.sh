@@ -10,7 +10,7 @@
 # 109 CPU-seconds for the 16,000-request pacing test, against 9 in the optimized build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-timing=(PacingIntegrationTests LegacyAPNsCampaignTests LegacyAPNsLaneTests FCMCampaignTests FCMMetadataServerTests CrashRecoveryTests DeadlineTests DatabaseFaultTests HTTP2KeepaliveTests)
+timing=(PacingIntegrationTests LegacyAPNsCampaignTests LegacyAPNsLaneTests FCMCampaignTests FCMMetadataServerTests CrashRecoveryTests FailoverTests DeadlineTests DatabaseFaultTests HTTP2KeepaliveTests)
 optimized=(-c release --scratch-path .build-release -Xswiftc -enable-testing -Xswiftc -DBUGLE_FAILPOINTS)
 failed=()
 log_dir=$(mktemp -d)
