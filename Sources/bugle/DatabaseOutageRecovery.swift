@@ -64,6 +64,23 @@ enum DatabaseOutageRecovery {
         }
     }
 
+    /// ``riding(_:limit:json:logger:_:then:)`` for a command that acts on one stored run: `body` runs first with
+    /// `afterOutage` false, and after each outage with it true.
+    static func riding(
+        _ options: GlobalOptions,
+        runID: Int64,
+        limit: Int,
+        json: Bool,
+        logger: Logger,
+        _ body: (_ runID: Int64, _ afterOutage: Bool) async throws -> Int32
+    ) async throws -> Int32 {
+        try await riding(options, limit: limit, json: json, logger: logger) {
+            try await body(runID, false)
+        } then: { runID in
+            try await body(runID, true)
+        }
+    }
+
     /// Whether `error` came from PostgreSQL or the connection to it (not from the run's own logic).
     private static func isDatabaseError(_ error: any Error) -> Bool {
         if error is PSQLError || error is PostgresTransactionError { return true }

@@ -42,14 +42,9 @@ struct ResumeCommand: AsyncParsableCommand {
         let logger = global.makeLogger()
         let (runID, source, global, csv, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
         try await ExitCodes.guarding {
-            let resume = { (runID: Int64, afterOutage: Bool) in
+            try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
                 try await Self.resume(
-                    runID, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: afterOutage, logger: logger)
-            }
-            return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
-                try await resume(runID, false)
-            } then: { runID in
-                try await resume(runID, true)
+                    $0, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: $1, logger: logger)
             }
         }
     }

@@ -39,14 +39,9 @@ struct WorkerCommand: AsyncParsableCommand {
         let logger = global.makeLogger()
         let (runID, source, global, csvPath, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
         try await ExitCodes.guarding {
-            let join = { (runID: Int64, afterOutage: Bool) in
+            try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
                 try await Self.join(
-                    runID, source: source, global: global, output: output, worker: worker, csv: csvPath, afterOutage: afterOutage, logger: logger)
-            }
-            return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
-                try await join(runID, false)
-            } then: { runID in
-                try await join(runID, true)
+                    $0, source: source, global: global, output: output, worker: worker, csv: csvPath, afterOutage: $1, logger: logger)
             }
         }
     }
