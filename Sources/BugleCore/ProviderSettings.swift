@@ -140,6 +140,10 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
     /// `quiet_period`: seconds after a notification reached the socket without an error response before it
     /// counts as delivered (the gateway never confirms success).
     public var quietPeriodSeconds: Double
+    /// `proxy:` / `proxy_credentials_env`: how the gateway and feedback connections reach `host`.
+    public var proxy: ProxySetting = .environment
+    /// `proxy_ca_file`: an extra CA trusted for an `https://` proxy's certificate.
+    public var proxyCAFile: String?
 
     public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil, quietPeriodSeconds: Double = 0.5) {
         self.enabled = enabled

@@ -1,3 +1,5 @@
+import BugleCore
+
 /// Why the legacy APNs lane or its feedback client cannot start. Descriptions name files, never their
 /// contents.
 public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -8,6 +10,7 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
         case invalidCertificate(path: String)
         case clientCertificateNotUsable(String)
         case tls(String)
+        case proxy(ProxyConfigurationError)
     }
 
     private let base: Base
@@ -26,6 +29,9 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
     public static func clientCertificateNotUsable(_ reason: String) -> Self { Self(base: .clientCertificateNotUsable(reason)) }
     /// The TLS library refused the configuration.
     public static func tls(_ what: String) -> Self { Self(base: .tls(what)) }
+    /// The section's proxy cannot be used (its credentials variable is unset, `https_proxy` is not a usable URL, or
+    /// `proxy_ca_file` cannot be read).
+    public static func proxy(_ error: ProxyConfigurationError) -> Self { Self(base: .proxy(error)) }
 
     public var description: String {
         switch base {
@@ -42,6 +48,8 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
             return reason
         case .tls(let what):
             return "TLS configuration rejected: \(what)"
+        case .proxy(let error):
+            return error.description
         }
     }
 }

@@ -7,6 +7,13 @@ import NIOTLS
 final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = LegacyAPNSErrorResponse
 
+    /// A connection refused in a way no reconnect fixes, described without secrets.
+    struct Refusal: Equatable {
+        /// `TLSCertificateRejected` or `ProxyRefused`, the halt's code.
+        var code: String
+        var reason: String
+    }
+
     /// What the slot is told.
     struct Events {
         /// The TLS handshake completed: the connection may carry notifications.
@@ -15,9 +22,10 @@ final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
         var errorResponse: (LegacyAPNSErrorResponse) -> Void
         /// A transport or TLS error (described without secrets); the connection is being closed.
         var failed: (String) -> Void
-        /// The handshake failed on a certificate (the gateway's, or Bugle's refused by it): reconnecting cannot
-        /// help. The connection is being closed.
-        var certificateRejected: (String) -> Void
+        /// The handshake failed on a certificate (the gateway's, or Bugle's refused by it), or the proxy refused the
+        /// tunnel for its configuration (``BugleHTTP2/HTTPProxyError/isConfiguration``): reconnecting cannot help.
+        /// The connection is being closed.
+        var refused: (Refusal) -> Void
         /// The connection closed.
         var closed: () -> Void
     }
@@ -41,7 +49,9 @@ final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let reason = TLSCertificateRejection.reason(for: error) {
-            events.certificateRejected(reason)
+            events.refused(Refusal(code: "TLSCertificateRejected", reason: reason))
+        } else if let proxyError = error as? HTTPProxyError, proxyError.isConfiguration {
+            events.refused(Refusal(code: "ProxyRefused", reason: proxyError.description))
         } else {
             events.failed(String(describing: error))
         }

@@ -1,4 +1,5 @@
 import BugleCore
+import BugleHTTP2
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -31,6 +32,8 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         var host: String
         var port: Int
         var sslContext: NIOSSLContext
+        /// The proxy tunnel every connection opens first (nil: connect directly).
+        var tunnel: ProxyTunnel?
         var connectTimeout: TimeAmount
         var quietPeriod: TimeAmount
         var resendLimit: Int
@@ -77,8 +80,9 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
     private var consecutiveConnectFailures = 0
     private var notBefore = NIODeadline.uptimeNanoseconds(0)
     private var lastConnectError = ""
-    /// Why the last handshake failed on a certificate; cleared by a handshake that succeeds.
-    private var certificateRejection: String?
+    /// Why the last connection was refused in a way no reconnect fixes (a certificate in the handshake, a proxy's
+    /// refusal of the tunnel); cleared by a handshake that succeeds.
+    private var refusal: LegacyAPNSConnectionHandler.Refusal?
     private var isShutDown = false
     private var shutdownPromise: EventLoopPromise<Void>?
     private var random = SystemRandomNumberGenerator()
@@ -256,6 +260,9 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         connection = .connecting(generation: generation, channel: nil)
         let sslContext = configuration.sslContext
         let serverHostname = self.serverHostname
+        let tunnel = configuration.tunnel
+        let (host, port) = (configuration.host, configuration.port)
+        let proxyTimeout = configuration.connectTimeout
         ClientBootstrap(group: eventLoop)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -265,30 +272,32 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
                         ready: { channel in self.connectionReady(generation: generation, channel: channel) },
                         errorResponse: { response in self.errorResponse(response, generation: generation) },
                         failed: { message in self.connectionFailed(message, generation: generation) },
-                        certificateRejected: { reason in self.certificateRejected(reason, generation: generation) },
+                        refused: { refusal in self.refused(refusal, generation: generation) },
                         closed: { self.connectionClosed(generation: generation) }
                     )
                     let sync = channel.pipeline.syncOperations
+                    try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: proxyTimeout)
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                     try sync.addHandler(ByteToMessageHandler(LegacyAPNSErrorResponseDecoder()))
                     try sync.addHandler(LegacyAPNSConnectionHandler(events: events))
                 }
             }
-            .connect(host: configuration.host, port: configuration.port)
+            .connect(host: tunnel?.proxy.host ?? host, port: tunnel?.proxy.port ?? port)
             .whenComplete { result in
                 switch result {
                 case .success(let channel):
                     guard case .connecting(let current, _) = self.connection, current == generation else { return }
                     self.connection = .connecting(generation: generation, channel: channel)
-                    // The TCP connect timeout does not cover the TLS handshake.
-                    self.eventLoop.scheduleTask(in: self.configuration.connectTimeout) {
+                    // The TCP connect timeout does not cover the proxy's answer or the TLS handshake.
+                    self.eventLoop.scheduleTask(in: self.configuration.connectTimeout * (tunnel == nil ? 1 : 2)) {
                         if case .connecting(let current, _) = self.connection, current == generation {
                             self.lastConnectError = "TLS handshake timed out"
                             channel.close(promise: nil)
                         }
                     }
                 case .failure(let error):
-                    self.connectFailed(String(describing: error), generation: generation)
+                    let message = tunnel.map { "cannot reach the proxy \($0.proxy): \(error)" } ?? String(describing: error)
+                    self.connectFailed(message, generation: generation)
                 }
             }
     }
@@ -297,7 +306,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         guard case .connecting(let current, _) = connection, current == generation else { return }
         connection = .ready(generation: generation, channel: channel)
         consecutiveConnectFailures = 0
-        certificateRejection = nil
+        refusal = nil
         statistics.withLockedValue { $0.connections += 1 }
         logger.debug("legacy APNs connection ready", metadata: ["connection": "\(generation)"])
         if isShutDown {
@@ -315,18 +324,18 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         }
     }
 
-    private func certificateRejected(_ reason: String, generation: Int) {
+    private func refused(_ refusal: LegacyAPNSConnectionHandler.Refusal, generation: Int) {
         guard case .connecting(let current, _) = connection, current == generation else { return }
-        certificateRejection = reason
-        lastConnectError = reason
+        self.refusal = refusal
+        lastConnectError = refusal.reason
     }
 
-    /// What pending sends fail with instead of waiting for the next connect: a certificate refused in the handshake
-    /// halts the run (no reconnect can fix it, and nothing was written); enough failed connects in a row hand them back
-    /// as provider retries. Nil: wait.
+    /// What pending sends fail with instead of waiting for the next connect: a certificate refused in the handshake, or
+    /// a proxy refusing the tunnel for its configuration, halts the run (no reconnect can fix it, and nothing was
+    /// written); enough failed connects in a row hand them back as provider retries. Nil: wait.
     private func hopelessOutcome() -> SendOutcome? {
-        if let certificateRejection {
-            return .halt(code: "TLSCertificateRejected", message: "cannot connect to the legacy APNs gateway: \(certificateRejection)")
+        if let refusal {
+            return .halt(code: refusal.code, message: "cannot connect to the legacy APNs gateway: \(refusal.reason)")
         }
         return consecutiveConnectFailures >= configuration.failFastAfter ? .retry(.provider, code: "connect_failed", after: nil) : nil
     }

@@ -1,3 +1,5 @@
+import BugleCore
+import BugleHTTP2
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -8,6 +10,7 @@ public struct LegacyAPNSFeedbackClient: Sendable {
     private let host: String
     private let port: Int
     private let sslContext: NIOSSLContext
+    private let tunnel: ProxyTunnel?
     private let group: any EventLoopGroup
     private let timeout: TimeAmount
 
@@ -16,12 +19,14 @@ public struct LegacyAPNSFeedbackClient: Sendable {
     ///   - host: Feedback host.
     ///   - port: Feedback port.
     ///   - sslContext: Client TLS context presenting the provider certificate.
+    ///   - tunnel: The proxy to tunnel through (nil: connect directly).
     ///   - group: Event loops.
     ///   - timeout: Longest time for connecting and reading.
-    public init(host: String, port: Int, sslContext: NIOSSLContext, group: any EventLoopGroup, timeout: TimeAmount) {
+    public init(host: String, port: Int, sslContext: NIOSSLContext, tunnel: ProxyTunnel? = nil, group: any EventLoopGroup, timeout: TimeAmount) {
         self.host = host
         self.port = port
         self.sslContext = sslContext
+        self.tunnel = tunnel
         self.group = group
         self.timeout = timeout
     }
@@ -34,6 +39,7 @@ public struct LegacyAPNSFeedbackClient: Sendable {
         let done = eventLoop.makePromise(of: ByteBuffer.self)
         let sslContext = self.sslContext
         let serverHostname = LegacyAPNSClientTLS.serverHostname(for: host)
+        let (host, port, tunnel, timeout) = (self.host, self.port, self.tunnel, self.timeout)
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: eventLoop)
@@ -41,15 +47,17 @@ public struct LegacyAPNSFeedbackClient: Sendable {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
+                        try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: timeout)
                         try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                         try sync.addHandler(Collector(done: done))
                     }
                 }
-                .connect(host: host, port: port)
+                .connect(host: tunnel?.proxy.host ?? host, port: tunnel?.proxy.port ?? port)
                 .get()
         } catch {
-            done.fail(LegacyAPNSFeedbackError.connectFailed(String(describing: error)))
-            throw LegacyAPNSFeedbackError.connectFailed(String(describing: error))
+            let message = tunnel.map { "cannot reach the proxy \($0.proxy): \(error)" } ?? String(describing: error)
+            done.fail(LegacyAPNSFeedbackError.connectFailed(message))
+            throw LegacyAPNSFeedbackError.connectFailed(message)
         }
         let timer = eventLoop.scheduleTask(in: timeout) {
             done.fail(LegacyAPNSFeedbackError.timedOut)

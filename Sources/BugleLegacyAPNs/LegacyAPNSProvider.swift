@@ -1,4 +1,5 @@
 import BugleCore
+import BugleHTTP2
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -48,6 +49,8 @@ public final class LegacyAPNSProvider: PushProvider {
         public var eventLoopGroup: (any EventLoopGroup)?
         /// Wall clock in UNIX seconds, for the default expiry of notifications without `apns-expiration`.
         public var wallClock: @Sendable () -> Double
+        /// Where `https_proxy` / `all_proxy`, `no_proxy` and `proxy_credentials_env` are looked up.
+        public var environment: [String: String]
 
         /// Creates options.
         /// - Parameters:
@@ -60,6 +63,7 @@ public final class LegacyAPNSProvider: PushProvider {
         ///   - rampInterval: Length of one ramp step.
         ///   - eventLoopGroup: Event loops (nil = `MultiThreadedEventLoopGroup.singleton`).
         ///   - wallClock: UNIX seconds now.
+        ///   - environment: Where proxy variables are looked up (default: this process's environment).
         public init(
             allowReadableKeys: Bool = false,
             quietPeriod: TimeAmount? = nil,
@@ -69,7 +73,8 @@ public final class LegacyAPNSProvider: PushProvider {
             rampStart: Int = 32,
             rampInterval: TimeAmount = .milliseconds(5),
             eventLoopGroup: (any EventLoopGroup)? = nil,
-            wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+            wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+            environment: [String: String] = ProcessInfo.processInfo.environment
         ) {
             self.allowReadableKeys = allowReadableKeys
             self.quietPeriod = quietPeriod
@@ -80,6 +85,7 @@ public final class LegacyAPNSProvider: PushProvider {
             self.rampInterval = rampInterval
             self.eventLoopGroup = eventLoopGroup
             self.wallClock = wallClock
+            self.environment = environment
         }
     }
 
@@ -92,6 +98,8 @@ public final class LegacyAPNSProvider: PushProvider {
     private let settings: LegacyAPNsSettings
     private let options: Options
     private let sslContext: NIOSSLContext
+    /// The proxy tunnel of the gateway's and the feedback service's connections (nil: direct).
+    private let tunnel: ProxyTunnel?
     private let group: any EventLoopGroup
     private let slots: [LegacyAPNSConnectionSlot]
     private let counters = NIOLockedValueBox<(identifier: UInt32, slot: Int)>((0, 0))
@@ -104,18 +112,21 @@ public final class LegacyAPNSProvider: PushProvider {
     ///   - settings: The `legacy_apns:` section.
     ///   - options: Lane options.
     ///   - logger: Logger (never receives tokens or key material).
-    /// - Throws: ``LegacyAPNSConfigurationError`` for unusable certificate, key or CA files.
+    /// - Throws: ``LegacyAPNSConfigurationError`` for unusable certificate, key or CA files, or an unusable proxy.
     public init(settings: LegacyAPNsSettings, options: Options = Options(), logger: Logger) throws(LegacyAPNSConfigurationError) {
         self.settings = settings
         self.options = options
         self.logger = logger
         self.sslContext = try LegacyAPNSClientTLS.makeContext(settings: settings, allowReadableKeys: options.allowReadableKeys, logger: logger)
+        self.tunnel = try Self.tunnel(settings: settings, environment: options.environment)
+        if let tunnel { logger.info("legacy APNs connections go through the proxy \(tunnel.proxy)") }
         self.group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         let quietPeriod = options.quietPeriod ?? .nanoseconds(Int64(settings.quietPeriodSeconds * 1e9))
         let configuration = LegacyAPNSConnectionSlot.Configuration(
             host: settings.host,
             port: settings.port,
             sslContext: sslContext,
+            tunnel: tunnel,
             connectTimeout: options.connectTimeout,
             quietPeriod: quietPeriod,
             resendLimit: max(0, options.resendLimit),
@@ -191,9 +202,28 @@ public final class LegacyAPNSProvider: PushProvider {
             host: settings.host,
             port: settings.feedbackPort,
             sslContext: sslContext,
+            tunnel: tunnel,
             group: group,
             timeout: timeout
         )
+    }
+
+    /// The section's proxy (its `proxy:`, else the environment's, minus `no_proxy`) as a tunnel, or nil.
+    private static func tunnel(settings: LegacyAPNsSettings, environment: [String: String]) throws(LegacyAPNSConfigurationError) -> ProxyTunnel? {
+        let proxy: HTTPProxy?
+        do throws(ProxyConfigurationError) {
+            proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.host, environment: environment)
+        } catch {
+            throw .proxy(error)
+        }
+        guard let proxy else { return nil }
+        do {
+            return try ProxyTunnel(proxy: proxy)
+        } catch let error as ProxyConfigurationError {
+            throw .proxy(error)
+        } catch {
+            throw .tls("the proxy's TLS context: \(error)")
+        }
     }
 
     /// A snapshot of the lane's counters.

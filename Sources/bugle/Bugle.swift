@@ -22,8 +22,8 @@ struct Bugle: AsyncParsableCommand {
             Commands that write refuse a standby or read-only server at once.
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
-            credentials. APNs and FCM connections go through the proxy in https_proxy, else all_proxy (minus no_proxy) \
-            unless the file's `proxy:` says otherwise (http://, https:// with TLS to the proxy itself, or SOCKS5 as \
+            credentials. Provider connections (APNs, FCM, legacy APNs) go through the proxy in https_proxy, else \
+            all_proxy (minus no_proxy) unless the file's `proxy:` says otherwise (http://, https:// with TLS to the proxy itself, or SOCKS5 as \
             socks5h://); loopback \
             endpoints always connect directly. FCM's access tokens come from a service-account file, an \
             external_account file (workload identity federation from a token file, a URL, AWS or a program, with \

@@ -47,6 +47,29 @@ struct HTTPProxyTests {
         #expect(environmentCA.apns?.proxy == .environment && environmentCA.apns?.proxyCAFile == "/etc/ssl/corp.pem")
     }
 
+    @Test("legacy_apns: takes the same proxy keys (absent → the environment; a SOCKS5 proxy; proxy_ca_file only beside https), errors naming legacy_apns's key")
+    func legacySection() throws {
+        func legacy(_ extra: String) -> String {
+            "legacy_apns:\n  host: gateway.push.apple.com\n  cert_file: legacy.pem\n  key_file: legacy.key\n" + extra
+        }
+        let absent = try ProviderSettingsLoader.load(yaml: legacy(""), path: "/tmp/p.yaml")
+        #expect(absent.legacyAPNs?.proxy == .environment && absent.legacyAPNs?.proxyCAFile == nil)
+        let socks = try ProviderSettingsLoader.load(yaml: legacy("  proxy: socks5h://bastion:1080\n  proxy_credentials_env: BASTION"), path: "/tmp/p.yaml")
+        #expect(socks.legacyAPNs?.proxy == .proxy(host: "bastion", port: 1080, tls: false, credentialsEnv: "BASTION", socks: true))
+        let https = try ProviderSettingsLoader.load(yaml: legacy("  proxy: https://proxy.corp.example:8443\n  proxy_ca_file: corp.pem"), path: "/etc/bugle/p.yaml")
+        #expect(https.legacyAPNs?.proxy == .proxy(host: "proxy.corp.example", port: 8443, tls: true, credentialsEnv: nil))
+        #expect(https.legacyAPNs?.proxyCAFile == "/etc/bugle/corp.pem")
+        let none = try ProviderSettingsLoader.load(yaml: legacy("  proxy: none"), path: "/tmp/p.yaml")
+        #expect(none.legacyAPNs?.proxy == ProxySetting.direct)
+
+        let caWithHTTP = try #require(Self.loadError(legacy("  proxy: http://proxy:3128\n  proxy_ca_file: ca.pem")))
+        #expect(caWithHTTP.line == 6 && caWithHTTP.keyPath == "legacy_apns.proxy_ca_file" && caWithHTTP.message.contains("only to an https:// proxy"), "\(caWithHTTP)")
+        let inline = try #require(Self.loadError(legacy("  proxy: http://alice:hunter2@proxy:3128")))
+        #expect(inline.keyPath == "legacy_apns.proxy" && !inline.description.contains("hunter2"), "\(inline)")
+        let lonely = try #require(Self.loadError(legacy("  proxy_credentials_env: CORP_PROXY")))
+        #expect(lonely.keyPath == "legacy_apns.proxy_credentials_env" && lonely.message.contains("needs proxy"), "\(lonely)")
+    }
+
     @Test("bad proxy keys name the line, column and key, and never quote a password")
     func badKeys() throws {
         let inline = try #require(Self.loadError(Self.providers("  proxy: http://alice:hunter2@proxy:3128")))

@@ -123,7 +123,7 @@ struct CLITests {
         #expect(output.stderr.contains("\(bad):5:3: segment.page_sise"))
     }
 
-    @Test("validate prints how each lane reaches its endpoint: through https_proxy (credentials hidden), directly for no_proxy hosts; an unset proxy_credentials_env exits 1")
+    @Test("validate prints how each lane (legacy APNs too) reaches its endpoint: through https_proxy (credentials hidden), directly for no_proxy hosts; an unset proxy_credentials_env exits 1")
     func validateRoutes() async throws {
         let providers = try Self.temporaryFile(
             "providers.yaml",
@@ -134,6 +134,10 @@ struct CLITests {
               auth: { token: { team_id: ABCDE12345, key_id: KEY1234567, key_file: key.p8 } }
             fcm:
               service_account_file: account.json
+            legacy_apns:
+              host: gateway.push.apple.com
+              cert_file: legacy.pem
+              key_file: legacy.key
 
             """
         )
@@ -142,6 +146,10 @@ struct CLITests {
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("\(providers): apns: https://api.push.apple.com:443 through the proxy http://proxy.example:3128 (with credentials)"), "\(output.stdout)")
         #expect(output.stdout.contains("\(providers): fcm: https://fcm.googleapis.com:443 directly"), "\(output.stdout)")
+        #expect(
+            output.stdout.contains(
+                "\(providers): legacy_apns: gateway.push.apple.com:2195 (feedback :2196) through the proxy http://proxy.example:3128 (with credentials)"),
+            "\(output.stdout)")
         #expect(!(output.stdout + output.stderr).contains("pr0xy-s3cret"))
 
         let named = try Self.temporaryFile(

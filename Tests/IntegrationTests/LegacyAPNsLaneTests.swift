@@ -133,6 +133,78 @@ struct LegacyAPNsLaneTests {
         }
     }
 
+    @Test("through an HTTP CONNECT proxy with credentials: every notification accepted once and the feedback service read, each simulator connection a tunnel the proxy opened")
+    func throughProxy() async throws {
+        let credentials = "alice:pr0xy-s3cret"
+        let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization(credentials))
+        do {
+            try await Environment.withLane(
+                options: LegacyAPNSProvider.Options(environment: ["BUGLE_TEST_LEGACY_PROXY": credentials]),
+                settings: { $0.proxy = .proxy(host: "127.0.0.1", port: proxy.port, tls: false, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY") }
+            ) { _, simulator, lane in
+                let ports = try #require(simulator.ports)
+                // Two invalid tokens: each error response closes the connection, so three gateway connections.
+                let tokens = (0..<200).map { [50, 120].contains($0) ? Environment.scriptedToken(prefix: "bad0", $0) : Environment.liveToken($0) }
+                let outcomes = await sendAll(lane, tokens.enumerated().map { Environment.request(token: $1, seq: Int64($0)) }, concurrency: 200)
+                #expect(outcomes.filter { $0 == .delivered(providerMessageID: nil) }.count == 198)
+                #expect(outcomes.filter { $0 == .invalidToken(code: "InvalidToken", invalidSince: nil) }.count == 2)
+                #expect(simulator.accepted().count == 198)
+                #expect(Set(simulator.accepted().map(\.token)).count == 198)
+                #expect(simulator.queueFeedback(token: Environment.liveToken(7), time: 1_700_000_000))
+                let tuples = try await lane.fetchFeedback()
+                #expect(tuples.map(\.tokenHex) == [Environment.liveToken(7)])
+
+                let requests = proxy.requests
+                let counters = simulator.counters()
+                #expect(counters.connections >= 3)
+                #expect(requests.filter { $0.target == "127.0.0.1:\(ports.gateway)" && $0.status == 200 }.count == counters.connections, "\(requests)")
+                #expect(requests.filter { $0.target == "127.0.0.1:\(ports.feedback)" && $0.status == 200 }.count == counters.feedbackConnections)
+                #expect(requests.allSatisfy { $0.authorization == HTTPProxy.basicAuthorization(credentials) })
+            }
+        } catch {
+            await proxy.stop()
+            throw error
+        }
+        await proxy.stop()
+    }
+
+    @Test("a proxy refusing the credentials halts the lane naming the proxy and the status, never the password; the gateway is never reached; the feedback read fails naming the proxy")
+    func proxyRefusal() async throws {
+        let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization("alice:right"))
+        do {
+            try await Environment.withLane(
+                options: LegacyAPNSProvider.Options(connectTimeout: .seconds(5), environment: ["BUGLE_TEST_LEGACY_PROXY": "alice:wr0ng-s3cret"]),
+                settings: { $0.proxy = .proxy(host: "127.0.0.1", port: proxy.port, tls: false, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY") }
+            ) { _, simulator, lane in
+                let ports = try #require(simulator.ports)
+                for seq in Int64(1)...2 {
+                    let outcome = await lane.send(Environment.request(token: Environment.liveToken(Int(seq)), seq: seq))
+                    guard case .halt(let code, let message) = outcome else {
+                        Issue.record("expected a halt, got \(outcome)")
+                        continue
+                    }
+                    #expect(code == "ProxyRefused")
+                    #expect(
+                        message.hasPrefix(
+                            "cannot connect to the legacy APNs gateway: the proxy http://127.0.0.1:\(proxy.port) (with credentials) refused the tunnel to 127.0.0.1:\(ports.gateway): 407"),
+                        "\(message)")
+                    #expect(!message.contains("wr0ng-s3cret"))
+                }
+                // No reconnect loop: one refused tunnel per send at most.
+                #expect(lane.statistics().connectFailures <= 2)
+                let feedback = await #expect(throws: LegacyAPNSFeedbackError.self) { try await lane.fetchFeedback() }
+                #expect(feedback.map { "\($0)" }?.contains("the proxy http://127.0.0.1:\(proxy.port) (with credentials) refused the tunnel to 127.0.0.1:\(ports.feedback): 407") == true, "\(String(describing: feedback))")
+                let counters = simulator.counters()
+                #expect(counters.connections == 0 && counters.feedbackConnections == 0)
+                #expect(simulator.accepted().isEmpty)
+            }
+        } catch {
+            await proxy.stop()
+            throw error
+        }
+        await proxy.stop()
+    }
+
     @Test("a group-readable client key is refused unless allowed")
     func readableKey() throws {
         let environment = try LegacyTestEnvironment()

@@ -27,6 +27,7 @@ import Foundation
 ///       ca_file   payload_limit 256...4096 [2048]   connections [1]   rate   concurrency [1000]
 ///       quiet_period: time without an error response before a written notification counts as delivered,
 ///         a duration within 0.01...60 seconds such as 200ms [0.5]
+///       proxy   proxy_credentials_env   proxy_ca_file (as for apns; the gateway's and the feedback service's connections)
 ///
 /// File paths are resolved against the providers file's folder. Plain `http://` endpoints are refused:
 /// every provider connection uses TLS. Errors never quote values from this file.
@@ -43,7 +44,7 @@ public enum ProviderSettingsLoader {
     ]
     static let legacyKeys = [
         "enabled", "host", "port", "feedback_port", "cert_file", "key_file", "ca_file", "payload_limit",
-        "connections", "rate", "concurrency", "quiet_period",
+        "connections", "rate", "concurrency", "quiet_period", "proxy", "proxy_credentials_env", "proxy_ca_file",
     ]
     static let rateKeys = ["per_second", "burst"]
 
@@ -198,6 +199,8 @@ public enum ProviderSettingsLoader {
             rate: try map["rate"].map(rate),
             quietPeriodSeconds: try map["quiet_period"].map(quietPeriod) ?? 0.5)
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
+        settings.proxy = try proxy(map)
+        settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
         return settings
     }
 
