@@ -561,6 +561,7 @@ public struct CampaignRunner: Sendable {
     ///   - what: For the log line.
     ///   - giveUpOnStop: Stop retrying once a stop was requested (claims; never outcome writes).
     /// - Parameter slow: The operation rebuilds the run's summary (finishing): it gets ten minutes, not the deadline.
+    @discardableResult
     private func withDatabaseRetry<T: Sendable>(
         _ what: String,
         giveUpOnStop: Bool = false,

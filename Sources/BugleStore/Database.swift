@@ -19,6 +19,7 @@ public enum Database {
     /// - Returns: What `body` returns.
     /// - Throws: ``StoreError`` when the configuration is unusable or the server cannot be reached; whatever
     ///   `body` throws.
+    @discardableResult
     public static func withClient<R: Sendable>(
         _ configuration: DatabaseConfiguration,
         logger: Logger,

@@ -213,7 +213,7 @@ struct CampaignLoaderTests {
 
         // A sparse 200 MB file: only the first MiB + 1 byte is ever read.
         let huge = folder.appendingPathComponent("huge.yaml")
-        FileManager.default.createFile(atPath: huge.path, contents: Data("a: [".utf8))
+        _ = FileManager.default.createFile(atPath: huge.path, contents: Data("a: [".utf8))
         let handle = try FileHandle(forWritingTo: huge)
         try handle.truncate(atOffset: 200_000_000)
         try handle.close()
@@ -226,7 +226,7 @@ struct CampaignLoaderTests {
     @Test("a file that is not UTF-8 is refused at the first bad byte")
     func invalidUTF8() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bugle-\(UUID().uuidString).yaml").path
-        FileManager.default.createFile(atPath: path, contents: Data("name: ok\nbody: caf".utf8) + Data([0xE9, 0x0A]))
+        _ = FileManager.default.createFile(atPath: path, contents: Data("name: ok\nbody: caf".utf8) + Data([0xE9, 0x0A]))
         defer { try? FileManager.default.removeItem(atPath: path) }
         let error = try #require(configurationError { try CampaignLoader.load(path: path) })
         #expect(error.line == 2 && error.column == 10, "\(error)")

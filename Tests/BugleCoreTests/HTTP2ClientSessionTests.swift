@@ -1,5 +1,6 @@
 @testable import BugleHTTP2
 import BugleCore
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
@@ -101,9 +102,9 @@ struct HTTP2ClientSessionTests {
     }
 
     static func result(_ future: EventLoopFuture<HTTP2Response>) -> Result<HTTP2Response, any Error>? {
-        var outcome: Result<HTTP2Response, any Error>?
-        future.whenComplete { outcome = $0 }
-        return outcome
+        let outcome = NIOLockedValueBox<Result<HTTP2Response, any Error>?>(nil)
+        future.whenComplete { result in outcome.withLockedValue { $0 = result } }
+        return outcome.withLockedValue { $0 }
     }
 
     @Test("a request is HEADERS then DATA on stream 1; HEADERS + DATA back complete it with status, headers and body")

@@ -216,7 +216,7 @@ struct APNsSimulatorIntegrationTests {
         let simulator = APNsSimulator(configuration: environment.simulatorConfiguration())
         let port = try await simulator.start()
         let wrongKeyFile = environment.directory + "/wrong.p8"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: wrongKeyFile,
             contents: Data(P256.Signing.PrivateKey().pemRepresentation.utf8),
             attributes: [.posixPermissions: 0o600]

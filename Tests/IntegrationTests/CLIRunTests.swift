@@ -152,7 +152,7 @@ struct CLIRunTests {
         var account = try #require(try JSONSerialization.jsonObject(with: original) as? [String: Any])
         account["private_key"] = try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation
         let forged = environment.directory + "/forged-service-account.json"
-        FileManager.default.createFile(atPath: forged, contents: try JSONSerialization.data(withJSONObject: account), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: forged, contents: try JSONSerialization.data(withJSONObject: account), attributes: [.posixPermissions: 0o600])
         let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
             .replacingOccurrences(of: environment.material.fcmServiceAccountFile, with: forged)
         let output = try await Self.runWithProviders(
@@ -177,7 +177,7 @@ struct CLIRunTests {
             try await MixedTestEnvironment.seed(client, count: 200)
         }
         let otherKey = environment.directory + "/AuthKey_other.p8"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: otherKey, contents: Data(P256.Signing.PrivateKey().pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
         let providers = try String(contentsOfFile: environment.material.providersFile, encoding: .utf8)
             .replacingOccurrences(of: environment.material.keyFile, with: otherKey)

@@ -184,8 +184,9 @@ final class ConnectProxy: Sendable {
 
         private func answer(context: ChannelHandlerContext, _ status: Int, _ reason: String, extra: String = "") {
             let response = "HTTP/1.1 \(status) \(reason)\r\n\(extra)Content-Length: 0\r\nConnection: close\r\n\r\n"
+            let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: response))).whenComplete { _ in
-                context.close(promise: nil)
+                channel.close(promise: nil)
             }
         }
     }

@@ -41,7 +41,7 @@ struct ExternalServer {
     /// accepts connections on 127.0.0.1:`port`; stops it and throws with the end of its output if it exits first.
     static func start(_ executable: String, _ arguments: [String], port: Int, directory: String, log: String, what: String) async throws -> ExternalServer {
         let logPath = directory + "/" + log
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
