@@ -133,30 +133,27 @@ struct LegacyAPNsLaneTests {
         }
     }
 
-    @Test("through an HTTP CONNECT proxy with credentials: every notification accepted once and the feedback service read, each simulator connection a tunnel the proxy opened")
-    func throughProxy() async throws {
+    @Test(
+        "through an HTTP CONNECT proxy with credentials (http://, and https:// with TLS to the proxy): every notification accepted once and the feedback service read, each simulator connection a tunnel the proxy opened",
+        arguments: [false, true])
+    func throughProxy(tls: Bool) async throws {
         let credentials = "alice:pr0xy-s3cret"
-        let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization(credentials))
+        let directory = TestScratch.root + "bugle-legacy-proxy-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let proxyTLS = tls ? try ProxyTests.ProxyTLS.ownCA(in: directory, trusted: true) : nil
+        let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization(credentials), tls: proxyTLS?.context)
         do {
             try await Environment.withLane(
                 options: LegacyAPNSProvider.Options(environment: ["BUGLE_TEST_LEGACY_PROXY": credentials]),
-                settings: { $0.proxy = .proxy(host: "127.0.0.1", port: proxy.port, tls: false, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY") }
+                settings: {
+                    $0.proxy = .proxy(host: "127.0.0.1", port: proxy.port, tls: tls, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY")
+                    $0.proxyCAFile = proxyTLS?.caFile
+                }
             ) { _, simulator, lane in
                 let ports = try #require(simulator.ports)
-                // Two invalid tokens: each error response closes the connection, so three gateway connections.
-                let tokens = (0..<200).map { [50, 120].contains($0) ? Environment.scriptedToken(prefix: "bad0", $0) : Environment.liveToken($0) }
-                let outcomes = await sendAll(lane, tokens.enumerated().map { Environment.request(token: $1, seq: Int64($0)) }, concurrency: 200)
-                #expect(outcomes.filter { $0 == .delivered(providerMessageID: nil) }.count == 198)
-                #expect(outcomes.filter { $0 == .invalidToken(code: "InvalidToken", invalidSince: nil) }.count == 2)
-                #expect(simulator.accepted().count == 198)
-                #expect(Set(simulator.accepted().map(\.token)).count == 198)
-                #expect(simulator.queueFeedback(token: Environment.liveToken(7), time: 1_700_000_000))
-                let tuples = try await lane.fetchFeedback()
-                #expect(tuples.map(\.tokenHex) == [Environment.liveToken(7)])
-
+                try await Self.sendAndReadFeedback(lane, simulator)
                 let requests = proxy.requests
                 let counters = simulator.counters()
-                #expect(counters.connections >= 3)
                 #expect(requests.filter { $0.target == "127.0.0.1:\(ports.gateway)" && $0.status == 200 }.count == counters.connections, "\(requests)")
                 #expect(requests.filter { $0.target == "127.0.0.1:\(ports.feedback)" && $0.status == 200 }.count == counters.feedbackConnections)
                 #expect(requests.allSatisfy { $0.authorization == HTTPProxy.basicAuthorization(credentials) })
@@ -166,6 +163,40 @@ struct LegacyAPNsLaneTests {
             throw error
         }
         await proxy.stop()
+    }
+
+    @Test(
+        "through microsocks (SOCKS5, user name and password): every notification accepted once and the feedback service read, each simulator connection a tunnel it opened",
+        .enabled(if: Microsocks.enabled, Microsocks.reason))
+    func throughSOCKS5() async throws {
+        try await Microsocks.with(user: "alice", password: "s0cks-s3cret") { socks in
+            try await Environment.withLane(
+                options: LegacyAPNSProvider.Options(environment: ["BUGLE_TEST_LEGACY_PROXY": "alice:s0cks-s3cret"]),
+                settings: { $0.proxy = .proxy(host: "127.0.0.1", port: socks.port, tls: false, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY", socks: true) }
+            ) { _, simulator, lane in
+                let ports = try #require(simulator.ports)
+                try await Self.sendAndReadFeedback(lane, simulator)
+                let counters = simulator.counters()
+                #expect(socks.tunnels(to: "127.0.0.1:\(ports.gateway)") == counters.connections, "\(socks.log())")
+                #expect(socks.tunnels(to: "127.0.0.1:\(ports.feedback)") == counters.feedbackConnections, "\(socks.log())")
+            }
+        }
+    }
+
+    /// 200 notifications, two of them to invalid tokens (each error response closes the connection, so three gateway
+    /// connections), then one feedback read.
+    private static func sendAndReadFeedback(_ lane: LegacyAPNSProvider, _ simulator: LegacyAPNsSimulator) async throws {
+        let tokens = (0..<200).map { [50, 120].contains($0) ? Environment.scriptedToken(prefix: "bad0", $0) : Environment.liveToken($0) }
+        let outcomes = await sendAll(lane, tokens.enumerated().map { Environment.request(token: $1, seq: Int64($0)) }, concurrency: 200)
+        #expect(outcomes.filter { $0 == .delivered(providerMessageID: nil) }.count == 198)
+        #expect(outcomes.filter { $0 == .invalidToken(code: "InvalidToken", invalidSince: nil) }.count == 2)
+        #expect(simulator.accepted().count == 198)
+        #expect(Set(simulator.accepted().map(\.token)).count == 198)
+        #expect(simulator.counters().connections >= 3)
+        #expect(simulator.queueFeedback(token: Environment.liveToken(7), time: 1_700_000_000))
+        let tuples = try await lane.fetchFeedback()
+        #expect(tuples.map(\.tokenHex) == [Environment.liveToken(7)])
+        #expect(simulator.counters().feedbackConnections == 1)
     }
 
     @Test("a proxy refusing the credentials halts the lane naming the proxy and the status, never the password; the gateway is never reached; the feedback read fails naming the proxy")
