@@ -53,6 +53,9 @@ public struct HTTPProxyError: Error, Sendable, Equatable, CustomStringConvertibl
             return what + "did not answer as a SOCKS5 proxy (is it one?) for the tunnel to \(target)"
         case .malformedAnswer:
             return what + "did not answer CONNECT \(target) with an HTTP/1.x status (is it an HTTP proxy?)"
+        case .closed where proxy.hasPrefix("http://"):
+            // A TLS port read as plain HTTP: some servers close without an alert (squid sends one, and that halts).
+            return what + "closed the connection before answering CONNECT \(target) (if that port expects TLS, write https:// for the proxy)"
         case .closed:
             return what + "closed the connection before answering CONNECT \(target)"
         case .noAnswer(let milliseconds):

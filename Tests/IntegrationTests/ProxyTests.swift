@@ -180,17 +180,25 @@ struct ProxyTests {
     /// The pool alone against a proxy: a refusal reconnecting cannot fix (403) fails requests at once as a
     /// configuration error; a proxy that cannot reach the provider (502), and a proxy nothing answers at, are outages,
     /// retried with backoff, and say which.
-    @Test("the pool through a proxy: 403 is a configuration refusal; 502 (provider unreachable) and an unreachable proxy are retryable connect failures naming the proxy")
+    @Test("the pool through a proxy: 403 is a configuration refusal; 502 (provider unreachable), an unreachable proxy and one hanging up unanswered are retryable connect failures naming the proxy")
     func poolRefusals() async throws {
         let forbidding = try await ConnectProxy.start(refuseWith: 403)
         let gateway = try await ConnectProxy.start()
         // Ports nothing listens on: the provider behind `gateway` (which answers 502), and a proxy that is not there.
         let closedPort = try freeLoopbackPort()
         let deadProxyPort = try freeLoopbackPort()
+        // A port that hangs up on the plain CONNECT without a word, as some TLS servers do with bytes that are not TLS.
+        let hangingUp = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(HangUp()) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let hangingUpPort = try #require(hangingUp.localAddress?.port)
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.applicationProtocols = ["h2"]
         let headers = HPACKHeaders([(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
-        for (proxyPort, expected) in [(forbidding.port, "403"), (gateway.port, "502"), (deadProxyPort, "cannot reach the proxy")] {
+        for (proxyPort, expected) in [
+            (forbidding.port, "403"), (gateway.port, "502"), (deadProxyPort, "cannot reach the proxy"),
+            (hangingUpPort, "closed the connection before answering CONNECT 127.0.0.1:\(closedPort) (if that port expects TLS, write https:// for the proxy)"),
+        ] {
             var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: closedPort, connections: 1, tls: tls, serviceName: "APNs")
             configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxyPort)
             let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
@@ -210,6 +218,13 @@ struct ProxyTests {
         }
         await forbidding.stop()
         await gateway.stop()
+        try await hangingUp.close()
+    }
+
+    /// Closes the connection at the first bytes it reads.
+    private final class HangUp: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.close(promise: nil) }
     }
 
     /// An `https://` proxy whose certificate, from a CA Bugle trusts (`proxy_ca_file`), names another host: a
