@@ -12,9 +12,7 @@ public struct Backoff: Sendable, Equatable {
     /// Delay before attempt `attempt + 1` (attempt ≥ 1 is the number already made).
     public func delay(attempt: Int, retryAfter: Duration? = nil, using random: inout some RandomNumberGenerator) -> Duration {
         let exponent = min(max(attempt - 1, 0), 30)
-        let baseSeconds = Double(base.components.seconds) + Double(base.components.attoseconds) / 1e18
-        let capSeconds = Double(cap.components.seconds) + Double(cap.components.attoseconds) / 1e18
-        let ceiling = min(capSeconds, baseSeconds * Double(1 << exponent))
+        let ceiling = min(cap.inSeconds, base.inSeconds * Double(1 << exponent))
         let jittered = Double.random(in: 0...max(ceiling, 0), using: &random)
         let chosen = Duration.milliseconds(Int64(jittered * 1000))
         if let retryAfter, retryAfter > chosen { return retryAfter }

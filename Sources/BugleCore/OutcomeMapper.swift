@@ -35,7 +35,7 @@ public struct OutcomeMapper: Sendable {
             return chargedRetry(seq: seq, code: code, attempts: attempts, after: after, random: &random)
         case .retry(.provider, let code, let after):
             let delay = backoff.delay(attempt: attempts, retryAfter: after, using: &random)
-            return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: seconds(delay), refundAttempt: true)
+            return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: delay.inSeconds, refundAttempt: true)
         case .retry(.safe, let code, _):
             return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: 0, refundAttempt: true)
         case .ambiguous(let code):
@@ -56,10 +56,6 @@ public struct OutcomeMapper: Sendable {
             return RecipientOutcome(seq: seq, state: .failedPermanent, code: "attempts_exhausted:" + code)
         }
         let delay = backoff.delay(attempt: attempts, retryAfter: after, using: &random)
-        return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: seconds(delay))
-    }
-
-    private func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: delay.inSeconds)
     }
 }

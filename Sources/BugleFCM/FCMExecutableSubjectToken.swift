@@ -1,3 +1,4 @@
+import BugleCore
 import Foundation
 
 #if canImport(Glibc)
@@ -120,8 +121,7 @@ struct FCMExecutableSubjectToken: Sendable {
             }
             read.signal()
         }
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        let timedOut = finished.wait(timeout: .now() + seconds) == .timedOut
+        let timedOut = finished.wait(timeout: .now() + timeout.inSeconds) == .timedOut
         if timedOut {
             kill(process.processIdentifier, SIGKILL)
             finished.wait()

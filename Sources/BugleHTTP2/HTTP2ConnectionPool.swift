@@ -484,8 +484,10 @@ public final class HTTP2ConnectionPool: Sendable {
                     // fails `readyPromise` with the connection's own reason, which is what to report, not `notFound`.
                     return readyPromise.futureResult.hop(to: channel.eventLoop).flatMapThrowing { _ in throw error }
                 }
+                // The session is a handler of this channel: read back on its event loop only.
+                let bound = NIOLoopBound(session, eventLoop: channel.eventLoop)
                 return readyPromise.futureResult.hop(to: channel.eventLoop).map { _ in
-                    HTTP2Connection(id: id, channel: channel, session: session)
+                    HTTP2Connection(id: id, channel: channel, session: bound.value)
                 }
             }
             .whenComplete { [self] result in

@@ -159,7 +159,7 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrateOrCheck() async throws -> Bool {
         guard let reason = try await self.readOnlyReason() else {
-            try await self.applyPending()
+            _ = try await self.applyPending()
             return true
         }
         let applied = try await self.appliedVersions()

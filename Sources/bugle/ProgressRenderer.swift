@@ -67,7 +67,7 @@ struct ProgressRenderer {
 
     private mutating func updateRate(finished: Int64, now: ContinuousClock.Instant) {
         let elapsed = lastTime.duration(to: now)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         guard seconds > 0.05 else { return }
         let instant = Double(finished - lastFinished) / seconds
         rate = rate.map { 0.7 * $0 + 0.3 * instant } ?? instant

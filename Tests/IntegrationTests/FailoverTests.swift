@@ -41,6 +41,51 @@ struct FailoverTests {
         }
     }
 
+    /// Two workers on a host list when the primary dies and the standby is promoted: each stops within its lease's
+    /// half-life, finds the promoted standby, writes what it held there (its lease row was replicated), and goes on;
+    /// whichever is back first waits for the other's in-flight recipients instead of reaping them. Both exit 0, the
+    /// promoted ledger is complete and nothing is sent twice.
+    @Test("the primary killed and the standby promoted under a bugle run and a bugle worker: both write what they held on it, go on and end, nothing sent twice")
+    func failoverUnderTwoWorkers() async throws {
+        let devices = 2000
+        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
+            try await StreamingStandby.with(name: "failover-two") { client in
+                _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
+                try await MixedTestEnvironment.seed(client, count: devices)
+            } _: { pair in
+                let listed = CrashFixture(
+                    environment: environment, configuration: pair.primary.databaseConfiguration(),
+                    databaseURL: try StreamingStandby.url([pair.primary, pair.standby], attributes: "read-write"), devices: devices)
+                // 100 notifications/s in all (as restartMidRun), so the worker joins and the failover happen mid-run.
+                let running = try listed.start(["run", try listed.campaign(policy: .resend, window: 200, rate: 50), "--lease-ttl", "4"])
+                try await listed.waitUntil("200 deliveries") { listed.delivered >= 200 }
+                let runID = try await listed.latestRunID()
+                let joining = try listed.start(["worker", "\(runID)", "--lease-ttl", "4"])
+                try await listed.waitUntil("two workers") {
+                    try await listed.withClient { client in
+                        try await LedgerTestSupport.scalar(
+                            client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
+                    }
+                }
+                try await listed.waitUntil("600 deliveries") { listed.delivered >= 600 }
+                try await pair.failOver()
+                let (run, worker) = (await running.finish(), await joining.finish())
+                #expect(run.status == 0, "\(run.stderr)")
+                #expect(worker.status == 0, "\(worker.stderr)")
+                let standby = try StreamingStandby.location(pair.standby)
+                for output in [run, worker] {
+                    #expect(output.stdout.contains("the database answers again (\(standby))"), "\(output.stdout)")
+                    #expect(output.stderr.contains("lease not renewed for half its TTL"), "\(output.stderr)")
+                }
+                let promoted = CrashFixture(
+                    environment: environment, configuration: pair.standby.databaseConfiguration(),
+                    databaseURL: try StreamingStandby.url([pair.standby]), devices: devices)
+                #expect(try await promoted.latestRunID() == runID)
+                try await promoted.expectEveryLiveTokenSentOnce()
+            }
+        }
+    }
+
     /// One server (no host list), down for longer than half the lease while `bugle run` and a `bugle worker` send: each
     /// stops sending, keeps its outcomes, writes them once the server is back, and goes on by itself (they used to stop
     /// with exit 2 and leave the run paused for an operator's `bugle resume`): whichever comes back first resumes or
@@ -178,7 +223,6 @@ struct FailoverTests {
         let promoted = CrashFixture(
             environment: environment, configuration: pair.standby.databaseConfiguration(), databaseURL: try StreamingStandby.url([pair.standby]),
             devices: devices)
-        let runID = try await promoted.latestRunID()
         try await promoted.expectEveryLiveTokenSentOnce()
     }
 }
