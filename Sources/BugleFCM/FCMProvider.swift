@@ -397,13 +397,10 @@ public final class FCMProvider: PushProvider {
 
     /// The tunnel through the section's proxy to `host`, or nil when it is reached directly.
     private static func tunnel(settings: FCMSettings, host: String, environment: [String: String]) throws(FCMConfigurationError) -> ProxyTunnel? {
-        guard let proxy = try proxy(settings: settings, host: host, environment: environment) else { return nil }
-        do {
-            return try ProxyTunnel(proxy: proxy)
-        } catch let error as ProxyConfigurationError {
-            throw .proxy(error)
+        do throws(ProxyConfigurationError) {
+            return try ProxyTunnel.resolve(settings.proxy, caFile: settings.proxyCAFile, host: host, environment: environment)
         } catch {
-            throw .unsupported("TLS configuration rejected: \(error)")
+            throw .proxy(error)
         }
     }
 }

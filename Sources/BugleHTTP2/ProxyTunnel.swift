@@ -19,6 +19,21 @@ public struct ProxyTunnel: Sendable {
         self.hostname = HTTP2ConnectionPool.serverHostname(proxy.host)
     }
 
+    /// The tunnel a connection to `host` takes under `setting` (``BugleCore/HTTPProxy/resolve(_:caFile:host:environment:)``),
+    /// or nil to connect directly.
+    public static func resolve(
+        _ setting: ProxySetting, caFile: String?, host: String, environment: [String: String]
+    ) throws(ProxyConfigurationError) -> ProxyTunnel? {
+        guard let proxy = try HTTPProxy.resolve(setting, caFile: caFile, host: host, environment: environment) else { return nil }
+        do {
+            return try ProxyTunnel(proxy: proxy)
+        } catch let error as ProxyConfigurationError {
+            throw error
+        } catch {
+            throw .tlsContext("\(error)")
+        }
+    }
+
     /// Adds the tunnel's handlers to a new channel's pipeline (connected to the proxy), asking it for `host:port`; the
     /// proxy has `timeout` to answer.
     public func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int, timeout: TimeAmount) throws {

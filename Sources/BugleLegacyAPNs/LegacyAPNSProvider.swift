@@ -118,7 +118,11 @@ public final class LegacyAPNSProvider: PushProvider {
         self.options = options
         self.logger = logger
         self.sslContext = try LegacyAPNSClientTLS.makeContext(settings: settings, allowReadableKeys: options.allowReadableKeys, logger: logger)
-        self.tunnel = try Self.tunnel(settings: settings, environment: options.environment)
+        do throws(ProxyConfigurationError) {
+            self.tunnel = try ProxyTunnel.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.host, environment: options.environment)
+        } catch {
+            throw .proxy(error)
+        }
         if let tunnel { logger.info("legacy APNs connections go through the proxy \(tunnel.proxy)") }
         self.group = options.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         let quietPeriod = options.quietPeriod ?? .nanoseconds(Int64(settings.quietPeriodSeconds * 1e9))
@@ -206,24 +210,6 @@ public final class LegacyAPNSProvider: PushProvider {
             group: group,
             timeout: timeout
         )
-    }
-
-    /// The section's proxy (its `proxy:`, else the environment's, minus `no_proxy`) as a tunnel, or nil.
-    private static func tunnel(settings: LegacyAPNsSettings, environment: [String: String]) throws(LegacyAPNSConfigurationError) -> ProxyTunnel? {
-        let proxy: HTTPProxy?
-        do throws(ProxyConfigurationError) {
-            proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.host, environment: environment)
-        } catch {
-            throw .proxy(error)
-        }
-        guard let proxy else { return nil }
-        do {
-            return try ProxyTunnel(proxy: proxy)
-        } catch let error as ProxyConfigurationError {
-            throw .proxy(error)
-        } catch {
-            throw .tls("the proxy's TLS context: \(error)")
-        }
     }
 
     /// A snapshot of the lane's counters.

@@ -30,14 +30,9 @@ struct FailoverTests {
     @Test("a standby serves reads, refuses writes, is passed over; the primary killed and the standby promoted mid-run: the same bugle run writes what it held on it, goes on and completes, nothing sent twice")
     func failoverMidRun() async throws {
         let devices = 3000
-        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
-            try await StreamingStandby.with(name: "failover") { client in
-                _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
-                try await MixedTestEnvironment.seed(client, count: devices)
-            } _: { pair in
-                try await Self.standbyBeforeFailover(pair, environment: environment, devices: devices)
-                try await Self.failover(pair, environment: environment, devices: devices)
-            }
+        try await Self.withStandby(name: "failover", devices: devices) { pair, environment in
+            try await Self.standbyBeforeFailover(pair, environment: environment, devices: devices)
+            try await Self.failover(pair, environment: environment, devices: devices)
         }
     }
 
@@ -48,41 +43,26 @@ struct FailoverTests {
     @Test("the primary killed and the standby promoted under a bugle run and a bugle worker: both write what they held on it, go on and end, nothing sent twice")
     func failoverUnderTwoWorkers() async throws {
         let devices = 2000
-        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
-            try await StreamingStandby.with(name: "failover-two") { client in
-                _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
-                try await MixedTestEnvironment.seed(client, count: devices)
-            } _: { pair in
-                let listed = CrashFixture(
-                    environment: environment, configuration: pair.primary.databaseConfiguration(),
-                    databaseURL: try StreamingStandby.url([pair.primary, pair.standby], attributes: "read-write"), devices: devices)
-                // 100 notifications/s in all (as restartMidRun), so the worker joins and the failover happen mid-run.
-                let running = try listed.start(["run", try listed.campaign(policy: .resend, window: 200, rate: 50), "--lease-ttl", "4"])
-                try await listed.waitUntil("200 deliveries") { listed.delivered >= 200 }
-                let runID = try await listed.latestRunID()
-                let joining = try listed.start(["worker", "\(runID)", "--lease-ttl", "4"])
-                try await listed.waitUntil("two workers") {
-                    try await listed.withClient { client in
-                        try await LedgerTestSupport.scalar(
-                            client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
-                    }
-                }
-                try await listed.waitUntil("600 deliveries") { listed.delivered >= 600 }
-                try await pair.failOver()
-                let (run, worker) = (await running.finish(), await joining.finish())
-                #expect(run.status == 0, "\(run.stderr)")
-                #expect(worker.status == 0, "\(worker.stderr)")
-                let standby = try StreamingStandby.location(pair.standby)
-                for output in [run, worker] {
-                    #expect(output.stdout.contains("the database answers again (\(standby))"), "\(output.stdout)")
-                    #expect(output.stderr.contains("lease not renewed for half its TTL"), "\(output.stderr)")
-                }
-                let promoted = CrashFixture(
-                    environment: environment, configuration: pair.standby.databaseConfiguration(),
-                    databaseURL: try StreamingStandby.url([pair.standby]), devices: devices)
-                #expect(try await promoted.latestRunID() == runID)
-                try await promoted.expectEveryLiveTokenSentOnce()
+        try await Self.withStandby(name: "failover-two", devices: devices) { pair, environment in
+            let listed = CrashFixture(
+                environment: environment, configuration: pair.primary.databaseConfiguration(),
+                databaseURL: try StreamingStandby.url([pair.primary, pair.standby], attributes: "read-write"), devices: devices)
+            let (running, joining, runID) = try await Self.startTwoWorkers(listed)
+            try await listed.waitUntil("600 deliveries") { listed.delivered >= 600 }
+            try await pair.failOver()
+            let (run, worker) = (await running.finish(), await joining.finish())
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(worker.status == 0, "\(worker.stderr)")
+            let standby = try StreamingStandby.location(pair.standby)
+            for output in [run, worker] {
+                #expect(output.stdout.contains("the database answers again (\(standby))"), "\(output.stdout)")
+                #expect(output.stderr.contains("lease not renewed for half its TTL"), "\(output.stderr)")
             }
+            let promoted = CrashFixture(
+                environment: environment, configuration: pair.standby.databaseConfiguration(),
+                databaseURL: try StreamingStandby.url([pair.standby]), devices: devices)
+            #expect(try await promoted.latestRunID() == runID)
+            try await promoted.expectEveryLiveTokenSentOnce()
         }
     }
 
@@ -93,18 +73,7 @@ struct FailoverTests {
     @Test("one server down for longer than half the lease under two workers: the same bugle run and bugle worker go on once it is back, nothing sent twice")
     func restartMidRun() async throws {
         try await Self.withLoneCluster(name: "restart", devices: 2000) { cluster, fixture in
-            // 100 notifications/s in all, so the run lasts 20 s: the worker's start, `bugle runs` and the outage all
-            // happen mid-run even on a loaded machine (at 300/s CI's parallel phase once saw it complete before them).
-            let running = try fixture.start(["run", try fixture.campaign(policy: .resend, window: 200, rate: 50), "--lease-ttl", "4"])
-            try await fixture.waitUntil("200 deliveries") { fixture.delivered >= 200 }
-            let runID = try await fixture.latestRunID()
-            let joining = try fixture.start(["worker", "\(runID)", "--lease-ttl", "4"])
-            try await fixture.waitUntil("two workers") {
-                try await fixture.withClient { client in
-                    try await LedgerTestSupport.scalar(
-                        client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
-                }
-            }
+            let (running, joining, runID) = try await Self.startTwoWorkers(fixture)
             let listed = try await fixture.bugle(["runs"])
             #expect(listed.stdout.contains("(2 workers)"), "\(listed.stdout)")
             let sending = try await Self.listedRun(runID, fixture: fixture)
@@ -125,6 +94,24 @@ struct FailoverTests {
             let finished = try await Self.listedRun(runID, fixture: fixture)
             #expect(finished?["status"] as? String == "completed" && finished?["live_workers"] is NSNull, "\(String(describing: finished))")
         }
+    }
+
+    /// A `bugle run` (`--lease-ttl 4`, 50 notifications/s per lane) and, once it delivered 200, a `bugle worker` on the
+    /// same run; returns once both hold a live lease. At 100/s in all a 2,000-recipient run lasts 20 s, so what the
+    /// test does next (`bugle runs`, an outage) happens mid-run even on a loaded machine (at 300/s CI's parallel phase
+    /// once saw the run complete before it).
+    private static func startTwoWorkers(_ fixture: CrashFixture) async throws -> (CLIRunTests.RunningBugle, CLIRunTests.RunningBugle, Int64) {
+        let running = try fixture.start(["run", try fixture.campaign(policy: .resend, window: 200, rate: 50), "--lease-ttl", "4"])
+        try await fixture.waitUntil("200 deliveries") { fixture.delivered >= 200 }
+        let runID = try await fixture.latestRunID()
+        let joining = try fixture.start(["worker", "\(runID)", "--lease-ttl", "4"])
+        try await fixture.waitUntil("two workers") {
+            try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
+            }
+        }
+        return (running, joining, runID)
     }
 
     /// Run `runID` as `bugle runs --json` lists it.
@@ -157,6 +144,20 @@ struct FailoverTests {
             let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
             #expect(resumed.status == 0, "\(resumed.stderr)")
             try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
+    /// A primary with `devices` seeded devices and its streaming standby, and both simulators.
+    private static func withStandby(
+        name: String, devices: Int, _ body: (StreamingStandby, MixedTestEnvironment) async throws -> Void
+    ) async throws {
+        try await CrashFixture.with(environment: try await MixedTestEnvironment.start()) { environment in
+            try await StreamingStandby.with(name: name) { client in
+                _ = try await Migrator(client: client, logger: TestDatabase.logger).migrate()
+                try await MixedTestEnvironment.seed(client, count: devices)
+            } _: { pair in
+                try await body(pair, environment)
+            }
         }
     }
 

@@ -117,13 +117,7 @@ struct LegacyAPNsLaneTests {
                 $0.keyFile = other.client.keyFile
             }
         ) { _, simulator, lane in
-            for seq in Int64(1)...2 {
-                let outcome = await lane.send(Environment.request(token: Environment.liveToken(Int(seq)), seq: seq))
-                guard case .halt(let code, let message) = outcome else {
-                    Issue.record("expected a halt, got \(outcome)")
-                    continue
-                }
-                #expect(code == "TLSCertificateRejected")
+            for message in await Self.twoHalts(lane, code: "TLSCertificateRejected") {
                 #expect(message.hasPrefix("cannot connect to the legacy APNs gateway: the server refused the TLS client certificate (TLSV1_ALERT_UNKNOWN_CA)"), "\(message)")
             }
             #expect(simulator.accepted().isEmpty)
@@ -183,6 +177,21 @@ struct LegacyAPNsLaneTests {
         }
     }
 
+    /// Sends two notifications one after the other; each must halt the lane with `code`. - Returns: their messages.
+    private static func twoHalts(_ lane: LegacyAPNSProvider, code expected: String) async -> [String] {
+        var messages: [String] = []
+        for seq in Int64(1)...2 {
+            let outcome = await lane.send(Environment.request(token: Environment.liveToken(Int(seq)), seq: seq))
+            guard case .halt(let code, let message) = outcome else {
+                Issue.record("expected a halt, got \(outcome)")
+                continue
+            }
+            #expect(code == expected)
+            messages.append(message)
+        }
+        return messages
+    }
+
     /// 200 notifications, two of them to invalid tokens (each error response closes the connection, so three gateway
     /// connections), then one feedback read.
     private static func sendAndReadFeedback(_ lane: LegacyAPNSProvider, _ simulator: LegacyAPNsSimulator) async throws {
@@ -208,13 +217,7 @@ struct LegacyAPNsLaneTests {
                 settings: { $0.proxy = .proxy(host: "127.0.0.1", port: proxy.port, tls: false, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY") }
             ) { _, simulator, lane in
                 let ports = try #require(simulator.ports)
-                for seq in Int64(1)...2 {
-                    let outcome = await lane.send(Environment.request(token: Environment.liveToken(Int(seq)), seq: seq))
-                    guard case .halt(let code, let message) = outcome else {
-                        Issue.record("expected a halt, got \(outcome)")
-                        continue
-                    }
-                    #expect(code == "ProxyRefused")
+                for message in await Self.twoHalts(lane, code: "ProxyRefused") {
                     #expect(
                         message.hasPrefix(
                             "cannot connect to the legacy APNs gateway: the proxy http://127.0.0.1:\(proxy.port) (with credentials) refused the tunnel to 127.0.0.1:\(ports.gateway): 407"),

@@ -138,6 +138,8 @@ public enum ProxyConfigurationError: Error, Sendable, Equatable, CustomStringCon
     case invalidCAFile(path: String)
     /// A SOCKS5 proxy's user name or password (from this variable) is empty or longer than 255 bytes.
     case socksCredentialLength(variable: String)
+    /// The TLS library refused the client configuration for an `https://` proxy.
+    case tlsContext(String)
 
     public var description: String {
         switch self {
@@ -154,6 +156,8 @@ public enum ProxyConfigurationError: Error, Sendable, Equatable, CustomStringCon
             return "proxy_ca_file \(path) holds no PEM certificate"
         case .socksCredentialLength(let variable):
             return "\(variable): a SOCKS5 proxy's user name and password must each be 1 to 255 bytes"
+        case .tlsContext(let reason):
+            return "TLS to the https:// proxy cannot be configured: \(reason)"
         }
     }
 }
