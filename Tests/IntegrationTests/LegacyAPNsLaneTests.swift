@@ -208,6 +208,32 @@ struct LegacyAPNsLaneTests {
         #expect(simulator.counters().feedbackConnections == 1)
     }
 
+    @Test(
+        "through squid's https_port with Basic credentials: every notification accepted once and the feedback service read, each simulator connection a TCP_TUNNEL/200 in squid's access log",
+        .enabled(if: Squid.enabled, Squid.reason))
+    func throughSquid() async throws {
+        let directory = TestScratch.root + "bugle-legacy-squid-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let proxyMaterial = try SimulatorCertificates.generate(in: directory, port: 0)
+        try await Squid.with(user: "bugle", password: "squ1d-s3cret", certificatePEM: proxyMaterial.serverCertificatePEM, keyPEM: proxyMaterial.serverKeyPEM) { squid in
+            try await Environment.withLane(
+                options: LegacyAPNSProvider.Options(environment: ["BUGLE_TEST_LEGACY_PROXY": "bugle:squ1d-s3cret"]),
+                settings: {
+                    $0.proxy = .proxy(host: "127.0.0.1", port: squid.httpsPort, tls: true, credentialsEnv: "BUGLE_TEST_LEGACY_PROXY")
+                    $0.proxyCAFile = proxyMaterial.caFile
+                }
+            ) { _, simulator, lane in
+                let ports = try #require(simulator.ports)
+                try await Self.sendAndReadFeedback(lane, simulator)
+                // Squid logs a tunnel when it closes.
+                await lane.shutdown()
+                let counters = simulator.counters()
+                #expect(try await squid.tunnels(to: "127.0.0.1:\(ports.gateway)", reaching: counters.connections) == counters.connections)
+                #expect(try await squid.tunnels(to: "127.0.0.1:\(ports.feedback)", reaching: 1) == counters.feedbackConnections)
+            }
+        }
+    }
+
     @Test("a proxy refusing the credentials halts the lane naming the proxy and the status, never the password; the gateway is never reached; the feedback read fails naming the proxy")
     func proxyRefusal() async throws {
         let proxy = try await ConnectProxy.start(requiredAuthorization: HTTPProxy.basicAuthorization("alice:right"))
