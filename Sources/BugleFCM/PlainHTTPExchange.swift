@@ -69,7 +69,7 @@ enum PlainHTTPExchange {
             }
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: tunnel?.proxy.host ?? host, port: tunnel?.proxy.port ?? port).get()
+            channel = try await bootstrap.connect(host: host, port: port, through: tunnel).get()
         } catch {
             promise.fail(Failure.connect("\(error)"))
             throw Failure.connect("\(error)")

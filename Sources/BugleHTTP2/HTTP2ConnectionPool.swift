@@ -451,7 +451,6 @@ public final class HTTP2ConnectionPool: Sendable {
             HTTP2ConnectionHandler.Keepalive(interval: $0, timeout: configuration.pingTimeout)
         }
 
-        let proxy = configuration.proxy
         let tunnel = self.tunnel
         let (host, port) = (configuration.host, configuration.port)
         let proxyTimeout = configuration.connectTimeout
@@ -467,7 +466,7 @@ public final class HTTP2ConnectionPool: Sendable {
                     try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))
                 }
             }
-        bootstrap.connect(host: proxy?.host ?? host, port: proxy?.port ?? port)
+        bootstrap.connect(host: host, port: port, through: tunnel)
             .flatMap { channel -> EventLoopFuture<HTTP2Connection> in
                 channel.closeFuture.whenComplete { [self] _ in
                     let why = failure.withLockedValue { $0 } ?? "connection closed during the TLS handshake"
@@ -527,10 +526,8 @@ public final class HTTP2ConnectionPool: Sendable {
         let message: String
         if case .notWritten(let why)? = error as? HTTP2TransportError {
             message = why
-        } else if let proxy = configuration.proxy, !(error is HTTP2TransportError) {
-            // TCP to the proxy itself failed (the tunnel's own failures arrive as `notWritten`).
-            message = "cannot reach the proxy \(proxy): \(error)"
         } else {
+            // Also TCP to the proxy itself (``ProxyUnreachable``); the tunnel's own failures arrive as `notWritten`.
             message = String(describing: error)
         }
         let (effects, rejection) = state.withLockedValue { state -> ([Effect], HTTP2TransportError?) in

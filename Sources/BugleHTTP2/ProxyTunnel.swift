@@ -1,5 +1,6 @@
 import BugleCore
 import NIOCore
+import NIOPosix
 import NIOSSL
 
 /// The front of a connection through a proxy: the handlers that open the tunnel before TLS to the server starts inside
@@ -45,5 +46,27 @@ public struct ProxyTunnel: Sendable {
             try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: hostname))
         }
         try pipeline.addHandler(HTTPConnectTunnelHandler(proxy: proxy, host: host, port: port, timeout: timeout))
+    }
+}
+
+/// TCP to the proxy itself failed (the tunnel's own failures are ``HTTPProxyError``s, raised once it is reached).
+public struct ProxyUnreachable: Error, Sendable, CustomStringConvertible {
+    /// The proxy, as ``BugleCore/HTTPProxy/description`` shows it (never its credentials).
+    public var proxy: String
+    /// What the connect failed with.
+    public var reason: String
+
+    public var description: String { "cannot reach the proxy \(proxy): \(reason)" }
+}
+
+extension ClientBootstrap {
+    /// Connects to `host:port`, or, when `tunnel` carries the connection, to its proxy (the channel initializer adds the
+    /// tunnel's handlers, which ask it for `host:port`); failing to reach the proxy is a ``ProxyUnreachable``.
+    public func connect(host: String, port: Int, through tunnel: ProxyTunnel?) -> EventLoopFuture<any Channel> {
+        guard let tunnel else { return connect(host: host, port: port) }
+        let proxy = tunnel.proxy
+        return connect(host: proxy.host, port: proxy.port).flatMapErrorThrowing { error in
+            throw ProxyUnreachable(proxy: "\(proxy)", reason: "\(error)")
+        }
     }
 }

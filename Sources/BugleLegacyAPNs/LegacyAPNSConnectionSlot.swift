@@ -282,7 +282,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
                     try sync.addHandler(LegacyAPNSConnectionHandler(events: events))
                 }
             }
-            .connect(host: tunnel?.proxy.host ?? host, port: tunnel?.proxy.port ?? port)
+            .connect(host: host, port: port, through: tunnel)
             .whenComplete { result in
                 switch result {
                 case .success(let channel):
@@ -296,8 +296,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
                         }
                     }
                 case .failure(let error):
-                    let message = tunnel.map { "cannot reach the proxy \($0.proxy): \(error)" } ?? String(describing: error)
-                    self.connectFailed(message, generation: generation)
+                    self.connectFailed(String(describing: error), generation: generation)
                 }
             }
     }

@@ -52,12 +52,11 @@ public struct LegacyAPNSFeedbackClient: Sendable {
                         try sync.addHandler(Collector(done: done))
                     }
                 }
-                .connect(host: tunnel?.proxy.host ?? host, port: tunnel?.proxy.port ?? port)
+                .connect(host: host, port: port, through: tunnel)
                 .get()
         } catch {
-            let message = tunnel.map { "cannot reach the proxy \($0.proxy): \(error)" } ?? String(describing: error)
-            done.fail(LegacyAPNSFeedbackError.connectFailed(message))
-            throw LegacyAPNSFeedbackError.connectFailed(message)
+            done.fail(LegacyAPNSFeedbackError.connectFailed(String(describing: error)))
+            throw LegacyAPNSFeedbackError.connectFailed(String(describing: error))
         }
         let timer = eventLoop.scheduleTask(in: timeout) {
             done.fail(LegacyAPNSFeedbackError.timedOut)

@@ -23,9 +23,8 @@ struct Bugle: AsyncParsableCommand {
 
             Providers: the providers file (--providers, or the campaign's `providers:`) names endpoints and \
             credentials. Provider connections (APNs, FCM, legacy APNs) go through the proxy in https_proxy, else \
-            all_proxy (minus no_proxy) unless the file's `proxy:` says otherwise (http://, https:// with TLS to the proxy itself, or SOCKS5 as \
-            socks5h://); loopback \
-            endpoints always connect directly. FCM's access tokens come from a service-account file, an \
+            all_proxy (minus no_proxy) unless the file's `proxy:` says otherwise (http://, https:// with TLS to the \
+            proxy itself, or SOCKS5 as socks5h://); loopback endpoints always connect directly. FCM's access tokens come from a service-account file, an \
             external_account file (workload identity federation from a token file, a URL, AWS or a program, with \
             project_id), or, on Google Cloud, the metadata \
             server (credentials: metadata_server, with project_id; GCE_METADATA_HOST).
