@@ -14,7 +14,8 @@ import Glibc
 ///
 /// A timing suite (``TimingPhase``): leases of 4 s, outages of a few seconds and a worker joining mid-run need a CPU the
 /// parallel phase does not leave them (there the two-worker run once completed before its outage, and once its worker
-/// did not hold a live lease within two minutes).
+/// did not hold a live lease within two minutes; a process ending before both hold one now fails the wait at once, and
+/// any failed wait records both processes' output and the run's leases).
 @Suite(
     "a streaming standby and a failover to it", .serialized, .timeLimit(.minutes(5)),
     .enabled(if: TimingPhase.isActive, TimingPhase.reason)
@@ -105,13 +106,47 @@ struct FailoverTests {
         try await fixture.waitUntil("200 deliveries") { fixture.delivered >= 200 }
         let runID = try await fixture.latestRunID()
         let joining = try fixture.start(["worker", "\(runID)", "--lease-ttl", "4"])
-        try await fixture.waitUntil("two workers") {
-            try await fixture.withClient { client in
-                try await LedgerTestSupport.scalar(
-                    client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
+        do {
+            try await fixture.waitUntil("two workers") {
+                guard running.process.isRunning, joining.process.isRunning else { throw TwoWorkersNotLive(runID: runID) }
+                return try await fixture.withClient { client in
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) == 2
+                }
             }
+        } catch {
+            // Neither process is left behind to hang the suite, and what each printed says why they were not both live.
+            try await Self.recordWhyNotLive(error, runID: runID, processes: [("bugle run", running), ("bugle worker", joining)], fixture: fixture)
+            throw error
         }
         return (running, joining, runID)
+    }
+
+    /// One of the two processes ended before both held a live lease.
+    private struct TwoWorkersNotLive: Error, CustomStringConvertible {
+        let runID: Int64
+        var description: String { "a process of run \(runID) ended before both held a live lease" }
+    }
+
+    /// Records, for a failed wait for two live workers, the run's leases and state and each process's exit and output,
+    /// after stopping whichever is still running.
+    private static func recordWhyNotLive(
+        _ error: any Error, runID: Int64, processes: [(String, CLIRunTests.RunningBugle)], fixture: CrashFixture
+    ) async throws {
+        let leases = try? await fixture.withClient { client in
+            try await LedgerTestSupport.scalar(
+                client,
+                "SELECT coalesce(string_agg(owner || ' until ' || expires_at::text || ' (now ' || now()::text || ')', '; '), 'none') FROM bugle.run_workers WHERE run_id = \(runID)",
+                as: String.self)
+        }
+        let states = try? await fixture.states(runID: runID)
+        var report = "\(error); leases: \(leases.flatMap { $0 } ?? "unknown"); recipients: \(states.map { "\($0)" } ?? "unknown")"
+        for (name, process) in processes {
+            if process.process.isRunning { kill(process.process.processIdentifier, SIGKILL) }
+            let output = await process.finish()
+            report += "\n\(name) exited \(output.status)\nstdout:\n\(output.stdout)\nstderr:\n\(output.stderr)"
+        }
+        Issue.record(Comment(rawValue: report))
     }
 
     /// Run `runID` as `bugle runs --json` lists it.
