@@ -76,11 +76,17 @@ public protocol PushProvider: Sendable {
     /// Gets ready to send before the first recipient is claimed: connections opened, credentials fetched.
     /// Failures are not reported here; the first send reports them.
     func prepare() async
+    /// The run is stopping: every ``send(_:)`` still waiting for the lane (a slot, its rate, a pause) returns
+    /// ``SendOutcome/withdrawn`` without sending, and so does every later one until ``prepare()``. Requests already
+    /// written are answered as usual.
+    func withdrawWaitingSends()
 }
 
 extension PushProvider {
     public var isAcceptingWork: Bool { true }
     public func prepare() async {}
+    /// Lanes that never make a send wait have nothing to withdraw.
+    public func withdrawWaitingSends() {}
     /// Lanes without a path that does not suspend: every request goes through ``send(_:)``.
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool { false }
 }

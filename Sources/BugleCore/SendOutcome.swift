@@ -16,6 +16,10 @@ public enum SendOutcome: Sendable, Equatable {
     /// Auth or configuration is wrong for every recipient: stop the run (exit 2), deactivate nothing.
     case halt(code: String, message: String)
 
+    /// A send withdrawn before it was written, because the run is stopping (``PushProvider/withdrawWaitingSends()``):
+    /// known not sent, so the recipient goes back to wait with its attempt given back (`not_sent`).
+    public static let withdrawn = SendOutcome.retry(.safe, code: "not_sent", after: nil)
+
     /// Short machine-readable code stored in `run_recipients.outcome_code`.
     public var code: String {
         switch self {

@@ -211,6 +211,8 @@ public struct CampaignRunner: Sendable {
         case recorded(Bool)
         /// An outcome write was given up on the worker's old connections: the batch is handed over.
         case handedOver([RecipientOutcome])
+        /// A stop was requested (``RunControl/onStopRequest(_:)``): look at it now, not at the next answer.
+        case stopRequested
         /// A claim or an outcome write gave up (``withDatabaseRetry(_:giveUpOnStop:slow:_:)``): the run fails.
         case failed(any Error)
     }
@@ -225,6 +227,8 @@ public struct CampaignRunner: Sendable {
         let clock = ContinuousClock()
         let claimThreshold = max(1, min(configuration.claimBatch, window / 4))
         let mailbox = EventMailbox<Event>()
+        control.onStopRequest { mailbox.post(.stopRequested) }
+        defer { control.onStopRequest(nil) }
         return try await withThrowingDiscardingTaskGroup(returning: RunResult.self) { group in
             var sending = 0
             var claiming = 0
@@ -236,6 +240,8 @@ public struct CampaignRunner: Sendable {
             var lastClaimShort = false
             var dryUntil: [ProviderKind: ContinuousClock.Instant] = [:]
             var stop: Stop?
+            // Set once the lanes' waiting sends were withdrawn for the stop.
+            var withdrawn = false
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
             var lostAnswers = LostAnswerBreaker(window: window)
@@ -279,6 +285,19 @@ public struct CampaignRunner: Sendable {
                 if stop == nil, let notAfter, Date().timeIntervalSince1970 >= notAfter.secondsSince1970 {
                     logger.notice("delivery.not_after reached: no more claims")
                     stop = .interrupted("delivery.not_after reached")
+                }
+                if stop != nil, !withdrawn {
+                    // Recipients claimed but not yet sent go back unsent instead of going out after the stop (at a slow
+                    // rate the window's last sends would go out minutes later, and after a lost lease another worker
+                    // may already be sending them): those waiting for their lane in a task come back `withdrawn`, the
+                    // parked ones are handed back here. Requests already written are answered and recorded as usual.
+                    withdrawn = true
+                    for provider in providers.values { provider.withdrawWaitingSends() }
+                    for (_, recipient) in parked.withdrawAll() {
+                        sending -= 1
+                        attempted -= 1
+                        buffer.append(Self.notSent(recipient))
+                    }
                 }
                 let now = clock.now
                 let committed = sending + claiming + recording + buffer.count
@@ -407,9 +426,7 @@ public struct CampaignRunner: Sendable {
                         }
                         if stop != nil || crashing != nil {
                             // Claimed after the stop: never sent, so handed back unspent.
-                            for recipient in recipients {
-                                buffer.append(RecipientOutcome(seq: recipient.seq, state: .retryWait, code: "not_sent", retryAfterSeconds: 0, refundAttempt: true))
-                            }
+                            for recipient in recipients { buffer.append(Self.notSent(recipient)) }
                             continue
                         }
                         let sendTime = Int(Date().timeIntervalSince1970)
@@ -438,6 +455,11 @@ public struct CampaignRunner: Sendable {
                     case .answered(let answered, let raw, let platform, let startedAtOnce):
                         sending -= 1
                         if startedAtOnce { parked.answered(sender.lane(for: platform)) }
+                        if raw == .withdrawn {
+                            attempted -= 1
+                            buffer.append(answered)
+                            continue
+                        }
                         var outcome = answered
                         if let verdict = breaker.observe(raw) {
                             outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
@@ -478,15 +500,22 @@ public struct CampaignRunner: Sendable {
                     case .handedOver(let batch):
                         recording = 0
                         handedOver = (handedOver ?? []) + batch
+                    case .stopRequested:
+                        break
                     case .failed(let error):
                         throw error
                     }
                 }
-                if parked.count > 0 {
+                if parked.count > 0, stop == nil {
                     for send in parked.unpark(providers.keys, start: startAtOnce) { sendInTask(send) }
                 }
             }
         }
+    }
+
+    /// The outcome of a claimed recipient that was never sent: back to wait, due at once, its attempt given back.
+    private static func notSent(_ recipient: ClaimedRecipient) -> RecipientOutcome {
+        RecipientOutcome(seq: recipient.seq, state: .retryWait, code: SendOutcome.withdrawn.code, retryAfterSeconds: 0, refundAttempt: true)
     }
 
     private func end(_ lease: Lease, _ stop: Stop, attempted: Int) async throws -> RunResult {

@@ -47,13 +47,21 @@ public struct InstrumentedProvider: PushProvider {
 
     public func prepare() async { await inner.prepare() }
 
+
     public func send(_ request: PushRequest) async -> SendOutcome {
         inFlight.increment()
         let start = ContinuousClock.now
         let outcome = await inner.send(request)
+        guard outcome != .withdrawn else {
+            // Never sent: not a send to count.
+            inFlight.decrement()
+            return outcome
+        }
         record(outcome, since: start)
         return outcome
     }
+
+    public func withdrawWaitingSends() { inner.withdrawWaitingSends() }
 
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
         inFlight.increment()

@@ -4,7 +4,8 @@ import Synchronization
 /// Paces one provider lane: a concurrency limit, a token bucket at the rate the ``RateController`` allows,
 /// and the lane pause (``LanePause``). Shared by every send of the lane; never blocks a thread.
 ///
-/// - ``acquire()`` waits for a concurrency slot, then for the lane to be open, then for a token.
+/// - ``acquire()`` waits for a concurrency slot, then for the lane to be open, then for a token; it gives up, with
+///   nothing taken, once ``withdrawWaiting()`` was called (the run is stopping), until ``reopen()``.
 /// - ``release(after:)`` feeds the answer back: throttling storms lower the rate (AIMD), calm windows raise
 ///   it, a `Retry-After` or a storm closes the lane for `max(Retry-After, backoff)`, and a delivery resets the
 ///   backoff.
@@ -47,7 +48,8 @@ public final class LanePacer: Sendable {
     }
 
     private struct Waiter {
-        var continuation: CheckedContinuation<Void, Never>
+        /// Resumed with true when handed a slot, false when withdrawn.
+        var continuation: CheckedContinuation<Bool, Never>
     }
 
     private struct State {
@@ -60,7 +62,13 @@ public final class LanePacer: Sendable {
         var random = SystemRandomNumberGenerator()
         /// Live workers of the run; this worker paces at the lane's rate divided by it.
         var share = 1
+        /// Set by ``withdrawWaiting()``: nothing more is handed out until ``reopen()``.
+        var withdrawn = false
     }
+
+    /// The longest a waiting send sleeps before it looks again whether it was withdrawn: how long a stop may take to
+    /// reach a send waiting seconds for its token (at 5 requests a second, a window of 1,000 waits up to 200 s).
+    static let withdrawalCheck = 0.25
 
     private let limits: Limits
     private let state: Mutex<State>
@@ -90,30 +98,81 @@ public final class LanePacer: Sendable {
     }
 
     /// Waits until this lane may send one request; call ``release(after:)`` with its outcome afterwards.
-    public func acquire() async {
-        await takeSlot()
+    /// - Returns: false, with no slot or token held, when the wait was withdrawn (``withdrawWaiting()``): the request
+    ///   must not be sent.
+    public func acquire() async -> Bool {
+        guard await takeSlot() else { return false }
         while true {
             let (paused, tokenWait) = state.withLock { state -> (Double, Double) in
+                if state.withdrawn { return (0, -1) }
                 let now = self.now
                 let paused = state.pause.wait(now: now)
                 if paused > 0 { return (paused, 0) }
                 return (0, state.bucket?.reserve(now: now) ?? 0)
             }
+            if tokenWait < 0 { return giveUp(refundingToken: false) }
             if paused > 0 {
-                try? await Task.sleep(for: .microseconds(Int64((paused * 1e6).rounded(.up))))
+                await Self.nap(paused)
                 continue
             }
-            guard tokenWait > 0 else { return }
-            try? await Task.sleep(for: .microseconds(Int64((tokenWait * 1e6).rounded(.up))))
-            // The token is ours: go, unless the lane closed meanwhile (then hand it back and wait again).
-            let closed = state.withLock { state -> Bool in
-                let now = self.now
-                guard state.pause.wait(now: now) > 0 else { return false }
-                state.bucket?.refund(now: now)
-                return true
+            guard tokenWait > 0 else { return true }
+            // The token is reserved: sleep until it exists, looking now and then whether the wait was withdrawn.
+            let due = ContinuousClock.now + .microseconds(Int64((tokenWait * 1e6).rounded(.up)))
+            while true {
+                let left = due - ContinuousClock.now
+                guard left > .zero else { break }
+                try? await Task.sleep(for: min(left, .milliseconds(Int64(Self.withdrawalCheck * 1000))))
+                if Task.isCancelled { break }
+                if ContinuousClock.now < due, state.withLock({ $0.withdrawn }) { return giveUp(refundingToken: true) }
             }
-            if !closed { return }
+            // The token is ours: go, unless the wait was withdrawn or the lane closed meanwhile (then hand it back and
+            // wait again).
+            let verdict = state.withLock { state -> Bool? in
+                let now = self.now
+                if state.withdrawn {
+                    state.bucket?.refund(now: now)
+                    return nil
+                }
+                guard state.pause.wait(now: now) > 0 else { return true }
+                state.bucket?.refund(now: now)
+                return false
+            }
+            guard let go = verdict else { return giveUp(refundingToken: false) }
+            if go { return true }
         }
+    }
+
+    /// Sleeps `seconds`, at most ``withdrawalCheck``.
+    private static func nap(_ seconds: Double) async {
+        try? await Task.sleep(for: .microseconds(Int64((min(seconds, withdrawalCheck) * 1e6).rounded(.up))))
+    }
+
+    /// Ends a withdrawn ``acquire()``: frees its slot (and hands back its reserved token).
+    private func giveUp(refundingToken: Bool) -> Bool {
+        let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            if refundingToken { state.bucket?.refund(now: self.now) }
+            return Self.freeSlot(&state)
+        }
+        next?.resume(returning: false)
+        return false
+    }
+
+    /// Withdraws every send waiting for this lane: each ``acquire()`` waiting for a slot, the lane to reopen or a token
+    /// returns false within ``withdrawalCheck``, and so does every later one, until ``reopen()``. Sends already let
+    /// through are not touched. For a run that is stopping (an operator's pause, cancel or Ctrl-C, a lost lease, a
+    /// halt): a recipient claimed but not yet sent goes back unsent instead of going out after the stop.
+    public func withdrawWaiting() {
+        let waiting = state.withLock { state -> [Waiter] in
+            state.withdrawn = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiting { waiter.continuation.resume(returning: false) }
+    }
+
+    /// Hands out slots and tokens again after ``withdrawWaiting()`` (a new run, or the same run going on).
+    public func reopen() {
+        state.withLock { $0.withdrawn = false }
     }
 
     /// Takes a slot and a token without waiting: only when the lane is open, nobody waits for a slot, a slot is free
@@ -121,7 +180,7 @@ public final class LanePacer: Sendable {
     /// - Returns: true when both were taken.
     public func tryAcquire() -> Bool {
         state.withLock { state in
-            guard state.waiters.isEmpty, state.inFlight < limits.concurrency else { return false }
+            guard !state.withdrawn, state.waiters.isEmpty, state.inFlight < limits.concurrency else { return false }
             let now = self.now
             guard state.pause.wait(now: now) <= 0 else { return false }
             if state.bucket != nil, state.bucket?.take(now: now) != true { return false }
@@ -132,11 +191,11 @@ public final class LanePacer: Sendable {
 
     /// Gives back what ``tryAcquire()`` took, for a request that was not sent.
     public func cancelAcquire() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
             state.bucket?.refund(now: self.now)
             return Self.freeSlot(&state)
         }
-        next?.resume()
+        next?.resume(returning: true)
     }
 
     /// Returns the slot and learns from the answer.
@@ -144,7 +203,7 @@ public final class LanePacer: Sendable {
     /// - Returns: The outcome, with a provider-level retry delayed at least until the lane reopens.
     @discardableResult
     public func release(after outcome: SendOutcome) -> SendOutcome {
-        let (next, result) = state.withLock { state -> (CheckedContinuation<Void, Never>?, SendOutcome) in
+        let (next, result) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, SendOutcome) in
             let now = self.now
             var result = outcome
             let throttled = Self.isThrottling(outcome)
@@ -172,7 +231,7 @@ public final class LanePacer: Sendable {
             }
             return (Self.freeSlot(&state), result)
         }
-        next?.resume()
+        next?.resume(returning: true)
         return result
     }
 
@@ -208,29 +267,32 @@ public final class LanePacer: Sendable {
         }
     }
 
-    private func takeSlot() async {
+    /// Takes a concurrency slot, waiting for one if need be. - Returns: false when withdrawn (no slot taken).
+    private func takeSlot() async -> Bool {
         // Usually a slot is free: take it without suspending (a continuation per send), unless others wait first.
-        let free = state.withLock { state -> Bool in
-            guard state.waiters.isEmpty, state.inFlight < limits.concurrency else { return false }
+        let free = state.withLock { state -> Bool? in
+            if state.withdrawn { return false }
+            guard state.waiters.isEmpty, state.inFlight < limits.concurrency else { return nil }
             state.inFlight += 1
             return true
         }
-        if free { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let granted = state.withLock { state -> Bool in
+        if let free { return free }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let granted = state.withLock { state -> Bool? in
+                if state.withdrawn { return false }
                 if state.inFlight < limits.concurrency {
                     state.inFlight += 1
                     return true
                 }
                 state.waiters.append(Waiter(continuation: continuation))
-                return false
+                return nil
             }
-            if granted { continuation.resume() }
+            if let granted { continuation.resume(returning: granted) }
         }
     }
 
     /// Frees a slot: hands it to the oldest waiting send (returned, to resume outside the lock), or marks it free.
-    private static func freeSlot(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+    private static func freeSlot(_ state: inout State) -> CheckedContinuation<Bool, Never>? {
         if state.waiters.isEmpty {
             state.inFlight -= 1
             return nil

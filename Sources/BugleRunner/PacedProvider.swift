@@ -21,12 +21,19 @@ public struct PacedProvider: PushProvider {
 
     public var isAcceptingWork: Bool { pacer.isAcceptingWork && inner.isAcceptingWork }
 
-    public func prepare() async { await inner.prepare() }
+    /// Opens the pacer again (a new run, or the same run going on after a stop) and readies the lane.
+    public func prepare() async {
+        pacer.reopen()
+        await inner.prepare()
+    }
 
+    /// Waits for the pacer, then sends; ``SendOutcome/withdrawn`` when the wait was withdrawn (nothing sent).
     public func send(_ request: PushRequest) async -> SendOutcome {
-        await pacer.acquire()
+        guard await pacer.acquire() else { return .withdrawn }
         return pacer.release(after: await inner.send(request))
     }
+
+    public func withdrawWaitingSends() { pacer.withdrawWaiting() }
 
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
         guard pacer.tryAcquire() else { return false }

@@ -53,6 +53,19 @@ struct ParkedSends<Send> {
         queues[lane, default: Queue()].sends.append(send)
     }
 
+    /// Takes every parked send out, unsent (the run is stopping).
+    mutating func withdrawAll() -> [Send] {
+        var withdrawn: [Send] = []
+        for lane in Array(queues.keys) {
+            guard var queue = queues[lane] else { continue }
+            withdrawn += queue.sends[queue.head...]
+            queue.sends.removeAll()
+            queue.head = 0
+            queues[lane] = queue
+        }
+        return withdrawn
+    }
+
     /// Starts each lane's parked sends in order while its lane takes them.
     /// - Parameter start: starts one send on its lane at once, or returns false.
     /// - Returns: sends of lanes that refused one with no started send still out, in order: the caller sends them

@@ -16,6 +16,7 @@ public final class RunControl: Sendable {
     }
 
     private let state = Mutex<StopRequest?>(nil)
+    private let wake = Mutex<(@Sendable () -> Void)?>(nil)
     private let renewedAt = Mutex<ContinuousClock.Instant>(ContinuousClock.now)
 
     public init() {}
@@ -31,11 +32,21 @@ public final class RunControl: Sendable {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
-    /// Asks the loop to stop claiming; the first request wins.
+    /// Asks the loop to stop claiming; the first request wins, and wakes the loop (``onStopRequest(_:)``).
     public func requestStop(_ request: StopRequest) {
-        state.withLock { current in
-            if current == nil { current = request }
+        let first = state.withLock { current -> Bool in
+            guard current == nil else { return false }
+            current = request
+            return true
         }
+        if first, let wake = wake.withLock({ $0 }) { wake() }
+    }
+
+    /// Sets what wakes the send loop when a stop is requested (called at once when one is pending already), or
+    /// clears it (nil), so that a loop waiting for slow answers stops without waiting for the next of them.
+    public func onStopRequest(_ body: (@Sendable () -> Void)?) {
+        wake.withLock { $0 = body }
+        if let body, stopRequest != nil { body() }
     }
 
     /// The pending stop request, if any.

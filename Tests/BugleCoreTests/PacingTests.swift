@@ -150,11 +150,60 @@ struct LanePacerTests {
         // cancelAcquire frees the slot for a send waiting in acquire() (or about to): it gets it, not a tryAcquire.
         let waiting = Task { await slots.acquire() }
         slots.cancelAcquire()
-        await waiting.value
+        #expect(await waiting.value)
         #expect(slots.snapshot.inFlight == 1)
         #expect(!slots.tryAcquire())
         slots.release(after: .delivered(providerMessageID: nil))
         #expect(slots.tryAcquire())
+    }
+
+    @Test("withdrawn: sends waiting for a slot or for their token return false without sending, their tokens go back, later ones too until reopened")
+    func withdrawal() async {
+        // A slot-bound lane: one send holds the only slot, another waits for it.
+        let slots = LanePacer(limits: .init(perSecond: nil, concurrency: 1))
+        #expect(slots.tryAcquire())
+        let (queued, signal) = AsyncStream<Void>.makeStream()
+        let waitingForSlot = Task {
+            signal.finish()
+            return await slots.acquire()
+        }
+        for await _ in queued {}
+        // A rate-bound lane (2/s, burst 1): its token taken, three sends reserve the next ones (0.5, 1 and 1.5 s on).
+        let rated = LanePacer(limits: .init(perSecond: 2, burst: 1, concurrency: 10))
+        #expect(rated.tryAcquire())
+        let waitingForTokens = (0..<3).map { _ in Task { await rated.acquire() } }
+        while rated.snapshot.inFlight < 4 { await Task.yield() }
+        #expect(!rated.isAcceptingWork)  // a second and a half of reservations queued
+        slots.withdrawWaiting()
+        rated.withdrawWaiting()
+        #expect(await waitingForSlot.value == false)
+        for task in waitingForTokens { #expect(await task.value == false) }
+        // Only the sends let through before hold slots; the withdrawn reservations are handed back.
+        #expect(slots.snapshot.inFlight == 1)
+        #expect(rated.snapshot.inFlight == 1)
+        #expect(!slots.tryAcquire())
+        #expect(await rated.acquire() == false)  // later sends too, until reopened
+        rated.reopen()
+        #expect(rated.isAcceptingWork)
+        slots.release(after: .delivered(providerMessageID: nil))
+        slots.reopen()
+        #expect(slots.tryAcquire())
+    }
+
+    @Test("a paced lane's withdrawn send comes back withdrawn, never reaching the lane")
+    func withdrawnSend() async {
+        let lane = ScriptedLane { _ in .delivered(providerMessageID: nil) }
+        let pacer = LanePacer(limits: .init(perSecond: 1, burst: 1, concurrency: 10))
+        let paced = PacedProvider(lane, pacer: pacer)
+        #expect(await paced.send(Self.request(1)) == .delivered(providerMessageID: nil))
+        let second = Task { await paced.send(Self.request(2)) }  // waits about a second for its token
+        while pacer.snapshot.inFlight < 1 { await Task.yield() }
+        paced.withdrawWaitingSends()
+        #expect(await second.value == .withdrawn)
+        #expect(lane.sends == 1)
+        await paced.prepare()  // a new run: the lane sends again
+        #expect(await paced.send(Self.request(3)) == .delivered(providerMessageID: nil))
+        #expect(lane.sends == 2)
     }
 
     @Test("with several workers on the run, each paces at the lane's rate divided by the live workers")
@@ -166,7 +215,7 @@ struct LanePacerTests {
         // At 250/s with a burst of 1, 26 grants cannot take less than 25 intervals of 4 ms.
         let start = ContinuousClock.now
         for _ in 0..<26 {
-            await pacer.acquire()
+            #expect(await pacer.acquire())
             pacer.release(after: .delivered(providerMessageID: nil))
         }
         #expect(ContinuousClock.now - start >= .milliseconds(99))

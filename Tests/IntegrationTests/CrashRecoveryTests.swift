@@ -192,6 +192,55 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// How an operator stops a run from outside the worker.
+    enum OperatorStop: String, CaseIterable, Sendable {
+        case pause, cancel, sigint
+    }
+
+    /// A slow run (5 notifications a second per lane, a window of 400) stopped by the operator: the worker held about
+    /// the whole window, most of it waiting for the lanes' rate. Those never sent go back unsent at once (`not_sent`,
+    /// their attempt given back; `cancelled` once the run is cancelled) instead of going out over the next 40 s; only
+    /// what was sent is recorded sent, and nothing is left in flight.
+    @Test("a slow run paused, cancelled or interrupted: recipients claimed but not sent go back unsent instead of going out after the stop", arguments: OperatorStop.allCases)
+    func stopWithdrawsWaitingSends(_ how: OperatorStop) async throws {
+        try await CrashFixture.with(devices: 400) { fixture in
+            let campaign = try fixture.campaign(policy: .resend, window: 400, rate: 5)
+            let running = try fixture.start(["run", campaign, "--quiet", "--lease-ttl", "6"])
+            try await fixture.waitUntil("the first 10 deliveries") { fixture.delivered >= 10 }
+            let runID = try await fixture.latestRunID()
+            switch how {
+            case .pause, .cancel:
+                let stop = try await fixture.bugle([how.rawValue, "\(runID)"])
+                #expect(stop.status == 0, "\(stop.stderr)")
+            case .sigint:
+                kill(running.process.processIdentifier, SIGINT)
+            }
+            let stopped = await running.finish()
+            // At 10 a second in all, the 380 live tokens would have taken 38 s more.
+            #expect(fixture.delivered < 200, "\(fixture.delivered) delivered: the claimed recipients went out after the stop")
+            let states = try await fixture.states(runID: runID)
+            #expect(states["in_flight", default: 0] == 0, "\(states)")
+            // Each token the simulators accepted once, and recorded sent; nothing else recorded sent.
+            let deliveries = fixture.deliveries()
+            #expect(deliveries.values.allSatisfy { $0 == 1 }, "a token delivered twice")
+            #expect(Set(deliveries.keys) == (try await fixture.tokens(runID: runID, state: "sent")), "\(states)")
+            let notSent = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(
+                    client,
+                    "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'retry_wait' AND outcome_code = 'not_sent' AND attempts = 0",
+                    as: Int64.self)
+            } ?? 0
+            switch how {
+            case .cancel:
+                #expect(states["pending", default: 0] + states["retry_wait", default: 0] == 0, "\(states)")
+                #expect(states["cancelled", default: 0] >= 200, "\(states)")
+            case .pause, .sigint:
+                #expect(stopped.status == 3, "\(stopped.stderr)")
+                #expect(notSent >= 100, "\(notSent) handed back unsent; \(states)")
+            }
+        }
+    }
+
     /// §2.1 #7: worker A is stopped (SIGSTOP) past its lease; worker B joins, reaps A and takes its in-flight
     /// recipients over; A, continued, finds its lease gone, writes nothing and stops (exit 2). Duplicates ≤ W.
     @Test("a zombie worker (SIGSTOP past its lease) is fenced after another takes over; duplicates stay within W")

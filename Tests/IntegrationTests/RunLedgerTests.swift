@@ -326,6 +326,30 @@ struct RunLedgerTests {
         }
     }
 
+    /// A segment whose `device_id` column is wrong (here a join that pairs each dead token with the next device's id)
+    /// must not switch off a device whose token the provider never refused: deactivation needs the id and the token.
+    @Test("a dead token listed under another device's id deactivates nothing: the device keeps its own live token")
+    func deactivationMatchesTheToken() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 100, deadEvery: 10)
+            let sql = """
+                SELECT CASE WHEN d.token LIKE 'dead%' THEN d.id + 1 ELSE d.id END AS device_id, d.user_id, d.token, d.platform, d.locale
+                  FROM bugle.devices d WHERE d.is_active
+                """
+            let campaign = Support.campaign(sql: sql)
+            let (_, result) = try await Support.runCampaign(client, campaign, providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            #expect(result.ending == .completed)
+            let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+            #expect(inactive == 0, "devices switched off for a token they do not hold")
+            // With the right ids the same dead tokens are deactivated (so the run above did reach them).
+            let (_, again) = try await Support.runCampaign(client, Support.campaign(name: "right-ids"), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            #expect(again.ending == .completed)
+            let deactivated = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active AND token LIKE 'dead%'", as: Int64.self)
+            #expect(deactivated == 10)
+        }
+    }
+
     @Test("devices deactivated after materialization are skipped at claim, unspent; a re-registered one is sent")
     func deactivatedAfterMaterializationAreSkipped() async throws {
         try await Support.withFreshDatabase { client in

@@ -431,7 +431,7 @@ public struct PostgresCampaignStore: CampaignStore {
         var messageIDs: [String] = []
         var delays: [Double] = []
         var refunds: [Int] = []
-        var deactivateIDs: [Int64] = []
+        var deactivateSeqs: [Int64] = []
         var deactivateReasons: [String] = []
         var deactivateSince: [Double] = []
         var sentSeqs: [Int64] = []
@@ -443,7 +443,7 @@ public struct PostgresCampaignStore: CampaignStore {
             delays.append(outcome.retryAfterSeconds ?? 0)
             refunds.append(outcome.refundAttempt ? 1 : 0)
             if let deactivation = outcome.deactivate {
-                deactivateIDs.append(deactivation.deviceID)
+                deactivateSeqs.append(outcome.seq)
                 deactivateReasons.append(deactivation.reason)
                 deactivateSince.append(deactivation.invalidSince?.timeIntervalSince1970 ?? 0)
             }
@@ -489,15 +489,19 @@ public struct PostgresCampaignStore: CampaignStore {
             )
             var count = 0
             for try await (rows,) in updated.decode((Int,).self) { count = rows }
-            if !deactivateIDs.isEmpty {
-                // The 410 rule: a token that re-registered after the provider's timestamp stays active.
+            if !deactivateSeqs.isEmpty {
+                // The device the segment named, and only while it still holds the token the provider refused: a segment
+                // whose `device_id` is wrong (a join on the wrong key, a constant) must not switch off another
+                // device. The 410 rule: a token that re-registered after the provider's timestamp stays active.
                 _ = try await connection.query(
                     """
                     UPDATE bugle.devices d
                        SET is_active = false, deactivated_at = now(), deactivation_reason = v.reason
-                      FROM unnest(\(deactivateIDs)::bigint[], \(deactivateReasons)::text[], \(deactivateSince)::float8[])
-                           AS v(id, reason, since)
-                     WHERE d.id = v.id AND d.is_active AND (v.since = 0 OR d.registered_at < to_timestamp(v.since))
+                      FROM unnest(\(deactivateSeqs)::bigint[], \(deactivateReasons)::text[], \(deactivateSince)::float8[])
+                           AS v(seq, reason, since)
+                      JOIN bugle.run_recipients r ON r.run_id = \(lease.runID) AND r.seq = v.seq
+                     WHERE d.id = r.device_id AND d.token = r.token AND d.is_active
+                       AND (v.since = 0 OR d.registered_at < to_timestamp(v.since))
                     """,
                     logger: logger
                 ).collect()
@@ -636,6 +640,17 @@ public struct PostgresCampaignStore: CampaignStore {
             var changed = false
             for try await _ in rows { changed = true }
             if changed, status == .completed || status == .cancelled {
+                try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
+            } else if !changed, try await self.status(of: lease.runID, connection) == .cancelled {
+                // `bugle cancel` moved the waiting recipients to `cancelled` while this worker held some in flight: those
+                // it handed back unsent (now `retry_wait`) are cancelled too, and their users' reservations released.
+                _ = try await connection.query(
+                    """
+                    UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = 'run_cancelled', finished_at = now()
+                     WHERE run_id = \(lease.runID) AND state IN ('pending', 'retry_wait')
+                    """,
+                    logger: logger
+                ).collect()
                 try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
             }
             try await RunSummaries.rebuild(runID: lease.runID, connection, logger: logger)
