@@ -1,4 +1,5 @@
 import BugleCore
+import BugleHTTP2
 
 /// Why the APNs lane cannot start. Descriptions name files, never their contents.
 public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -48,7 +49,7 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
             return "key file \(path) is readable by other users (mode \(String(mode, radix: 8))); "
                 + "run chmod 600 on it, or pass --allow-readable-keys"
         case .unreadableFile(let path):
-            return "cannot read \(path)"
+            return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
         case .invalidKey(let path):
             return "\(path) is not a PEM private key of the expected type"
         case .invalidCertificate(let path):

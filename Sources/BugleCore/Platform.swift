@@ -28,4 +28,14 @@ public enum ProviderKind: String, Sendable, CaseIterable, Codable, Hashable {
     case legacyAPNs = "apns_legacy"
     /// No network: a dry run or a test double.
     case none
+
+    /// The providers file's section that configures this lane (`legacy_apns:` for ``legacyAPNs``).
+    public var providersSection: String {
+        switch self {
+        case .apns: "apns"
+        case .fcm: "fcm"
+        case .legacyAPNs: "legacy_apns"
+        case .none: "none"
+        }
+    }
 }

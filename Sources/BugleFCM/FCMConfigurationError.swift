@@ -1,4 +1,5 @@
 import BugleCore
+import BugleHTTP2
 
 /// Why the FCM lane cannot start. Descriptions name files and keys, never their contents.
 public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -36,7 +37,7 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
         case .noServiceAccount:
             return "fcm: no service account; set service_account_file or GOOGLE_APPLICATION_CREDENTIALS"
         case .unreadableFile(let path):
-            return "cannot read \(path)"
+            return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
         case .readableByOthers(let path, let mode):
             return "service account file \(path) is readable by other users (mode \(String(mode, radix: 8))); "
                 + "run chmod 600 on it, or pass --allow-readable-keys"

@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Reads files that hold secrets (provider keys, service accounts), refusing — as ssh does — files that
 /// group or others can read unless the caller allows it.
 public enum SecretFile {
@@ -26,6 +30,19 @@ public enum SecretFile {
             return .readableByOthers(mode: mode & 0o777)
         }
         return nil
+    }
+
+    /// Why `path` cannot be read, in the system's words ("No such file or directory", "Permission denied", "Is a
+    /// directory"), for an error message; nil when it can be opened after all.
+    public static func unreadableReason(_ path: String) -> String? {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue { return "Is a directory" }
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor < 0 else {
+            close(descriptor)
+            return nil
+        }
+        return String(cString: strerror(errno))
     }
 
     /// Checks the permissions, then reads the file as bytes.

@@ -1,4 +1,5 @@
 import BugleCore
+import BugleHTTP2
 
 /// Why the legacy APNs lane or its feedback client cannot start. Descriptions name files, never their
 /// contents.
@@ -39,7 +40,7 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
             return "key file \(path) is readable by other users (mode \(String(mode, radix: 8))); "
                 + "run chmod 600 on it, or pass --allow-readable-keys"
         case .unreadableFile(let path):
-            return "cannot read \(path)"
+            return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
         case .invalidKey(let path):
             return "\(path) is not a PEM private key"
         case .invalidCertificate(let path):

@@ -53,6 +53,32 @@ enum ProviderLanes {
         return lanes
     }
 
+    /// Refuses a campaign whose `ios_transport` names a lane the providers file does not configure: every iOS
+    /// recipient would halt the run (the default, `http2`, is not checked here: a providers file without `apns:` is
+    /// fine for a segment with no iOS device).
+    /// - Throws: ``UsageError`` naming the campaign's key and the section the providers file lacks.
+    static func checkTransport(_ campaign: Campaign, lanes: LanePacing.Lanes, providersPath: String) throws {
+        let lane = campaign.iosTransport.provider
+        guard campaign.iosTransport != .http2, lanes.providers[lane] == nil else { return }
+        let disabled = lane == .legacyAPNs ? " (or its `enabled:` is false)" : ""
+        throw UsageError(
+            "\(campaign.sourcePath ?? campaign.name): ios_transport: \(campaign.iosTransport.rawValue) sends iOS devices through "
+                + "\(lane.rawValue), but \(providersPath) has no `\(lane.providersSection):` section\(disabled)")
+    }
+
+    /// Lanes a platform of the campaign would need that the providers file does not configure, as notes: a run halts
+    /// before sending when its segment holds such a device.
+    static func missingLaneNotes(_ campaign: Campaign, lanes: LanePacing.Lanes) -> [String] {
+        var needs: [ProviderKind: [Platform]] = [:]
+        for platform in Platform.allCases where lanes.providers[campaign.provider(for: platform)] == nil {
+            needs[campaign.provider(for: platform), default: []].append(platform)
+        }
+        return needs.sorted { $0.key.rawValue < $1.key.rawValue }.map { lane, platforms in
+            "no `\(lane.providersSection):` section: \(platforms.map(\.rawValue).joined(separator: " and ")) devices in the segment "
+                + "would halt the run before sending"
+        }
+    }
+
     private static func laneLogger(_ logger: Logger, _ provider: String) -> Logger {
         var logger = logger
         logger[metadataKey: "provider"] = "\(provider)"

@@ -89,6 +89,12 @@ struct RunCommand: AsyncParsableCommand {
         let settings = try ProviderSettingsLoader.load(path: providersPath)
         output.prepareMetrics()
         let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
+        do {
+            try ProviderLanes.checkTransport(campaign, lanes: lanes, providersPath: providersPath)
+        } catch {
+            await lanes.shutdown()
+            throw error
+        }
         let code: Int32
         do {
             code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)

@@ -137,7 +137,9 @@ enum RunExecution {
         let needed = try await RunRepository(client: client, logger: logger).unfinishedByProvider(runID: runID)
         let missing = needed.filter { provider, _ in ProviderKind(rawValue: provider).map { lanes.providers[$0] == nil } ?? true }
         if !missing.isEmpty {
-            let what = missing.sorted { $0.key < $1.key }.map { "\($0.value) recipient(s) need \($0.key)" }.joined(separator: ", ")
+            let what = missing.sorted { $0.key < $1.key }.map { provider, count in
+                "\(count) recipient(s) need \(provider)" + (ProviderKind(rawValue: provider).map { " (a `\($0.providersSection):` section)" } ?? "")
+            }.joined(separator: ", ")
             _ = try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .paused, reason: "halted: provider_not_configured: \(what)")
             ExitCodes.printError("run \(runID) halted before sending: \(what), which the providers file does not configure. Add it, then `bugle resume \(runID)`.")
             return ExitCodes.failed

@@ -1,6 +1,8 @@
 import ArgumentParser
 import BugleCore
+import BugleRunner
 import Foundation
+import Logging
 
 /// `bugle validate FILE`: checks a campaign (and its providers file) without touching the database.
 struct ValidateCommand: AsyncParsableCommand {
@@ -11,7 +13,9 @@ struct ValidateCommand: AsyncParsableCommand {
             Errors name file:line:column and the key path. Exit 0 when valid, 1 otherwise. A providers file that is \
             named but absent is only a note (secrets often live elsewhere); one given with --providers must exist and \
             is checked, and each APNs / FCM endpoint is printed with the way Bugle will reach it: directly, or through \
-            which HTTP proxy (the file's `proxy:`, else https_proxy minus no_proxy).
+            which HTTP proxy (the file's `proxy:`, else https_proxy minus no_proxy). Its credentials are loaded as \
+            `bugle run` loads them (key files read and parsed, their permissions checked, certificates and passphrases \
+            tried; nothing is sent), and an `ios_transport` whose section the file lacks is an error.
 
             A campaign whose copy uses template variables ({{first_name}}) has its segment prepared on the database \
             (read-only, no row is read) to check that every variable is one of the segment's columns. --offline skips \
@@ -30,6 +34,9 @@ struct ValidateCommand: AsyncParsableCommand {
     @Option(help: "Providers file to check instead of the campaign's `providers:`.")
     var providers: String?
 
+    @Flag(name: .customLong("allow-readable-keys"), help: "Accept key files readable by group or others, as `bugle run --allow-readable-keys` does.")
+    var allowReadableKeys = false
+
     func run() async throws {
         try await ExitCodes.guarding {
             let campaign = try CampaignLoader.load(path: file)
@@ -39,6 +46,7 @@ struct ValidateCommand: AsyncParsableCommand {
                     for line in try ProviderRoutes.lines(settings, environment: ProcessInfo.processInfo.environment) {
                         print("\(path): \(line)")
                     }
+                    try await checkCredentials(campaign, settings: settings, path: path)
                 } else if providers != nil {
                     throw UsageError("providers file \(path) does not exist")
                 } else {
@@ -61,6 +69,19 @@ struct ValidateCommand: AsyncParsableCommand {
             print("\(file): ok — campaign \(campaign.name) (\(campaign.message.locales.count) locale(s), dedupe \(campaign.dedupe.rawValue)\(campaign.variants.isEmpty ? "" : ", \(campaign.variants.count) variants")\(columnsNote))")
             return ExitCodes.completed
         }
+    }
+}
+
+extension ValidateCommand {
+    /// Loads every lane's credentials as a run would (no connection is opened), refuses an `ios_transport` the file
+    /// cannot serve, and notes platforms whose lane is missing.
+    private func checkCredentials(_ campaign: Campaign, settings: ProviderSettings, path: String) async throws {
+        let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: global.makeLogger())
+        await lanes.shutdown()
+        try ProviderLanes.checkTransport(campaign, lanes: lanes, providersPath: path)
+        let loaded = ProviderKind.allCases.filter { lanes.providers[$0] != nil }.map(\.providersSection)
+        if !loaded.isEmpty { print("\(path): credentials load (\(loaded.joined(separator: ", ")))") }
+        for note in ProviderLanes.missingLaneNotes(campaign, lanes: lanes) { ExitCodes.printError("note: \(path): \(note)") }
     }
 }
 

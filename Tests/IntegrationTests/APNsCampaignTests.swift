@@ -492,7 +492,7 @@ struct APNsCampaignTests {
                 let counters = simulator.counters()
                 #expect((counters.rejectedByReason["ExpiredProviderToken"] ?? 0) >= 1)
                 #expect(counters.rejectedByReason["TooManyProviderTokenUpdates"] == nil)
-                #expect(await signer.mintCount == 2)
+                #expect(signer.mintCount == 2)
                 #expect(simulator.accepted().count == 2_850)
             }
         }

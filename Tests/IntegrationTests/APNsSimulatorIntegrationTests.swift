@@ -185,7 +185,7 @@ struct APNsSimulatorIntegrationTests {
         await provider.shutdown()
         try await simulator.stop()
         #expect(simulator.counters().rejectedByReason["ExpiredProviderToken"] == 1)
-        #expect(await signer.mintCount == 2)
+        #expect(signer.mintCount == 2)
         #expect(simulator.accepted().count == 2 + 20)
     }
 
@@ -206,7 +206,7 @@ struct APNsSimulatorIntegrationTests {
         let counters = simulator.counters()
         #expect((counters.rejectedByReason["ExpiredProviderToken"] ?? 0) >= 1)
         #expect(counters.rejectedByReason["TooManyProviderTokenUpdates"] == nil)
-        #expect(await signer.mintCount == 2)
+        #expect(signer.mintCount == 2)
         #expect(simulator.accepted().count == 400)
     }
 

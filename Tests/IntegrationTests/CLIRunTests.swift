@@ -493,12 +493,14 @@ struct CLIRunTests {
         #expect(inactive == 0)
     }
 
-    /// The segment is prepared before a run is created: SQL the server refuses, or a `registered_at` that is not a
-    /// timestamp, is a usage error (exit 1) naming the file and `segment.sql`, and leaves no run behind.
+    /// The segment is prepared before a run is created: SQL the server refuses, a required column missing, or a
+    /// `registered_at` that is not a timestamp, is a usage error (exit 1) naming the file and `segment.sql`, and leaves no run behind.
     @Test("bugle run refuses a segment it cannot use before writing anything (exit 1, file and segment.sql named, no run row)", arguments: [
         ("SELECT id AS device_id, user_id, token, platform, 'soon'::text AS registered_at FROM bugle.devices",
          "segment.sql: segment: the segment's registered_at column is of type text"),
         ("DELETE FROM bugle.devices RETURNING id AS device_id, user_id, token, platform", "segment.sql: segment: "),
+        ("SELECT 1", "segment.sql: segment: the segment must return a column named device_id (it returns: ?column?)"),
+        ("SELECT id AS device_id, user_id, token FROM bugle.devices", "segment.sql: segment: the segment must return a column named platform"),
     ])
     func unusableSegmentRefusedFirst(_ sql: String, _ expected: String) async throws {
         let (environment, configuration, _) = try await Self.mixedCampaign(devices: 20, name: "unusable", message: "default_locale: en")

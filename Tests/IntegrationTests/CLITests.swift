@@ -1,5 +1,6 @@
 import BugleCore
 import BugleRunner
+import BugleSimulator
 import BugleStore
 import BugleTesting
 import Foundation
@@ -125,19 +126,21 @@ struct CLITests {
 
     @Test("validate prints how each lane (legacy APNs too) reaches its endpoint: through https_proxy (credentials hidden), directly for no_proxy hosts; an unset proxy_credentials_env exits 1")
     func validateRoutes() async throws {
+        let keys = try LegacyTestEnvironment()
+        defer { keys.remove() }
         let providers = try Self.temporaryFile(
             "providers.yaml",
             """
             apns:
               endpoint: production
               topic: com.example.app
-              auth: { token: { team_id: ABCDE12345, key_id: KEY1234567, key_file: key.p8 } }
+              auth: { token: { team_id: ABCDE12345, key_id: KEY1234567, key_file: \(keys.material.keyFile) } }
             fcm:
-              service_account_file: account.json
+              service_account_file: \(keys.material.fcmServiceAccountFile)
             legacy_apns:
               host: gateway.push.apple.com
-              cert_file: legacy.pem
-              key_file: legacy.key
+              cert_file: \(keys.client.certificateFile)
+              key_file: \(keys.client.keyFile)
 
             """
         )
@@ -151,6 +154,7 @@ struct CLITests {
                 "\(providers): legacy_apns: gateway.push.apple.com:2195 (feedback :2196) through the proxy http://proxy.example:3128 (with credentials)"),
             "\(output.stdout)")
         #expect(!(output.stdout + output.stderr).contains("pr0xy-s3cret"))
+        #expect(output.stdout.contains("\(providers): credentials load (apns, fcm, legacy_apns)"), "\(output.stdout)")
 
         let named = try Self.temporaryFile(
             "providers.yaml",
@@ -161,7 +165,7 @@ struct CLITests {
         #expect(unset.stderr.contains("apns: proxy_credentials_env names BUGLE_TEST_UNSET_PROXY, which is not set"), "\(unset.stderr)")
 
         // An https:// proxy and the CA its certificate is checked against; a proxy_ca_file that is not there exits 1.
-        let caFile = try Self.temporaryFile("proxy-ca.pem", "-----BEGIN CERTIFICATE-----\n")
+        let caFile = keys.material.caFile
         let secure = try Self.temporaryFile(
             "providers.yaml",
             try String(contentsOfFile: providers, encoding: .utf8)
@@ -176,6 +180,69 @@ struct CLITests {
         let unreadable = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", missing])
         #expect(unreadable.status == 1)
         #expect(unreadable.stderr.contains("fcm: proxy_ca_file \(caFile).missing cannot be read"), "\(unreadable.stderr)")
+    }
+
+    /// RELIABILITY.md's bad-input catalogue: a credential that `bugle run` would refuse is refused by `bugle validate`
+    /// already, naming the file and section; an `ios_transport` whose section the providers file lacks too.
+    @Test("validate loads the credentials as run does: a missing, wrong or readable key file and a transport without its section exit 1")
+    func validateCredentials() async throws {
+        let keys = try LegacyTestEnvironment()
+        defer { keys.remove() }
+        func providers(keyFile: String, account: String? = nil) throws -> String {
+            try Self.temporaryFile(
+                "providers.yaml",
+                """
+                apns:
+                  endpoint: production
+                  topic: com.example.app
+                  auth: { token: { team_id: ABCDE12345, key_id: KEY1234567, key_file: \(keyFile) } }
+                fcm:
+                  service_account_file: \(account ?? keys.material.fcmServiceAccountFile)
+
+                """)
+        }
+        let good = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", try providers(keyFile: keys.material.keyFile)])
+        #expect(good.status == 0, "\(good.stderr)")
+        #expect(good.stdout.contains("credentials load (apns, fcm)"), "\(good.stdout)")
+
+        let missingPath = keys.directory + "/nokey.p8"
+        let missing = try providers(keyFile: missingPath)
+        let refused = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", missing])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("\(missing): apns:") && refused.stderr.contains("nokey.p8"), "\(refused.stderr)")
+
+        let wrongType = try providers(keyFile: keys.material.fcmServiceAccountFile)
+        let wrong = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", wrongType])
+        #expect(wrong.status == 1, "\(wrong.stdout)")
+        #expect(wrong.stderr.contains("\(wrongType): apns:"), "\(wrong.stderr)")
+        #expect(!wrong.stderr.contains("PRIVATE KEY"), "key material in \(wrong.stderr)")
+
+        let readable = keys.directory + "/readable.p8"
+        try FileManager.default.copyItem(atPath: keys.material.keyFile, toPath: readable)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: readable)
+        let readableProviders = try providers(keyFile: readable)
+        let open = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", readableProviders])
+        #expect(open.status == 1)
+        #expect(open.stderr.contains("readable by other users"), "\(open.stderr)")
+        let allowed = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", readableProviders, "--allow-readable-keys"])
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+
+        let noAccount = try await Self.bugle(
+            ["validate", "campaigns/spring-sale.yaml", "--providers", try providers(keyFile: keys.material.keyFile, account: keys.directory + "/none.json")])
+        #expect(noAccount.status == 1)
+        #expect(noAccount.stderr.contains("fcm:") && noAccount.stderr.contains("none.json"), "\(noAccount.stderr)")
+
+        // ios_transport: legacy with no legacy_apns: section — refused by validate, and by run before anything is written.
+        let legacy = try Self.temporaryFile(
+            "legacy.yaml",
+            try String(contentsOfFile: "campaigns/spring-sale.yaml", encoding: .utf8).replacingOccurrences(of: "\nmessage:", with: "\nios_transport: legacy\nmessage:"))
+        let transport = try await Self.bugle(["validate", legacy, "--providers", try providers(keyFile: keys.material.keyFile)])
+        #expect(transport.status == 1)
+        #expect(transport.stderr.contains("ios_transport: legacy sends iOS devices through apns_legacy") && transport.stderr.contains("no `legacy_apns:` section"), "\(transport.stderr)")
+        let run = try await Self.bugle(
+            ["run", legacy, "--providers", try providers(keyFile: keys.material.keyFile), "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
+        #expect(run.status == 1, "the check comes before the database: \(run.stderr)")
+        #expect(run.stderr.contains("no `legacy_apns:` section"), "\(run.stderr)")
     }
 
     @Test("a bad campaign exits 1 before touching the database")

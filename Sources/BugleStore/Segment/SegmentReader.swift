@@ -151,9 +151,7 @@ public struct SegmentReader: Sendable {
         guard let firstRow else { return scan }
         let columns = try Self.columns(ofJSONRow: firstRow)
         scan.columns = columns
-        for name in Self.required where !columns.contains(name) {
-            throw SegmentError("the segment must return a column named \(name) (it returns: \(columns.joined(separator: ", ")))")
-        }
+        try Self.requireColumns(columns)
         if columns.contains(Self.registeredAtColumn) {
             let typed = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT s.\(Self.registeredAtColumn) FROM \(body) LIMIT 0"))
             let described = typed.columns
@@ -428,15 +426,24 @@ public struct SegmentReader: Sendable {
 }
 
 extension SegmentReader {
+    /// Throws unless `columns` holds every column a segment must return (DESIGN.md's contract).
+    static func requireColumns(_ columns: [String]) throws {
+        for name in required where !columns.contains(name) {
+            throw SegmentError("the segment must return a column named \(name) (it returns: \(columns.joined(separator: ", ")))")
+        }
+    }
+
     /// The segment's result columns, from preparing it (no row is read): `SELECT * FROM (<sql>) s LIMIT 0` in the
     /// same read-only transaction, role and timeout as a real read.
-    /// - Throws: ``SegmentError`` for SQL the server refuses, or a ``registeredAtColumn`` that is not a timestamp.
+    /// - Throws: ``SegmentError`` for SQL the server refuses, a required column missing (``requireColumns(_:)``), or a
+    ///   ``registeredAtColumn`` that is not a timestamp.
     public func columnNames() async throws -> [String] {
         try await withSegmentConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
                 let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT * FROM \(Self.wrap(segment.sql)) LIMIT 0"))
                 let columns = rows.columns
                 for try await _ in rows {}
+                try Self.requireColumns(columns.map(\.name))
                 try Self.checkRegisteredAt(columns)
                 return columns.map(\.name)
             }
