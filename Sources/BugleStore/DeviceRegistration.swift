@@ -87,7 +87,12 @@ public struct DeviceRegistration: Sendable, Hashable {
                 guard token.utf8.allSatisfy({ Self.isHexDigit($0) }) else {
                     return .failure(Problem(column: "token", reason: "an iOS token must be hexadecimal (an APNs device token) or an FCM registration token"))
                 }
-                normalizedToken = token.lowercased()
+                // What a run would skip as `malformed_token` is refused here instead of stored.
+                guard let canonical = RecipientValidator.normalizedToken(token, platform: .ios) else {
+                    return .failure(
+                        Problem(column: "token", reason: "an APNs device token is an even number of hex digits, 16 to 400 (usually 64); this one has \(token.utf8.count)"))
+                }
+                normalizedToken = canonical
             }
         }
         var optionals: [String?] = []
@@ -98,6 +103,9 @@ public struct DeviceRegistration: Sendable, Hashable {
                 continue
             }
             if let reason = Self.plainTextProblem(text) {
+                return .failure(Problem(column: column, reason: reason))
+            }
+            if column == "timezone", let reason = TimeZoneNames.problem(text, shown: text.count <= 64 ? "'\(text)'" : "value") {
                 return .failure(Problem(column: column, reason: reason))
             }
             optionals.append(text)

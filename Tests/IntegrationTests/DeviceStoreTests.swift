@@ -38,9 +38,10 @@ struct DeviceStoreTests {
     }
 
     @Test func importsGoodRowsAndReportsBadOnesByPhysicalLine() async throws {
+        let apnsToken = "AABBCC" + String(repeating: "0", count: 58)
         let csv = [
             "User_ID, token ,PLATFORM,locale,app_version",  // 1
-            "u1,AABBCC,ios,en,1.0",  // 2 good (token lowercased)
+            "u1,\(apnsToken),ios,en,1.0",  // 2 good (token lowercased)
             "u2,tok-android-1,Android,de,",  // 3 good
             ",tok2,android,,",  // 4 missing user_id
             "u3,tok3,blackberry,,",  // 5 unknown platform
@@ -49,8 +50,9 @@ struct DeviceStoreTests {
             "\"u6\r\nsecond line\",tok6,web,,",  // 8-9 quoted multi-line user id (control characters)
             "u7,tok7",  // 10 wrong field count
             "u8,tok8,web,\"fr\",\"1.2, \"\"beta\"\"\"",  // 11 good, quoted comma and quotes
-            "u9,aabbcc,ios,fr,2.0",  // 12 duplicate of line 2 in the same batch: wins
+            "u9,\(apnsToken.lowercased()),ios,fr,2.0",  // 12 duplicate of line 2 in the same batch: wins
             "u10,\(String(repeating: "a", count: 4_097)),android,,",  // 13 token too long
+            "u11,abcd0011,ios,,",  // 14 hex, but too short for an APNs device token (a run would skip it)
             "",  // blank line, ignored
         ].joined(separator: "\r\n")
         let path = try self.writeCSV(csv)
@@ -60,11 +62,11 @@ struct DeviceStoreTests {
         try await Database.withClient(configuration, logger: self.logger) { client in
             let store = DeviceStore(client: client, logger: self.logger)
             let report = try await store.importCSV(path: path)
-            #expect(report.rowsRead == 11)
+            #expect(report.rowsRead == 12)
             #expect(report.inserted == 3)
             #expect(report.updated == 0)
             #expect(report.duplicatesInBatch == 1)
-            #expect(report.skipped == 7)
+            #expect(report.skipped == 8)
             #expect(report.rowsRead == report.inserted + report.updated + report.skipped + report.duplicatesInBatch)
             #expect(
                 report.issues.map(\.description) == [
@@ -75,16 +77,29 @@ struct DeviceStoreTests {
                     "line 8: column user_id: contains control characters",
                     "line 10: expected 5 fields, found 2",
                     "line 13: column token: longer than 4096 bytes",
+                    "line 14: column token: an APNs device token is an even number of hex digits, 16 to 400 (usually 64); this one has 8",
                 ]
             )
             #expect(!report.description.contains("tok with space"))
 
-            #expect(try await self.device(client, platform: "ios", token: "aabbcc")
+            #expect(try await self.device(client, platform: "ios", token: apnsToken.lowercased())
                 == Row(userID: "u9", isActive: true, reason: nil, locale: "fr", appVersion: "2.0"))
-            #expect(try await self.device(client, platform: "ios", token: "AABBCC") == nil)
+            #expect(try await self.device(client, platform: "ios", token: apnsToken) == nil)
             #expect(try await self.device(client, platform: "web", token: "tok8")?.appVersion == "1.2, \"beta\"")
             #expect(try await self.device(client, platform: "android", token: "tok-android-1")?.locale == "de")
         }
+    }
+
+    @Test("a device's time zone must be one the system knows, as the campaign's are; the nearest name is suggested")
+    func timeZonesAreChecked() {
+        func problem(_ zone: String) -> String? {
+            guard case .failure(let problem) = DeviceRegistration.validate(userID: "u", token: "tok", platform: "android", timezone: zone) else { return nil }
+            return problem.description
+        }
+        #expect(problem("Europe/Berlin") == nil)
+        #expect(problem("UTC") == nil)
+        #expect(problem("Mars/Base")?.contains("column timezone: unknown time zone 'Mars/Base'") == true, "\(String(describing: problem("Mars/Base")))")
+        #expect(problem("Europe/Berln")?.contains("did you mean 'Europe/Berlin'?") == true)
     }
 
     @Test func reimportMovesTokensAndReactivates() async throws {
@@ -146,7 +161,8 @@ struct DeviceStoreTests {
         let count = DeviceStore.importBatchSize * 2 + 17
         var text = "user_id,token,platform\n"
         for index in 0..<count {
-            text += "user\(index),\(String(index, radix: 16))aa,ios\n"
+            let hex = String(index, radix: 16)
+            text += "user\(index),\(String(repeating: "0", count: 62 - hex.count))\(hex)aa,ios\n"
         }
         let path = try self.writeCSV(text)
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -160,15 +176,17 @@ struct DeviceStoreTests {
     }
 
     @Test func registerUnregisterAndPrune() async throws {
+        let upper = "ABCDEF01" + String(repeating: "0", count: 56)
+        let lower = upper.lowercased()
         let configuration = try await TestDatabase.fresh()
         try await Database.withClient(configuration, logger: self.logger) { client in
             let store = DeviceStore(client: client, logger: self.logger)
-            let created = try await store.register(userID: "alice", token: "ABCDEF01", platform: .ios, locale: "en")
+            let created = try await store.register(userID: "alice", token: upper, platform: .ios, locale: "en")
             #expect(created.inserted)
-            let moved = try await store.register(userID: "bob", token: "abcdef01", platform: .ios, timezone: "Europe/Berlin")
+            let moved = try await store.register(userID: "bob", token: lower, platform: .ios, timezone: "Europe/Berlin")
             #expect(!moved.inserted && moved.deviceID == created.deviceID)
-            #expect(try await self.device(client, platform: "ios", token: "abcdef01")?.userID == "bob")
-            #expect(try await self.device(client, platform: "ios", token: "abcdef01")?.locale == "en")
+            #expect(try await self.device(client, platform: "ios", token: lower)?.userID == "bob")
+            #expect(try await self.device(client, platform: "ios", token: lower)?.locale == "en")
 
             await #expect(throws: StoreError.self) {
                 try await store.register(userID: "x", token: "not hex", platform: .ios)
@@ -177,12 +195,12 @@ struct DeviceStoreTests {
                 try await store.register(userID: " ", token: "t", platform: .web)
             }
 
-            #expect(try await store.unregister(token: "ABCDEF01", platform: .ios) == 1)
-            #expect(try await store.unregister(token: "abcdef01", platform: .ios) == 0)
+            #expect(try await store.unregister(token: upper, platform: .ios) == 1)
+            #expect(try await store.unregister(token: lower, platform: .ios) == 0)
             #expect(try await store.unregister(token: "missing", platform: .web) == 0)
-            let reactivated = try await store.register(userID: "bob", token: "abcdef01", platform: .ios)
+            let reactivated = try await store.register(userID: "bob", token: lower, platform: .ios)
             #expect(!reactivated.inserted)
-            #expect(try await self.device(client, platform: "ios", token: "abcdef01")?.isActive == true)
+            #expect(try await self.device(client, platform: "ios", token: lower)?.isActive == true)
 
             try await store.register(userID: "carol", token: "old-1", platform: .android)
             try await store.register(userID: "carol", token: "old-2", platform: .web)

@@ -538,13 +538,7 @@ public enum CampaignLoader {
 
     private static func timeZoneIdentifier(_ node: ConfigurationNode) throws -> String {
         let identifier = try node.singleLineString(maximumLength: 64)
-        guard TimeZone(identifier: identifier) == nil else { return identifier }
-        var message =
-            "unknown time zone \(node.valueDescription); expected an IANA identifier such as UTC, Europe/Berlin or "
-            + "America/New_York"
-        if let suggestion = EditDistance.closest(to: identifier, among: TimeZone.knownTimeZoneIdentifiers) {
-            message += " (did you mean '\(suggestion)'?)"
-        }
+        guard let message = TimeZoneNames.problem(identifier, shown: node.valueDescription) else { return identifier }
         throw node.error(message)
     }
 
