@@ -99,6 +99,11 @@ public final class HTTP2ConnectionPool: Sendable {
         var waiterHead = 0
         var nextID = 0
         var lastConnectError = ""
+        /// Connect attempts failed since the last connection succeeded, and when a failure was last logged as a warning:
+        /// an unreachable provider is one warning (again when the reason changes, and each minute with the count), not a
+        /// warning per connection slot per retry (80 in 3 s for a pool of 12).
+        var failedConnects = 0
+        var warnedConnectAt: NIODeadline?
         /// Set when a connection was refused for its configuration (a certificate in the handshake, or the proxy's
         /// tunnel), cleared by a connection that succeeds: while set, a request with no usable connection fails at once
         /// (``HTTP2TransportError/certificateRejected(_:)``, ``HTTP2TransportError/proxyRefused(_:)``).
@@ -501,6 +506,7 @@ public final class HTTP2ConnectionPool: Sendable {
     }
 
     private func connected(_ connection: HTTP2Connection, slot: Int) {
+        var recovered = 0
         let effects = state.withLockedValue { state -> [Effect] in
             if state.isShutdown { return [.close(connection)] }
             guard connection.channel.isActive else {
@@ -508,6 +514,9 @@ public final class HTTP2ConnectionPool: Sendable {
                 return Self.connectIfNeededLocked(&state)
             }
             state.rejection = nil
+            if state.failedConnects > 0 { recovered = state.failedConnects }
+            state.failedConnects = 0
+            state.warnedConnectAt = nil
             var entry = Entry(connection: connection)
             // SETTINGS may have arrived before we got here.
             if let early = state.earlyMaxStreams.removeValue(forKey: connection.id) { entry.maxStreams = early }
@@ -518,6 +527,9 @@ public final class HTTP2ConnectionPool: Sendable {
             return Self.serveWaitersLocked(&state)
         }
         logger.debug("\(configuration.serviceName) connection ready", metadata: ["connection": "\(connection.id)"])
+        if recovered > 0 {
+            logger.notice("\(configuration.serviceName) connected again", metadata: ["failed_attempts": "\(recovered)"])
+        }
         run(effects)
     }
 
@@ -530,19 +542,32 @@ public final class HTTP2ConnectionPool: Sendable {
             // Also TCP to the proxy itself (``ProxyUnreachable``); the tunnel's own failures arrive as `notWritten`.
             message = String(describing: error)
         }
-        let (effects, rejection) = state.withLockedValue { state -> ([Effect], HTTP2TransportError?) in
-            guard case .connecting(let failures) = state.slots[slot] else { return ([], nil) }
+        let (effects, rejection, warn) = state.withLockedValue { state -> ([Effect], HTTP2TransportError?, Int?) in
+            guard case .connecting(let failures) = state.slots[slot] else { return ([], nil, nil) }
+            let now = NIODeadline.now()
             let delay = backoff(failures: failures, random: &state.random)
-            state.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + delay)
+            state.slots[slot] = .empty(failures: failures + 1, notBefore: now + delay)
+            state.failedConnects += 1
+            var warn: Int?
+            if message != state.lastConnectError || state.warnedConnectAt.map({ now - $0 >= .seconds(60) }) ?? true {
+                warn = state.failedConnects
+                state.warnedConnectAt = now
+            }
             state.lastConnectError = message
-            return (Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName), state.rejection)
+            return (Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName), state.rejection, warn)
         }
         let reason: String
         switch rejection {
         case .certificateRejected(let why)?, .proxyRefused(let why)?: reason = why
         default: reason = message
         }
-        logger.warning("\(configuration.serviceName) connect failed", metadata: ["error": "\(reason)"])
+        if let failed = warn {
+            var metadata: Logger.Metadata = ["error": "\(reason)"]
+            if failed > 1 { metadata["failed_attempts"] = "\(failed)" }
+            logger.warning("\(configuration.serviceName) connect failed", metadata: metadata)
+        } else {
+            logger.debug("\(configuration.serviceName) connect failed", metadata: ["error": "\(reason)"])
+        }
         run(effects)
     }
 

@@ -1,0 +1,46 @@
+import BugleHTTP2
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOPosix
+import NIOSSL
+import Testing
+
+/// How the pool reports a provider it cannot reach.
+@Suite("HTTP/2 pool: connect failures (real sockets)")
+struct HTTP2ConnectFailureTests {
+    /// Every slot of the pool retries with a short backoff, so an unreachable provider used to log a warning per slot
+    /// per retry (about 80 in 3 s for a pool of 12, even under `--quiet`). The same reason is now one warning; the
+    /// retries are debug lines.
+    @Test("an unreachable provider is one warning, not one per slot per retry; the retries are logged at debug")
+    func oneWarningPerOutage() async throws {
+        let closedPort = try freeLoopbackPort()
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = ["h2"]
+        var configuration = HTTP2ConnectionPool.Configuration(host: "127.0.0.1", port: closedPort, connections: 4, tls: tls, serviceName: "APNs")
+        configuration.backoffBase = .milliseconds(5)
+        configuration.backoffCap = .milliseconds(20)
+        let lines = RecordingLogHandler.Lines()
+        let pool = try HTTP2ConnectionPool(
+            configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: RecordingLogHandler.logger(lines, level: .debug))
+        let headers = HPACKHeaders([(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
+        // Requests keep coming, as a lane's sends do, and each finds every slot failing.
+        let start = ContinuousClock.now
+        var refused = 0
+        while ContinuousClock.now - start < .milliseconds(500) {
+            do {
+                _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + .milliseconds(200))
+            } catch {
+                refused += 1
+            }
+        }
+        await pool.shutdown()
+        #expect(refused > 0)
+        let failures = lines.all.filter { $0.contains("APNs connect failed") }
+        let warnings = failures.filter { $0.hasPrefix("warning") }
+        #expect(failures.count >= 8, "\(failures.count) attempts in 0.5 s: the backoff is not what the test assumes")
+        #expect(warnings.count == 1, "\(warnings)")
+        #expect(warnings.first?.contains("127.0.0.1:\(closedPort)") == true || warnings.first?.contains("refused") == true, "\(warnings)")
+    }
+}
