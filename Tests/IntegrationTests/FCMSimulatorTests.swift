@@ -372,6 +372,14 @@ struct FCMSimulatorTests {
             #expect(records.allSatisfy { $0.connectionID == 1 })
             #expect(simulator.counters().accepted == 5)
             #expect(simulator.requestTimes().map(\.status) == [200, 200, 200, 200, 200])
+            // Still serving: the file catches up within its flush interval (0.2 s), not only at the exit.
+            let deadline = ContinuousClock.now + .seconds(10)
+            var written = 0
+            while written < 5, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+                written = (try? String(contentsOfFile: recordFile, encoding: .utf8))?.split(separator: "\n").count ?? 0
+            }
+            #expect(written == 5, "the record file held \(written) of 5 records while the simulator was serving")
         }
         // Stopped: the record file is flushed.
         let lines = try String(contentsOfFile: recordFile, encoding: .utf8).split(separator: "\n")

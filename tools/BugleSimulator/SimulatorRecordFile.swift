@@ -2,11 +2,14 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// The append-only JSON-lines file every simulator records accepted notifications to: records are encoded
-/// outside the lock (sorted keys), buffered, and written in 64 KiB chunks; ``flush()`` writes the rest.
+/// outside the lock (sorted keys), buffered, and written in 64 KiB chunks and at least every 200 ms; ``flush()`` writes the rest.
 final class SimulatorRecordFile: Sendable {
     private struct State {
         var pending: [UInt8] = []
         var file: FileHandle?
+        /// Writes what is buffered every ``flushInterval``, so the file trails the simulator by at most that (a file
+        /// read mid-run, by a test or by someone tailing it, used to lag by up to 64 KiB of records until the exit).
+        var flusher: Task<Void, Never>?
     }
 
     private let state: NIOLockedValueBox<State>
@@ -16,6 +19,8 @@ final class SimulatorRecordFile: Sendable {
         return encoder
     }()
     private static let flushThreshold = 64 * 1024
+    /// The longest a record waits in the buffer.
+    static let flushInterval = Duration.milliseconds(200)
 
     /// Opens (creating if needed) `path` for appending.
     /// - Throws: ``SimulatorCertificates/Failure`` when it cannot be opened.
@@ -28,6 +33,14 @@ final class SimulatorRecordFile: Sendable {
         }
         handle.seekToEndOfFile()
         state = NIOLockedValueBox(State(file: handle))
+        let flusher = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.flushInterval)
+                guard let self else { return }
+                self.flush()
+            }
+        }
+        state.withLockedValue { $0.flusher = flusher }
     }
 
     /// Appends one record as a JSON line.
@@ -57,10 +70,14 @@ final class SimulatorRecordFile: Sendable {
     /// Flushes and closes the file.
     func close() {
         flush()
-        let file = state.withLockedValue { state -> FileHandle? in
-            defer { state.file = nil }
-            return state.file
+        let (file, flusher) = state.withLockedValue { state -> (FileHandle?, Task<Void, Never>?) in
+            defer {
+                state.file = nil
+                state.flusher = nil
+            }
+            return (state.file, state.flusher)
         }
+        flusher?.cancel()
         try? file?.close()
     }
 }
