@@ -158,6 +158,20 @@ struct CampaignLoaderTests {
         #expect(campaign.sourcePath == "inline.yaml")
     }
 
+    @Test("default_locale matches its locale's tag ignoring case, as tags are case-insensitive")
+    func defaultLocaleIgnoresCase() throws {
+        let yaml = """
+            name: d
+            notification_type: t
+            segment: { sql: "SELECT 1" }
+            message:
+              default_locale: en
+              locales: { EN: { title: t, body: b }, de: { title: t, body: b } }
+            """
+        let campaign = try CampaignLoader.load(yaml: yaml, path: "inline.yaml")
+        #expect(campaign.message.defaultLocale == "EN")
+    }
+
     @Test(
         "durations accept seconds and units",
         arguments: [("3600", 3600), ("3600s", 3600), ("90m", 5400), ("1h", 3600), ("7d", 604_800), ("0", 0)])

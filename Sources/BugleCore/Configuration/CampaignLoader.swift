@@ -160,15 +160,12 @@ public enum CampaignLoader {
     private static func message(_ node: ConfigurationNode, usage: inout TemplateUsage) throws -> MessageTemplate {
         let map = try node.mapping(allowedKeys: messageKeys)
         let defaultLocaleNode = try map.required("default_locale")
-        let defaultLocale = try defaultLocaleNode.singleLineString(maximumLength: 35)
+        let named = try defaultLocaleNode.singleLineString(maximumLength: 35)
         let locales = try self.locales(map.required("locales"), usage: &usage)
-        if locales[defaultLocale] == nil {
+        // Locale tags are case-insensitive: `default_locale: en` names the copy written `EN:`, under that spelling.
+        guard let defaultLocale = locales[named] != nil ? named : locales.keys.first(where: { $0.lowercased() == named.lowercased() }) else {
             let defined = locales.keys.sorted().joined(separator: ", ")
-            var message = "default locale '\(defaultLocale)' has no copy in message.locales (defined: \(defined))"
-            if let match = locales.keys.first(where: { $0.lowercased() == defaultLocale.lowercased() }) {
-                message += "; did you mean '\(match)'?"
-            }
-            throw defaultLocaleNode.error(message)
+            throw defaultLocaleNode.error("default locale '\(named)' has no copy in message.locales (defined: \(defined))")
         }
 
         var variableDefaults: [String: String] = [:]
