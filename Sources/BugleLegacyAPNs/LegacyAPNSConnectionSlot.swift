@@ -345,9 +345,13 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
         consecutiveConnectFailures += 1
         notBefore = .now() + backoff(failures: consecutiveConnectFailures)
         statistics.withLockedValue { $0.connectFailures += 1 }
-        logger.warning(
+        // The first failure of a streak and then the 2nd, 4th, 8th…: a gateway down for long is a few warnings per
+        // slot, not one per retry; the others are debug lines.
+        let failures = consecutiveConnectFailures
+        logger.log(
+            level: failures & (failures - 1) == 0 ? .warning : .debug,
             "legacy APNs connect failed",
-            metadata: ["error": "\(message)", "consecutive_failures": "\(consecutiveConnectFailures)"]
+            metadata: ["error": "\(message)", "consecutive_failures": "\(failures)"]
         )
         if let outcome = hopelessOutcome() { failPending(outcome) }
         drain()
