@@ -39,7 +39,7 @@ struct HTTP2ConnectFailureTests {
         #expect(refused > 0)
         let failures = lines.all.filter { $0.contains("APNs connect failed") }
         let warnings = failures.filter { $0.hasPrefix("warning") }
-        #expect(failures.count >= 8, "\(failures.count) attempts in 0.5 s: the backoff is not what the test assumes")
+        #expect(failures.count > 4, "\(failures.count) attempts in 0.5 s: no slot retried, so nothing was left to keep quiet")
         #expect(warnings.count == 1, "\(warnings)")
         #expect(warnings.first?.contains("127.0.0.1:\(closedPort)") == true || warnings.first?.contains("refused") == true, "\(warnings)")
     }
