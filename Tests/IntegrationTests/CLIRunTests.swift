@@ -501,6 +501,7 @@ struct CLIRunTests {
         ("DELETE FROM bugle.devices RETURNING id AS device_id, user_id, token, platform", "segment.sql: segment: "),
         ("SELECT 1", "segment.sql: segment: the segment must return a column named device_id (it returns: ?column?)"),
         ("SELECT id AS device_id, user_id, token FROM bugle.devices", "segment.sql: segment: the segment must return a column named platform"),
+        ("SELECT 'd' || id AS device_id, user_id, token, platform FROM bugle.devices", "segment.sql: segment: the segment's device_id column is of type text"),
     ])
     func unusableSegmentRefusedFirst(_ sql: String, _ expected: String) async throws {
         let (environment, configuration, _) = try await Self.mixedCampaign(devices: 20, name: "unusable", message: "default_locale: en")

@@ -22,6 +22,15 @@ public struct SegmentReader: Sendable {
     static let registeredAtTypes: Set<PostgresDataType> = [.timestamptz, .timestamp, .date]
 
     /// Refuses a ``registeredAtColumn`` among the segment's result `columns` that is not a timestamp or a date.
+    /// Throws when the segment's `device_id` is not an integer (bigint, int, smallint or numeric): the contract's
+    /// bigint. A text id would be cast row by row and fail the run halfway through reading the segment.
+    static func checkDeviceID(_ columns: PostgresColumns) throws {
+        let integers: Set<PostgresDataType> = [.int2, .int4, .int8, .numeric]
+        guard let column = columns.first(where: { $0.name == "device_id" }), !integers.contains(column.dataType) else { return }
+        let type = column.dataType.knownSQLName?.lowercased() ?? "oid \(column.dataType.rawValue)"
+        throw SegmentError("the segment's device_id column is of type \(type); it must be an integer (bigint), the device's unique id")
+    }
+
     static func checkRegisteredAt(_ columns: PostgresColumns) throws {
         guard let column = columns.first(where: { $0.name == registeredAtColumn }), !registeredAtTypes.contains(column.dataType) else { return }
         let type = column.dataType.knownSQLName?.lowercased() ?? "oid \(column.dataType.rawValue)"
@@ -444,6 +453,7 @@ extension SegmentReader {
                 let columns = rows.columns
                 for try await _ in rows {}
                 try Self.requireColumns(columns.map(\.name))
+                try Self.checkDeviceID(columns)
                 try Self.checkRegisteredAt(columns)
                 return columns.map(\.name)
             }
