@@ -17,7 +17,8 @@ struct DevicesCommand: AsyncParsableCommand {
             discussion: """
                 The header row names the columns: user_id, token, platform (ios|android|web), and optionally locale, \
                 timezone, app_version. Re-registering a token reactivates it and updates last_seen; a token that moved \
-                to another user moves with it. Bad rows are reported by line and skipped.
+                to another user moves with it. Bad rows are reported by line and skipped; the rest are imported (exit \
+                0). A file none of whose rows can be imported, or whose header is unusable, is exit 1.
                 """
         )
         @OptionGroup var global: GlobalOptions
@@ -27,11 +28,25 @@ struct DevicesCommand: AsyncParsableCommand {
             let logger = global.makeLogger()
             let path = file
             try await ExitCodes.guarding {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                    throw UsageError("\(path): is a directory, not a CSV file")
+                }
                 guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("\(path): cannot read the file") }
-                let report = try await DatabaseSession.with(global, logger: logger) { client in
-                    try await DeviceStore(client: client, logger: logger).importCSV(path: path)
+                let report: DeviceImportReport
+                do {
+                    report = try await DatabaseSession.with(global, logger: logger) { client in
+                        try await DeviceStore(client: client, logger: logger).importCSV(path: path)
+                    }
+                } catch let error as StoreError where error.code == .invalidInput {
+                    // The file's own fault (an empty file, a header without user_id…): nothing was written.
+                    throw UsageError("\(path): \(error.message)")
                 }
                 print(report.description)
+                guard report.rowsRead == 0 || report.skipped < report.rowsRead else {
+                    ExitCodes.printError("\(path): none of its \(report.rowsRead) row(s) could be imported")
+                    return ExitCodes.usage
+                }
                 return ExitCodes.completed
             }
         }
@@ -49,6 +64,13 @@ struct DevicesCommand: AsyncParsableCommand {
 
         func validate() throws {
             guard Platform(name: platform) != nil else { throw ValidationError("--platform must be ios, android or web") }
+            // The checks an import makes, before the database is touched (a bad token is a usage error, exit 1).
+            let checked = DeviceRegistration.validate(
+                userID: user, token: token, platform: platform, locale: locale, timezone: timezone, appVersion: appVersion)
+            if case .failure(let problem) = checked {
+                let option = problem.column == "user_id" ? "user" : problem.column == "app_version" ? "app-version" : problem.column
+                throw ValidationError("--\(option): \(problem.reason)")
+            }
         }
 
         func run() async throws {

@@ -287,6 +287,38 @@ struct CLITests {
         #expect(unregistered.stdout.contains("unregistered 1 device(s)"))
         let badPlatform = try await Self.bugle(["devices", "register", "--user", "1", "--token", "x", "--platform", "nokia"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(badPlatform.status != 0)
+        // Every bad value is a usage error (exit 1) found before the database is reached, naming the option.
+        let offline = ["BUGLE_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable"]
+        for (arguments, expected) in [
+            (["--user", "1", "--token", "bad token", "--platform", "ios"], "--token: "),
+            (["--user", " ", "--token", token, "--platform", "ios"], "--user: missing"),
+            (["--user", "1", "--token", "abcd0011", "--platform", "ios"], "--token: an APNs device token is an even number of hex digits"),
+            (["--user", "1", "--token", token, "--platform", "ios", "--timezone", "Mars/Base"], "--timezone: unknown time zone 'Mars/Base'"),
+        ] {
+            let refused = try await Self.bugle(["devices", "register"] + arguments, environment: offline)
+            #expect(refused.status == 1 && refused.stderr.contains(expected), "\(arguments): \(refused.status) \(refused.stderr)")
+        }
+    }
+
+    @Test("devices import: rows partly bad exit 0 with a report; nothing importable, a bad header or a directory exit 1 naming the file")
+    func devicesImportExitCodes() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let environment = ["BUGLE_DATABASE_URL": try Self.url(configuration)]
+        let token = String(repeating: "cd", count: 32)
+        let partly = try Self.temporaryFile("partly.csv", "user_id,token,platform\nu1,\(token),ios\nu2,XYZ,ios\n")
+        let imported = try await Self.bugle(["devices", "import", partly], environment: environment)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("line 3"), "\(imported.stdout)")
+        let allBad = try Self.temporaryFile("bad.csv", "user_id,token,platform\nu2,XYZ,ios\n,tok,web\n")
+        let none = try await Self.bugle(["devices", "import", allBad], environment: environment)
+        #expect(none.status == 1 && none.stderr.contains("\(allBad): none of its 2 row(s) could be imported"), "\(none.stderr)")
+        let header = try Self.temporaryFile("header.csv", "user_id,colour,platform\nu1,x,ios\n")
+        let badHeader = try await Self.bugle(["devices", "import", header], environment: environment)
+        #expect(badHeader.status == 1 && badHeader.stderr.contains("\(header): line 1:"), "\(badHeader.stderr)")
+        let directory = NSTemporaryDirectory()
+        let folder = try await Self.bugle(["devices", "import", directory], environment: environment)
+        #expect(folder.status == 1 && folder.stderr.contains("is a directory"), "\(folder.stderr)")
+        #expect(!folder.stderr.contains("NSCocoaErrorDomain"))
     }
 
     @Test("resume of a completed run sends nothing; cancel of a ready run cancels its recipients; of a finished one exits 1")
