@@ -160,32 +160,22 @@ struct CampaignLoaderTests {
 
     @Test("default_locale matches its locale's tag ignoring case, as tags are case-insensitive")
     func defaultLocaleIgnoresCase() throws {
-        let yaml = """
-            name: d
-            notification_type: t
-            segment: { sql: "SELECT 1" }
-            message:
-              default_locale: en
-              locales: { EN: { title: t, body: b }, de: { title: t, body: b } }
-            """
-        let campaign = try CampaignLoader.load(yaml: yaml, path: "inline.yaml")
+        let campaign = try Self.inline(message: ["default_locale: en", "locales: { EN: { title: t, body: b }, de: { title: t, body: b } }"])
         #expect(campaign.message.defaultLocale == "EN")
+    }
+
+    /// A minimal campaign whose `message:` holds `lines`.
+    private static func inline(message lines: [String]) throws -> Campaign {
+        let message = lines.map { "  " + $0 }.joined(separator: "\n")
+        return try CampaignLoader.load(
+            yaml: "name: d\nnotification_type: t\nsegment: { sql: \"SELECT 1\" }\nmessage:\n\(message)\n", path: "inline.yaml")
     }
 
     @Test(
         "durations accept seconds and units",
         arguments: [("3600", 3600), ("3600s", 3600), ("90m", 5400), ("1h", 3600), ("7d", 604_800), ("0", 0)])
     func durations(text: String, seconds: Int) throws {
-        let yaml = """
-            name: d
-            notification_type: t
-            segment: { sql: "SELECT 1" }
-            message:
-              default_locale: en
-              locales: { en: { title: t, body: b } }
-              android: { ttl: \(text) }
-            """
-        let campaign = try CampaignLoader.load(yaml: yaml, path: "inline.yaml")
+        let campaign = try Self.inline(message: ["default_locale: en", "locales: { en: { title: t, body: b } }", "android: { ttl: \(text) }"])
         #expect(campaign.message.android.ttlSeconds == seconds)
     }
 
