@@ -194,7 +194,9 @@ struct CrashRecoveryTests {
 
     /// How an operator stops a run from outside the worker.
     enum OperatorStop: String, CaseIterable, Sendable {
-        case pause, cancel, sigint
+        /// `sigtermTwice`: SIGTERM twice at once, as GNU `timeout` sends it (to the command, then to its group): one
+        /// request, still a graceful stop, not the forced exit a second Ctrl-C a moment later means.
+        case pause, cancel, sigint, sigtermTwice
     }
 
     /// A slow run (5 notifications a second per lane, a window of 400) stopped by the operator: the worker held about
@@ -214,6 +216,9 @@ struct CrashRecoveryTests {
                 #expect(stop.status == 0, "\(stop.stderr)")
             case .sigint:
                 kill(running.process.processIdentifier, SIGINT)
+            case .sigtermTwice:
+                kill(running.process.processIdentifier, SIGTERM)
+                kill(running.process.processIdentifier, SIGTERM)
             }
             let stopped = await running.finish()
             // At 10 a second in all, the 380 live tokens would have taken 38 s more.
@@ -234,8 +239,9 @@ struct CrashRecoveryTests {
             case .cancel:
                 #expect(states["pending", default: 0] + states["retry_wait", default: 0] == 0, "\(states)")
                 #expect(states["cancelled", default: 0] >= 200, "\(states)")
-            case .pause, .sigint:
+            case .pause, .sigint, .sigtermTwice:
                 #expect(stopped.status == 3, "\(stopped.stderr)")
+                #expect(!stopped.stderr.contains("exiting now"), "\(stopped.stderr)")
                 #expect(notSent >= 100, "\(notSent) handed back unsent; \(states)")
             }
         }
