@@ -76,6 +76,11 @@ public protocol PushProvider: Sendable {
     /// Gets ready to send before the first recipient is claimed: connections opened, credentials fetched.
     /// Failures are not reported here; the first send reports them.
     func prepare() async
+    /// How many recipients this lane can use at once, waiting ones included, for the runner to claim no more than
+    /// that for it: a paced lane's second of sends. Nil: no limit of its own (the in-flight window decides). Without
+    /// it a lane paced at 20/s took ~250 recipients of one claim and held them in flight for ten seconds and more: a
+    /// kill -9 turned them all `unknown`, and a worker joining the run found nothing left to claim.
+    var claimCapacity: Int? { get }
     /// The run is stopping: every ``send(_:)`` still waiting for the lane (a slot, its rate, a pause) returns
     /// ``SendOutcome/withdrawn`` without sending, and so does every later one until ``prepare()``. Requests already
     /// written are answered as usual.
@@ -84,6 +89,7 @@ public protocol PushProvider: Sendable {
 
 extension PushProvider {
     public var isAcceptingWork: Bool { true }
+    public var claimCapacity: Int? { nil }
     public func prepare() async {}
     /// Lanes that never make a send wait have nothing to withdraw.
     public func withdrawWaitingSends() {}

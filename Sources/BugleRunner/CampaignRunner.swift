@@ -242,6 +242,9 @@ public struct CampaignRunner: Sendable {
             var stop: Stop?
             // Set once the lanes' waiting sends were withdrawn for the stop.
             var withdrawn = false
+            // Per lane (``ProviderKind/laneSlot``), recipients claimed and not yet answered: what a lane with a claim
+            // capacity (a paced lane's second of sends) already holds.
+            var outstanding = [Int](repeating: 0, count: ProviderKind.laneSlots)
             var attempted = 0
             var breaker = WrongEnvironmentBreaker()
             var lostAnswers = LostAnswerBreaker(window: window)
@@ -295,6 +298,7 @@ public struct CampaignRunner: Sendable {
                     for provider in providers.values { provider.withdrawWaitingSends() }
                     for (_, recipient) in parked.withdrawAll() {
                         sending -= 1
+                        outstanding[sender.lane(for: recipient.platform).laneSlot] -= 1
                         attempted -= 1
                         buffer.append(Self.notSent(recipient))
                     }
@@ -306,7 +310,8 @@ public struct CampaignRunner: Sendable {
                     // Each lane that can use more work soon gets its share of the claim, taken from its own oldest
                     // recipients; paused or backlogged lanes, and lanes that just came back empty, sit it out. A
                     // slow or paused lane therefore never fills the window another lane needs.
-                    let limits = claimLimits(room: min(room, configuration.claimBatch), dryUntil: dryUntil, now: now, idle: committed == 0)
+                    let limits = claimLimits(
+                        room: min(room, configuration.claimBatch), dryUntil: dryUntil, outstanding: outstanding, now: now, idle: committed == 0)
                     if limits.isEmpty {
                         // Look again soon: within 2 ms while work is under way (a lane whose slots were full is fed
                         // as they free up, not after it has emptied), 20 ms when idle.
@@ -433,6 +438,7 @@ public struct CampaignRunner: Sendable {
                         for recipient in recipients {
                             sending += 1
                             attempted += 1
+                            outstanding[sender.lane(for: recipient.platform).laneSlot] += 1
                             let send = (sender.prepare(recipient, now: sendTime), recipient)
                             // A lane with a free slot, token and stream takes the request at once. Otherwise the
                             // send waits behind the lane's earlier ones for a slot its started sends free, or, when
@@ -454,6 +460,7 @@ public struct CampaignRunner: Sendable {
                         }
                     case .answered(let answered, let raw, let platform, let startedAtOnce):
                         sending -= 1
+                        outstanding[sender.lane(for: platform).laneSlot] -= 1
                         if startedAtOnce { parked.answered(sender.lane(for: platform)) }
                         if raw == .withdrawn {
                             attempted -= 1
@@ -461,7 +468,7 @@ public struct CampaignRunner: Sendable {
                             continue
                         }
                         var outcome = answered
-                        if let verdict = breaker.observe(raw) {
+                        if let verdict = breaker.observe(raw, seq: answered.seq) {
                             outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
                             if case .trip(let message) = verdict, stop == nil {
                                 logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
@@ -542,19 +549,25 @@ public struct CampaignRunner: Sendable {
     }
 
     /// Splits a claim of `room` between the lanes that can use work now: lanes accepting work and not known
-    /// to be dry. When every accepting lane is dry and nothing is under way (`idle`), all of them, to learn when
+    /// to be dry, each given no more than its claim capacity leaves beside what it already holds (`outstanding`). When every accepting lane is dry and nothing is under way (`idle`), all of them, to learn when
     /// work is due again; with work under way, none until a lane's dry spell ends. Probing empty lanes while
     /// another lane's slots were full emptied that lane before it was fed again: late in a 10,000,000-recipient
     /// run, the send loop drained completely at least 1,921 times.
-    private func claimLimits(room: Int, dryUntil: [ProviderKind: ContinuousClock.Instant], now: ContinuousClock.Instant, idle: Bool) -> [ProviderKind: Int] {
-        let accepting = providers.filter { $0.value.isAcceptingWork }.map(\.key)
+    private func claimLimits(
+        room: Int, dryUntil: [ProviderKind: ContinuousClock.Instant], outstanding: [Int], now: ContinuousClock.Instant, idle: Bool
+    ) -> [ProviderKind: Int] {
+        var capacity: [ProviderKind: Int] = [:]
+        for (kind, provider) in providers {
+            if let most = provider.claimCapacity { capacity[kind] = most - outstanding[kind.laneSlot] }
+        }
+        let accepting = providers.filter { $0.value.isAcceptingWork && capacity[$0.key].map { $0 > 0 } ?? true }.map(\.key)
         guard !accepting.isEmpty, room > 0 else { return [:] }
         let wet = accepting.filter { (dryUntil[$0] ?? now) <= now }
         let lanes = wet.isEmpty && idle ? accepting : wet
         guard !lanes.isEmpty else { return [:] }
         let share = max(1, room / lanes.count)
         var limits: [ProviderKind: Int] = [:]
-        for kind in lanes { limits[kind] = share }
+        for kind in lanes { limits[kind] = min(share, capacity[kind] ?? share) }
         return limits
     }
 

@@ -23,7 +23,7 @@ public struct InstrumentedProvider: PushProvider {
 
     /// Wraps a lane.
     /// - Parameters:
-    ///   - inner: The lane (usually a ``PacedProvider``).
+    ///   - inner: The lane (inside its ``PacedProvider``, so only requests on the wire are counted and timed).
     ///   - pacer: Its pacer, whose rate in force is exported.
     public init(_ inner: any PushProvider, pacer: LanePacer?) {
         self.inner = inner
@@ -45,6 +45,8 @@ public struct InstrumentedProvider: PushProvider {
 
     public var isAcceptingWork: Bool { inner.isAcceptingWork }
 
+    public var claimCapacity: Int? { inner.claimCapacity }
+
     public func prepare() async { await inner.prepare() }
 
 
@@ -52,11 +54,6 @@ public struct InstrumentedProvider: PushProvider {
         inFlight.increment()
         let start = ContinuousClock.now
         let outcome = await inner.send(request)
-        guard outcome != .withdrawn else {
-            // Never sent: not a send to count.
-            inFlight.decrement()
-            return outcome
-        }
         record(outcome, since: start)
         return outcome
     }

@@ -245,6 +245,18 @@ public final class LanePacer: Sendable {
         }
     }
 
+    /// How many requests a claim may hold for this lane, waiting ones included: a second of the rate in force (this
+    /// worker's share) plus the burst; nil when unpaced (``PushProvider/claimCapacity``).
+    public var claimCapacity: Int? {
+        state.withLock { state in
+            guard let bucket = state.bucket else { return nil }
+            return Int((state.controller.rate / Double(state.share) * Self.claimHorizon).rounded(.up)) + Int(bucket.burst)
+        }
+    }
+
+    /// Seconds of sending a paced lane may hold claimed.
+    static let claimHorizon = 1.0
+
     /// The current rate (this worker's share of it), slots in use and pause.
     public var snapshot: Snapshot {
         state.withLock { state in

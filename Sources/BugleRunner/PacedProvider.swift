@@ -21,6 +21,13 @@ public struct PacedProvider: PushProvider {
 
     public var isAcceptingWork: Bool { pacer.isAcceptingWork && inner.isAcceptingWork }
 
+    public var claimCapacity: Int? {
+        switch (pacer.claimCapacity, inner.claimCapacity) {
+        case (let own?, let inner?): min(own, inner)
+        case (let own, let inner): own ?? inner
+        }
+    }
+
     /// Opens the pacer again (a new run, or the same run going on after a stop) and readies the lane.
     public func prepare() async {
         pacer.reopen()

@@ -4,14 +4,32 @@ import Testing
 
 @Suite("Wrong-environment breaker")
 struct WrongEnvironmentBreakerTests {
-    @Test("trips after the threshold of BadDeviceToken answers with no delivery")
+    @Test("trips after the threshold of different tokens answered BadDeviceToken with no delivery; repeats do not count")
     func trips() {
         var breaker = WrongEnvironmentBreaker(threshold: 3)
         let bad = SendOutcome.invalidToken(code: "BadDeviceToken", invalidSince: nil)
-        #expect(breaker.observe(bad) == .hold)
-        #expect(breaker.observe(bad) == .hold)
-        guard case .trip = breaker.observe(bad) else {
+        #expect(breaker.observe(bad, seq: 1) == .hold)
+        #expect(breaker.observe(bad, seq: 1) == .hold)  // the same recipient re-sent: not a second token
+        #expect(breaker.observe(bad, seq: 2) == .hold)
+        guard case .trip(let message) = breaker.observe(bad, seq: 3) else {
             Issue.record("expected a trip")
+            return
+        }
+        #expect(message.hasPrefix("3 different device tokens"))
+    }
+
+    @Test("a lane with too few tokens to judge: one or a few bad tokens answered three times are let through to be deactivated; five or more halt")
+    func smallSamples() {
+        let bad = SendOutcome.invalidToken(code: "BadDeviceToken", invalidSince: nil)
+        var lone = WrongEnvironmentBreaker()
+        #expect(lone.observe(bad, seq: 7) == .hold)
+        #expect(lone.observe(bad, seq: 7) == .hold)
+        #expect(lone.observe(bad, seq: 7) == nil)
+        var several = WrongEnvironmentBreaker()
+        for seq in 1...5 { #expect(several.observe(bad, seq: Int64(seq)) == .hold) }
+        #expect(several.observe(bad, seq: 1) == .hold)
+        guard case .trip = several.observe(bad, seq: 1) else {
+            Issue.record("five different tokens, none delivered, must halt")
             return
         }
     }
@@ -20,9 +38,9 @@ struct WrongEnvironmentBreakerTests {
     func deliveryConfirms() {
         var breaker = WrongEnvironmentBreaker(threshold: 3)
         let bad = SendOutcome.invalidToken(code: "BadDeviceToken", invalidSince: nil)
-        #expect(breaker.observe(bad) == .hold)
-        #expect(breaker.observe(.delivered(providerMessageID: nil)) == nil)
-        for _ in 0..<10 { #expect(breaker.observe(bad) == nil) }
-        #expect(breaker.observe(.invalidToken(code: "Unregistered", invalidSince: nil)) == nil)
+        #expect(breaker.observe(bad, seq: 1) == .hold)
+        #expect(breaker.observe(.delivered(providerMessageID: nil), seq: 2) == nil)
+        for seq in 3..<13 { #expect(breaker.observe(bad, seq: Int64(seq)) == nil) }
+        #expect(breaker.observe(.invalidToken(code: "Unregistered", invalidSince: nil), seq: 20) == nil)
     }
 }

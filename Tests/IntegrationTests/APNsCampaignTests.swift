@@ -196,6 +196,37 @@ struct APNsCampaignTests {
         }
     }
 
+    /// A lane with too few tokens for the breaker's sample of 50: one bad token used to make the 50 answers alone (it is
+    /// re-sent at once while held) and halt the run, and every resume again. Now a few bad tokens, none delivered, are
+    /// deactivated once each has been answered three times; five or more different ones still halt.
+    @Test("a run whose only iOS tokens are one to four bad ones completes and deactivates them; six halt", arguments: [1, 4, 6])
+    func wrongEnvironmentSmallSample(_ count: Int) async throws {
+        try await Self.withLane { _, provider in
+            try await Support.withFreshDatabase { client in
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform)
+                    SELECT i, 'u' || i, 'bad0' || lpad(to_hex(i), 60, '0'), 'ios' FROM generate_series(1, \(count)) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                let (_, result) = try await Self.run(client, Support.campaign(window: 20), provider: provider)
+                let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+                if count < 5 {  // WrongEnvironmentBreaker.smallSample
+                    #expect(result.ending == .completed, "\(result.ending)")
+                    #expect(inactive == Int64(count))
+                } else {
+                    guard case .halted(let code, let message) = result.ending else {
+                        Issue.record("expected a halt, got \(result.ending)")
+                        return
+                    }
+                    #expect(code == "BadDeviceToken" && message.hasPrefix("\(count) different device tokens"), "\(message)")
+                    #expect(inactive == 0)
+                }
+            }
+        }
+    }
+
     @Test("MAX_CONCURRENT_STREAMS lowered from 100 to 3 mid-run: the lane keeps under the new limit, completes, and delivers every token")
     func maxConcurrentStreamsDecrease() async throws {
         try await Self.withLane(configure: {
