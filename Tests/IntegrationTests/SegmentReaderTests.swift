@@ -175,11 +175,15 @@ struct SegmentReaderTests {
         }
     }
 
-    @Test("extra columns arrive as template variables, NULL as nil")
+    @Test("extra columns arrive as template variables, NULL as nil; booleans and numbers as PostgreSQL writes them")
     func extraColumnsAreVariables() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in
             try await LedgerTestSupport.seed(client, count: 2)
-            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, 'Ana' AS first_name, NULL::text AS nickname, 42 AS points FROM bugle.devices d"
+            let sql = """
+                SELECT d.id AS device_id, d.user_id, d.token, d.platform, 'Ana' AS first_name, NULL::text AS nickname, 42 AS points,
+                       false AS vip, 19.90::numeric AS price, '{"a": [1]}'::jsonb AS extra
+                  FROM bugle.devices d
+                """
             let reader = SegmentReader(client: client, segment: LedgerTestSupport.campaign(sql: sql).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
             var rows: [SegmentRow] = []
             _ = try await reader.read { rows.append(contentsOf: $0) }
@@ -187,6 +191,10 @@ struct SegmentReaderTests {
             #expect(rows.first?.variables["first_name"] == .some("Ana"))
             #expect(rows.first?.variables["nickname"] == .some(nil))
             #expect(rows.first?.variables["points"] == .some("42"))
+            // They used to come out as `0` and `19.9` (JSON decoded in Bugle).
+            #expect(rows.first?.variables["vip"] == .some("false"))
+            #expect(rows.first?.variables["price"] == .some("19.90"))
+            #expect(rows.first?.variables["extra"] == .some(#"{"a": [1]}"#))
         }
     }
 

@@ -198,7 +198,9 @@ public struct SegmentReader: Sendable {
             "s.device_id::bigint AS device_id", "s.user_id::text AS user_id", "s.token::text AS token", "s.platform::text AS platform",
             hasLocale ? "s.locale::text AS locale" : nil,
             hasTimezone ? "s.timezone::text AS timezone" : nil,
-            extra.isEmpty ? nil : "to_jsonb(s)::text AS variables",
+            // Each value as PostgreSQL writes it in JSON (`false`, `19.90`, `2026-11-27T10:00:00+00:00`), as text: JSON
+            // numbers and booleans decoded in Bugle came out as `0`/`1` and `19.9`.
+            extra.isEmpty ? nil : "(SELECT jsonb_object_agg(e.key, e.value #>> '{}') FROM jsonb_each(to_jsonb(s)) e)::text AS variables",
         ].compactMap { $0 }.joined(separator: ", ")
         let textColumns: [String?] = [
             "user_id", "token", "platform", hasLocale ? "locale" : nil, hasTimezone ? "timezone" : nil, extra.isEmpty ? nil : "variables",
