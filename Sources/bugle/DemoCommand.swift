@@ -80,10 +80,10 @@ struct DemoCommand: AsyncParsableCommand {
                     print("demo: \(seeded) demo device(s) in bugle.devices")
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     let code = try await RunExecution.start(
-                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: nil, output: output, worker: .standard,
+                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: nil, output: output, worker: .standard,
                         logger: logger)
                     guard let dryCampaign else { return (code, nil) }
-                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csvPath: nil, logger: logger)
+                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csv: nil, logger: logger)
                     return (code, DryRunOutcome(report: report, campaign: dryCampaign))
                 }
             } catch {
@@ -97,7 +97,7 @@ struct DemoCommand: AsyncParsableCommand {
             print("demo: the simulators accepted \(accepted.apns) APNs and \(accepted.fcm) FCM notification(s)")
             if let dryReport {
                 print("")
-                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, samples: 1, csvPath: nil)
+                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, samples: 1, preview: nil)
             }
             return code
         }

@@ -5,7 +5,7 @@ import Foundation
 
 /// Terminal output of a dry run.
 enum DryRunPrinter {
-    static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, csvPath: String?) {
+    static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, preview: ReportDestination?) {
         Swift.print("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
         Swift.print("  per platform:")
         for platform in Platform.allCases {
@@ -44,7 +44,7 @@ enum DryRunPrinter {
                 Swift.print("    body: " + redactedBody(request))
             }
         }
-        if let csvPath { Swift.print("preview: \(csvPath)") }
+        if let preview { Swift.print("preview: \(preview)") }
     }
 
     /// The `--validate` tally.

@@ -35,14 +35,19 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var stored: StoredRunOptions
 
-    @Option(help: "Where to write the CSV report (default ./bugle-run-<id>.csv).")
+    @Option(help: "Where to write the CSV report, - for standard output (default ./bugle-run-<id>.csv).")
     var csv: String?
+
+    func validate() throws {
+        try CSVOption.validate(csv, json: output.json)
+    }
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, source, global, csv, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
+        let (runID, source, global, output, worker) = (stored.run, stored.source, global, output, worker.settings)
         try await ExitCodes.guarding {
-            try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
+            let csv = try CSVOption.destination(self.csv, json: output.json)
+            return try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
                 try await Self.resume(
                     $0, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: $1, logger: logger)
             }
@@ -55,15 +60,15 @@ struct ResumeCommand: AsyncParsableCommand {
     ///   on it, or coming back), after waiting for their handovers (``OutagePeers``); a run an operator paused or halted
     ///   meanwhile stays paused (exit 3).
     static func resume(
-        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
+        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv: ReportDestination?,
         afterOutage: Bool = false, logger: Logger
     ) async throws -> Int32 {
         try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
-            let reportPath = csvPath ?? "bugle-run-\(runID).csv"
+            let report = csv ?? RunExecution.defaultReport(runID)
             switch record.status {
             case .completed, .cancelled, .failed:
                 Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
-                try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
+                try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
                 try await rematerialize(
@@ -93,7 +98,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 )
             }
             let code = try await send(output, worker, mode)
-            try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
+            try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
             return code
         }
     }

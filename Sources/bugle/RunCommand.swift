@@ -45,7 +45,7 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("validate"), help: "With --dry-run: have FCM check every Android/web message (validate_only); needs an fcm: section.")
     var validateWithFCM = false
 
-    @Option(help: "Where to write the CSV report (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
+    @Option(help: "Where to write the CSV report, - for standard output (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
     var csv: String?
 
     @Option(help: "Sample payloads to print in a dry run (per platform, 0 to hide).")
@@ -63,17 +63,19 @@ struct RunCommand: AsyncParsableCommand {
         if validateWithFCM && !dryRun {
             throw ValidationError("--validate needs --dry-run")
         }
+        try CSVOption.validate(csv, json: output.json)
     }
 
     func run() async throws {
         let logger = global.makeLogger()
         try await ExitCodes.guarding {
             let (yaml, campaign) = try CampaignFile.read(file)
-            if dryRun { return try await runDry(campaign, logger: logger) }
-            let (global, output, worker, csv) = (global, output, worker.settings, csv)
+            let csv = try CSVOption.destination(self.csv, json: output.json)
+            if dryRun { return try await runDry(campaign, csv: csv, logger: logger) }
+            let (global, output, worker) = (global, output, worker.settings)
             let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
             return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
-                try await runWithLanes(campaign, yaml: yaml, logger: logger)
+                try await runWithLanes(campaign, yaml: yaml, csv: csv, logger: logger)
             } then: { runID in
                 try await ResumeCommand.resume(
                     runID, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: true, logger: logger)
@@ -82,7 +84,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// Builds the campaign's lanes, sends the run through them, and shuts them down.
-    private func runWithLanes(_ campaign: Campaign, yaml: String, logger: Logger) async throws -> Int32 {
+    private func runWithLanes(_ campaign: Campaign, yaml: String, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
         guard let providersPath = providers ?? campaign.providersPath else {
             throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
         }
@@ -91,7 +93,7 @@ struct RunCommand: AsyncParsableCommand {
         let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
         let code: Int32
         do {
-            code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+            code = try await runReal(campaign, yaml: yaml, lanes: lanes, csv: csv, logger: logger)
         } catch {
             await lanes.shutdown()
             throw error
@@ -100,14 +102,16 @@ struct RunCommand: AsyncParsableCommand {
         return code
     }
 
-    private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
-        let (csvPath, output, worker, noWait) = (csv, output, worker.settings, noWait)
+    private func runReal(
+        _ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, csv: ReportDestination?, logger: Logger
+    ) async throws -> Int32 {
+        let (output, worker, noWait) = (output, worker.settings, noWait)
         let global = self.global
         return try await DatabaseSession.withServer(global, logger: logger) { client, server in
             let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
             try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
-                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: worker,
+                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: csv, output: output, worker: worker,
                 noWait: noWait, newSessionWorks: DatabaseSession.newSessionProbe(global, inUse: server, logger: logger), logger: logger)
         }
     }
@@ -117,8 +121,7 @@ struct RunCommand: AsyncParsableCommand {
         return "; skipped: " + skipped.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")
     }
 
-    private func runDry(_ campaign: Campaign, logger: Logger) async throws -> Int32 {
-        let csvPath = csv
+    private func runDry(_ campaign: Campaign, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
         var fcm: (any PushProvider)?
         if validateWithFCM {
             guard let providersPath = providers ?? campaign.providersPath else {
@@ -138,14 +141,14 @@ struct RunCommand: AsyncParsableCommand {
             let global = self.global
             (report, validation) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
                 let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
-                return try await DryRunExecution.execute(campaign: campaign, segments: segments, csvPath: csvPath, validator: validator, logger: logger)
+                return try await DryRunExecution.execute(campaign: campaign, segments: segments, csv: csv, validator: validator, logger: logger)
             }
         } catch {
             await fcm?.shutdown()
             throw error
         }
         await fcm?.shutdown()
-        DryRunPrinter.print(report, campaign: campaign, samples: samples, csvPath: csvPath)
+        DryRunPrinter.print(report, campaign: campaign, samples: samples, preview: csv)
         if let validation {
             DryRunPrinter.print(validation)
             if validation.halted != nil { return ExitCodes.failed }

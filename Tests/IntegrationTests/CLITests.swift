@@ -7,6 +7,12 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Runs the built `bugle` executable as a user would and checks exit codes, output and side effects.
 @Suite("bugle CLI (built executable, real PostgreSQL)")
 struct CLITests {
@@ -206,6 +212,113 @@ struct CLITests {
         let lines = try String(contentsOfFile: csv, encoding: .utf8).split(separator: "\r\n")
         #expect(lines.count == 301)
         #expect(lines.dropFirst().allSatisfy { $0.contains(",would_send,") })
+    }
+
+    /// A database with one completed run of `devices` recipients, and its URL.
+    static func completedRun(devices: Int, name: String = "done") async throws -> (DatabaseConfiguration, url: String, runID: Int64) {
+        let configuration = try await TestDatabase.fresh()
+        let runID = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> Int64 in
+            try await LedgerTestSupport.seed(client, count: devices)
+            let fake: [ProviderKind: any PushProvider] = [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)]
+            let (run, result) = try await LedgerTestSupport.runCampaign(client, LedgerTestSupport.campaign(name: name), providers: fake)
+            #expect(result.ending == .completed)
+            return run
+        }
+        return (configuration, try Self.url(configuration), runID)
+    }
+
+    @Test("--csv: a symlink's target is written (the link kept), an existing file keeps its mode, - and /dev/stdout give pure CSV on stdout and the summary on stderr; '' and - with --json exit 1")
+    func csvDestinations() async throws {
+        let (_, url, runID) = try await Self.completedRun(devices: 12, name: "csv")
+        let env = ["BUGLE_DATABASE_URL": url]
+        let run = String(runID)
+        let header = CSVFormat.record(ReportExporter.header).trimmingCharacters(in: .newlines)
+        let directory = try TestScratch.directory(prefix: "bugle-csv")
+
+        try Data("old".utf8).write(to: URL(fileURLWithPath: directory + "/target.csv"))
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link.csv", withDestinationPath: "target.csv")
+        let linked = try await Self.bugle(["report", run, "--csv", directory + "/link.csv"], environment: env)
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: directory + "/link.csv") == "target.csv")
+        let written = try String(contentsOfFile: directory + "/target.csv", encoding: .utf8).split(separator: "\r\n")
+        #expect(written.count == 13 && written.first.map(String.init) == header, "\(written)")
+
+        let secret = directory + "/private.csv"
+        #expect(FileManager.default.createFile(atPath: secret, contents: Data("old".utf8), attributes: [.posixPermissions: 0o600]))
+        let kept = try await Self.bugle(["report", run, "--csv", secret], environment: env)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(try FileManager.default.attributesOfItem(atPath: secret)[.posixPermissions] as? Int == 0o600)
+        #expect(try String(contentsOfFile: secret, encoding: .utf8).hasPrefix(header))
+
+        for argument in ["-", "/dev/stdout"] {
+            let piped = try await Self.bugle(["report", run, "--csv", argument], environment: env)
+            #expect(piped.status == 0, "\(argument): \(piped.stderr)")
+            let records = piped.stdout.split(separator: "\r\n", omittingEmptySubsequences: false)
+            #expect(records.first.map(String.init) == header, "\(argument): \(piped.stdout)")
+            #expect(records.count == 14 && records.last == "", "\(argument): 12 rows after the header, nothing else: \(piped.stdout)")
+            #expect(piped.stderr.contains("run \(runID) · csv · completed"), "\(argument): \(piped.stderr)")
+            #expect(piped.stderr.contains("report: standard output (12 row(s))"), "\(argument): \(piped.stderr)")
+        }
+
+        let before = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        let empty = try await Self.bugle(["report", run, "--csv", ""], in: URL(fileURLWithPath: directory), environment: env)
+        #expect(empty.status == 1, "\(empty.stderr)")
+        #expect(empty.stderr.contains("--csv needs a path"), "\(empty.stderr)")
+        let both = try await Self.bugle(["report", run, "--csv", "-", "--json"], in: URL(fileURLWithPath: directory), environment: env)
+        #expect(both.status == 1, "\(both.stderr)")
+        #expect(both.stdout.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == before)
+    }
+
+    @Test("dry run --csv -: the preview alone on stdout, the counts on stderr; --csv FIFO: a reading thread gets the preview, the FIFO stays a FIFO")
+    func dryRunCSVToStreams() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let url = try Self.url(configuration)
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: 40)
+        }
+        let env = ["BUGLE_DATABASE_URL": url]
+        let preview = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", "-"], environment: env)
+        #expect(preview.status == 0, "\(preview.stderr)")
+        let records = preview.stdout.split(separator: "\r\n", omittingEmptySubsequences: false)
+        #expect(records.first.map(String.init) == DryRunReport.previewHeader.joined(separator: ","), "\(preview.stdout)")
+        #expect(records.count == 42 && records.last == "", "\(preview.stdout)")
+        #expect(preview.stderr.contains("40 row(s) read, 40 would be sent"), "\(preview.stderr)")
+        #expect(preview.stderr.contains("preview: standard output"), "\(preview.stderr)")
+
+        let fifo = try TestScratch.directory(prefix: "bugle-fifo") + "/preview.csv"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // The test holds a write end of its own, so the reading thread sees the end of the data only once both it and
+        // bugle have closed theirs (and never blocks on an open, whatever bugle does).
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        #expect(fcntl(reader, F_SETFL, fcntl(reader, F_GETFL) & ~O_NONBLOCK) == 0)
+        let holder = open(fifo, O_WRONLY)
+        try #require(holder >= 0)
+        let received = NIOLockedValueBox(Data())
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
+                if count <= 0 { break }
+                received.withLockedValue { $0.append(contentsOf: buffer[..<count]) }
+            }
+            close(reader)
+            done.signal()
+        }.start()
+        let streamed = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", fifo, "--samples", "0"], environment: env)
+        close(holder)
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                done.wait()
+                continuation.resume()
+            }
+        }
+        #expect(streamed.status == 0, "\(streamed.stderr)")
+        #expect(String(decoding: received.withLockedValue { $0 }, as: UTF8.self) == preview.stdout)
+        var info = stat()
+        #expect(lstat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
     }
 
     @Test("devices register / unregister through the CLI")
