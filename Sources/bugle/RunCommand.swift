@@ -13,8 +13,8 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "Run a campaign: read its segment, send to APNs/FCM, write a CSV report and a DB summary.",
         discussion: """
             --dry-run renders every recipient's APNs payload/headers and FCM message, checks sizes, and prints counts \
-            per platform, locale and skip reason with sample payloads. It writes nothing to the database; with --csv \
-            it writes a preview CSV (status would_send, or the skip reason). --dry-run --validate also sends every \
+            per platform, locale and skip reason with sample payloads (--json: as one JSON object on stdout). It \
+            writes nothing to the database; with --csv it writes a preview CSV (status would_send, or the skip reason). --dry-run --validate also sends every \
             Android/web recipient's message to FCM with validate_only (when the providers file has an fcm: section), \
             so FCM checks message and token without delivering anything; nothing is deactivated.
 
@@ -129,7 +129,7 @@ struct RunCommand: AsyncParsableCommand {
             }
             let settings = try ProviderSettingsLoader.load(path: providersPath)
             if settings.fcm == nil {
-                print("note: \(providersPath) has no fcm: section; --validate checks nothing")
+                Console(jsonOnStdout: output.json).say("note: \(providersPath) has no fcm: section; --validate checks nothing")
             } else {
                 fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger).providers[.fcm]
             }
@@ -148,11 +148,12 @@ struct RunCommand: AsyncParsableCommand {
             throw error
         }
         await fcm?.shutdown()
-        DryRunPrinter.print(report, campaign: campaign, samples: samples, preview: csv)
-        if let validation {
-            DryRunPrinter.print(validation)
-            if validation.halted != nil { return ExitCodes.failed }
+        if output.json {
+            print(DryRunJSON.render(report, campaign: campaign, samples: samples, preview: csv, validation: validation))
+        } else {
+            DryRunPrinter.print(report, campaign: campaign, samples: samples, preview: csv)
+            if let validation { DryRunPrinter.print(validation) }
         }
-        return ExitCodes.completed
+        return validation?.halted == nil ? ExitCodes.completed : ExitCodes.failed
     }
 }

@@ -193,7 +193,7 @@ struct CLITests {
         #expect(output.stderr.contains(bad + ":"))
     }
 
-    @Test("dry run: counts, samples and a preview CSV, and nothing written to the database")
+    @Test("dry run: counts, samples and a preview CSV, as text or --json, and nothing written to the database")
     func dryRun() async throws {
         let configuration = try await TestDatabase.fresh()
         let url = try Self.url(configuration)
@@ -212,6 +212,30 @@ struct CLITests {
         let lines = try String(contentsOfFile: csv, encoding: .utf8).split(separator: "\r\n")
         #expect(lines.count == 301)
         #expect(lines.dropFirst().allSatisfy { $0.contains(",would_send,") })
+
+        // --json: the same counts as one JSON object, alone on stdout; samples with their tokens replaced.
+        let json = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--json"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(json.status == 0, "\(json.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+        #expect(object["campaign"] as? String == "spring-sale-2026")
+        #expect(object["rows_read"] as? Int == 300)
+        #expect(object["would_send"] as? Int == 300)
+        let platforms = try #require(object["per_platform"] as? [String: [String: Int]])
+        #expect(platforms.values.map { $0["would_send"] ?? 0 }.reduce(0, +) == 300)
+        #expect(platforms["ios"]?["would_send"] == 150)
+        #expect((object["per_locale"] as? [String: Int])?.values.reduce(0, +) == 300)
+        #expect((object["skipped"] as? [String: Int])?.isEmpty == true)
+        let samples = try #require(object["samples"] as? [[String: Any]])
+        #expect(Set(samples.compactMap { $0["platform"] as? String }) == Set(platforms.keys))
+        let ios = try #require(samples.first { $0["platform"] as? String == "ios" })
+        #expect((ios["headers"] as? [String: String])?["apns-push-type"] == "alert")
+        #expect((ios["body"] as? [String: Any])?["aps"] != nil)
+        let tokens = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await CLIFeatureTests.tokens($0, platform: "android") }
+        #expect(!tokens.isEmpty && tokens.allSatisfy { !json.stdout.contains($0) })
+        #expect(object["preview"] is NSNull)
+        #expect(object["validation"] is NSNull)
+        let after2 = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
+        #expect(before == after2)
     }
 
     /// A database with one completed run of `devices` recipients, and its URL.
