@@ -141,6 +141,9 @@ struct RunCommand: AsyncParsableCommand {
             let global = self.global
             (report, validation) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
                 let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
+                // As `run` and `validate` do: a template variable the segment does not return is a mistake in the
+                // file, not a recipient whose value is NULL.
+                try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                 return try await DryRunExecution.execute(campaign: campaign, segments: segments, csv: csv, validator: validator, logger: logger)
             }
         } catch {

@@ -242,7 +242,7 @@ struct CLIFeatureTests {
 
     // MARK: - validate against the segment
 
-    @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run refuses it before writing")
+    @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run and the dry run refuse it before writing")
     func validateTemplateVariables() async throws {
         try await MixedTestEnvironment.with { environment in
             let (configuration, url) = try await Self.seededDatabase(devices: 10)
@@ -280,6 +280,17 @@ struct CLIFeatureTests {
             let accepted = try await CLITests.bugle(["validate", good], environment: env)
             #expect(accepted.status == 0, "\(accepted.stdout) \(accepted.stderr)")
             #expect(accepted.stdout.contains("first_name"), "\(accepted.stdout)")
+
+            // The dry run refuses it too, rather than counting every recipient as null_variable; no preview is written.
+            let preview = Self.csvPath("validate-dry-run")
+            let dry = try await CLITests.bugle(["run", bad, "--dry-run", "--csv", preview], environment: env)
+            #expect(dry.status == 1, "\(dry.stdout) \(dry.stderr)")
+            #expect(dry.stderr.contains("\(bad): message.locales.en.title: template variable {{first_nam}}"), "\(dry.stderr)")
+            #expect(!dry.stdout.contains("null_variable"), "\(dry.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: preview))
+            let dryGood = try await CLITests.bugle(["run", good, "--dry-run"], environment: env)
+            #expect(dryGood.status == 0, "\(dryGood.stdout) \(dryGood.stderr)")
+            #expect(dryGood.stdout.contains("10 row(s) read, 10 would be sent"), "\(dryGood.stdout)")
 
             let run = try await CLITests.bugle(
                 ["run", bad, "--providers", environment.material.providersFile, "--csv", Self.csvPath("validate-run"), "--quiet"], environment: env)
