@@ -313,12 +313,13 @@ struct CLITests {
         let fifo = try TestScratch.directory(prefix: "bugle-fifo") + "/preview.csv"
         #expect(mkfifo(fifo, 0o600) == 0)
         // The test holds a write end of its own, so the reading thread sees the end of the data only once both it and
-        // bugle have closed theirs (and never blocks on an open, whatever bugle does).
-        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        // bugle have closed theirs (and never blocks on an open, whatever bugle does). Neither end may leak into the
+        // children other tests start meanwhile: one of them holding the write end would delay the end of the data.
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         try #require(reader >= 0)
-        #expect(fcntl(reader, F_SETFL, fcntl(reader, F_GETFL) & ~O_NONBLOCK) == 0)
-        let holder = open(fifo, O_WRONLY)
+        let holder = open(fifo, O_WRONLY | O_CLOEXEC)
         try #require(holder >= 0)
+        #expect(fcntl(reader, F_SETFL, fcntl(reader, F_GETFL) & ~O_NONBLOCK) == 0)
         let received = NIOLockedValueBox(Data())
         let done = DispatchSemaphore(value: 0)
         Thread {
@@ -333,16 +334,10 @@ struct CLITests {
         }.start()
         let streamed = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", fifo, "--samples", "0"], environment: env)
         close(holder)
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                done.wait()
-                continuation.resume()
-            }
-        }
+        await ReportFileWriterTests.waitOffThePool(done)
         #expect(streamed.status == 0, "\(streamed.stderr)")
         #expect(String(decoding: received.withLockedValue { $0 }, as: UTF8.self) == preview.stdout)
-        var info = stat()
-        #expect(lstat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        #expect(ReportFileWriterTests.isFIFO(fifo))
     }
 
     @Test("devices register / unregister through the CLI")

@@ -5,6 +5,8 @@ import NIOConcurrencyHelpers
 import Testing
 
 #if canImport(Glibc)
+// `struct stat`'s members come through CoreFoundation's module in this test target (MemberImportVisibility).
+import CoreFoundation
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -20,6 +22,12 @@ struct ReportFileWriterTests {
         let writer = try ReportFileWriter(destination)
         try writer.write(bytes)
         try writer.commit()
+    }
+
+    /// Whether `path` itself (not what it links to) is a FIFO.
+    static func isFIFO(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO
     }
 
     static func mode(_ path: String) throws -> Int {
@@ -62,17 +70,19 @@ struct ReportFileWriterTests {
     }
 
     @Test("a FIFO is written to, not replaced: a reading thread gets every byte, and the FIFO is still a FIFO")
-    func fifo() throws {
+    func fifo() async throws {
         let directory = try TestScratch.directory(prefix: "report-writer")
         let path = directory + "/report.fifo"
         #expect(mkfifo(path, 0o600) == 0)
-        // The read end opens at once without a writer; reads then block until data or the writer's close.
-        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        // The read end opens at once without a writer, so the writer's open does not wait; once the writer is open,
+        // reads block until data comes or the writer closes (before that, a read would see the end at once).
+        let reader = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         try #require(reader >= 0)
+        let writer = try ReportFileWriter(.path(path))
         #expect(fcntl(reader, F_SETFL, fcntl(reader, F_GETFL) & ~O_NONBLOCK) == 0)
         let received = NIOLockedValueBox([UInt8]())
         let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
+        Thread {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
@@ -81,21 +91,31 @@ struct ReportFileWriterTests {
             }
             close(reader)
             done.signal()
-        }
-        thread.start()
+        }.start()
         // More than a pipe holds, so the writer only gets through while the thread reads.
         let bytes = Array(repeating: Self.report, count: 20_000).flatMap { $0 }
-        try Self.write(bytes, to: .path(path))
-        done.wait()
+        try writer.write(bytes)
+        try writer.commit()
+        await Self.waitOffThePool(done)
         #expect(received.withLockedValue { $0 } == bytes)
-        var info = stat()
-        #expect(lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        #expect(Self.isFIFO(path))
+    }
+
+    /// Waits for `semaphore` on a dispatch thread, never on one of the few threads of Swift's cooperative pool.
+    static func waitOffThePool(_ semaphore: DispatchSemaphore) async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                semaphore.wait()
+                continuation.resume()
+            }
+        }
     }
 
     @Test("standard output: written to its descriptor, which stays open; a directory is refused, and abandoning a file leaves it untouched")
     func descriptorDirectoryAbandon() throws {
         var ends: [Int32] = [0, 0]
         try #require(pipe(&ends) == 0)
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         try Self.write(Self.report, to: .standardOutput(descriptor: ends[1]))
         #expect(fcntl(ends[1], F_GETFD) >= 0, "the descriptor is left open")
         close(ends[1])
