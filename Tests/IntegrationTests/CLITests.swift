@@ -340,6 +340,52 @@ struct CLITests {
         #expect(ReportFileWriterTests.isFIFO(fifo))
     }
 
+    @Test("pause keeps a halted run's reason (exit 0, saying why it is paused); takes a scheduled run from tick; a missing or finished run exits 1 on stderr")
+    func pauseKeepsReasons() async throws {
+        let (configuration, url, completedRun) = try await Self.completedRun(devices: 6)
+        let env = ["BUGLE_DATABASE_URL": url]
+        let halt = "halted: provider_not_configured: 3 recipient(s) need fcm"
+        let (halted, scheduled, running) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> (Int64, Int64, Int64) in
+            let repository = RunRepository(client: client, logger: TestDatabase.logger)
+            var runs: [Int64] = []
+            for (name, reason) in [("halted", halt), ("scheduled", "scheduled: next recipients due in 900 s"), ("running", nil)] {
+                let campaign = LedgerTestSupport.campaign(name: name)
+                let run = try await repository.createRun(campaign: campaign, yaml: "name: \(name)", periodKey: nil)
+                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: TestDatabase.logger)
+                _ = try await Materializer(client: client, logger: TestDatabase.logger).materialize(runID: run, campaign: campaign, reader: reader)
+                if let reason { #expect(try await repository.setStatus(runID: run, to: .paused, reason: reason)) }
+                runs.append(run)
+            }
+            return (runs[0], runs[1], runs[2])
+        }
+        func reason(_ run: Int64) async throws -> String? {
+            try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+                try await RunRepository(client: client, logger: TestDatabase.logger).run(id: run)?.pauseReason
+            }
+        }
+
+        let kept = try await Self.bugle(["pause", String(halted)], environment: env)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(kept.stdout.contains("run \(halted) is already paused (\(halt)); `bugle resume \(halted)` goes on"), "\(kept.stdout)")
+        #expect(try await reason(halted) == halt)
+
+        let taken = try await Self.bugle(["pause", String(scheduled)], environment: env)
+        #expect(taken.status == 0, "\(taken.stderr)")
+        #expect(taken.stdout.contains("run \(scheduled): paused"), "\(taken.stdout)")
+        #expect(try await reason(scheduled) == "paused by operator")
+
+        let paused = try await Self.bugle(["pause", String(running)], environment: env)
+        #expect(paused.status == 0, "\(paused.stderr)")
+        #expect(try await reason(running) == "paused by operator")
+
+        for (run, message) in [(completedRun, "run \(completedRun) is completed; there is nothing to pause"), (999, "run 999 does not exist")] {
+            let refused = try await Self.bugle(["pause", String(run)], environment: env)
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stdout.isEmpty, "\(refused.stdout)")
+            #expect(refused.stderr.contains(message), "\(refused.stderr)")
+        }
+    }
+
     @Test("devices register / unregister through the CLI")
     func devices() async throws {
         let configuration = try await TestDatabase.fresh()
@@ -377,6 +423,12 @@ struct CLITests {
         #expect(cancelled.status == 0)
         let again = try await Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(again.status == 1)
+        #expect(again.stdout.isEmpty, "\(again.stdout)")
+        #expect(again.stderr.contains("run \(completedRun) is completed; there is nothing to cancel"), "\(again.stderr)")
+        let missing = try await Self.bugle(["cancel", "999"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(missing.status == 1)
+        #expect(missing.stdout.isEmpty, "\(missing.stdout)")
+        #expect(missing.stderr.contains("run 999 does not exist"), "\(missing.stderr)")
         let states = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
             try await LedgerTestSupport.scalar(
                 client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(readyRun) AND state <> 'cancelled'", as: Int64.self
