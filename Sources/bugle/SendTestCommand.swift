@@ -18,7 +18,10 @@ struct SendTestCommand: AsyncParsableCommand {
             `test`: it does not count towards dedupe, frequency caps or copy rotation, and it ignores send_at, \
             local-time delivery and quiet hours. A CSV report and the summary are written as for any run.
 
-            Exit codes: 0 sent; 1 usage error (no seed given, or no active device matches); 2 failed or halted.
+            Every seed must match an active device: one that does not (a typo, a signed-out user) is named and \
+            nothing is sent to any seed, and no run is recorded.
+
+            Exit codes: 0 sent; 1 usage error (no seed given, or a seed that matches no active device); 2 failed or halted.
             """
     )
 
@@ -74,6 +77,11 @@ struct SendTestCommand: AsyncParsableCommand {
             do {
                 let global = self.global
                 code = try await DatabaseSession.with(global, logger: logger) { client in
+                    let unmatched = try await TestSendSeeds(users: users, tokens: tokens).unmatched(client: client, logger: logger)
+                    if !unmatched.users.isEmpty || !unmatched.tokens.isEmpty {
+                        throw UsageError(
+                            "no active device matches the seed(s) \(Self.describe(users: unmatched.users, tokens: unmatched.tokens)); nothing was sent")
+                    }
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                     return try await RunExecution.start(

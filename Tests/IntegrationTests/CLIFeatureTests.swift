@@ -149,11 +149,24 @@ struct CLIFeatureTests {
             #expect(loggedUsers == 20)
             #expect(realSent == 21)
 
-            // A seed without an active device, and no seed at all: exit 1, nothing sent.
+            // A seed without an active device, alone or beside one that has devices, and no seed at all: exit 1 naming
+            // the seed, nothing sent to anyone, no run recorded.
             let nobody = try await CLITests.bugle(
                 ["send-test", file, "--user", "nobody", "--providers", providers, "--csv", Self.csvPath("send-test-nobody"), "--quiet"], environment: env)
             #expect(nobody.status == 1, "\(nobody.stdout) \(nobody.stderr)")
-            #expect(nobody.stderr.contains("nobody"), "\(nobody.stderr)")
+            #expect(nobody.stderr.contains("no active device matches the seed(s) users nobody; nothing was sent"), "\(nobody.stderr)")
+            let deadToken = "dead-" + String(repeating: "0", count: 40)
+            let mixed = try await CLITests.bugle(
+                ["send-test", file, "--user", "u5", "--user", "nobody", "--token", u3iOS[0], "--token", deadToken, "--providers", providers,
+                 "--csv", Self.csvPath("send-test-mixed"), "--quiet"],
+                environment: env)
+            #expect(mixed.status == 1, "\(mixed.stdout) \(mixed.stderr)")
+            #expect(mixed.stderr.contains("users nobody; 1 token(s) \(TokenFingerprint.of(deadToken)); nothing was sent"), "\(mixed.stderr)")
+            #expect(!mixed.stderr.contains("u5") && !(mixed.stdout + mixed.stderr).contains(deadToken), "\(mixed.stderr)")
+            let runsAfter = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Self.count(client, "SELECT count(*)::bigint FROM bugle.runs")
+            }
+            #expect(runsAfter == 2, "only the test send and the real run that worked are recorded")
             let noSeed = try await CLITests.bugle(["send-test", file, "--providers", providers, "--quiet"], environment: env)
             #expect(noSeed.status == 1, "\(noSeed.stdout) \(noSeed.stderr)")
             #expect(noSeed.stderr.contains("--user"), "\(noSeed.stderr)")
