@@ -64,6 +64,7 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("--validate needs --dry-run")
         }
         try CSVOption.validate(csv, json: output.json)
+        guard samples >= 0 else { throw ValidationError("--samples must be 0 (none) or more") }
     }
 
     func run() async throws {

@@ -193,6 +193,53 @@ struct CLITests {
         #expect(output.stderr.contains(bad + ":"))
     }
 
+    @Test("options out of range and a database URL that cannot be parsed exit 1 before the database is touched; an unreachable server stays exit 2")
+    func usageErrorsExitOne() async throws {
+        // An unreachable server: a command that got as far as connecting would exit 2.
+        let unreachable = ["BUGLE_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable"]
+        let refused: [([String], String)] = [
+            (["runs", "--limit=-1"], "--limit must be at least 1"),
+            (["runs", "--limit", "0"], "--limit must be at least 1"),
+            (["devices", "prune", "--not-seen-for", "0d"], "--not-seen-for must be from 1s to 36500d (100 years), not 0d"),
+            (["devices", "prune", "--not-seen-for", "99999999999d"], "not 99999999999d"),
+            (["devices", "prune", "--not-seen-for", "999999999999999999w"], "not 999999999999999999w"),
+            (["devices", "prune", "--not-seen-for", "36501d"], "not 36501d"),
+            (["run", "campaigns/spring-sale.yaml", "--dry-run", "--samples=-1"], "--samples must be 0 (none) or more"),
+        ]
+        for (arguments, message) in refused {
+            let output = try await Self.bugle(arguments, environment: unreachable)
+            #expect(output.status == 1, "\(arguments): \(output.stderr)")
+            #expect(output.stderr.contains(message), "\(arguments): \(output.stderr)")
+        }
+
+        let templated = try Self.temporaryFile(
+            "templated.yaml",
+            """
+            name: templated
+            notification_type: t
+            segment:
+              sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, d.user_id AS first_name FROM bugle.devices d
+            message:
+              default_locale: en
+              locales: { en: { title: "Hi {{first_name}}", body: b } }
+            """
+        )
+        let malformed: [([String], [String: String], String)] = [
+            (["validate", templated, "--database-url", "postgres://a@db.example:99999999/x"], [:], "invalid database URL: port"),
+            (["runs", "--database-url", "mysql://db.example/x"], [:], "invalid database URL: scheme"),
+            (["runs"], ["BUGLE_DATABASE_URL": "postgres://a@db.example/x?nonsense=1"], "invalid database URL: query parameter 'nonsense'"),
+            (["db", "status", "--database-url", "postgres://a@[db.example/x"], [:], "invalid database URL: host"),
+        ]
+        for (arguments, environment, message) in malformed {
+            let output = try await Self.bugle(arguments, environment: environment)
+            #expect(output.status == 1, "\(arguments): \(output.stderr)")
+            #expect(output.stderr.contains(message), "\(arguments): \(output.stderr)")
+        }
+        let down = try await Self.bugle(["runs"], environment: unreachable)
+        #expect(down.status == 2, "\(down.stderr)")
+        #expect(down.stderr.contains("cannot connect"), "\(down.stderr)")
+    }
+
     @Test("dry run: counts, samples and a preview CSV, as text or --json, and nothing written to the database")
     func dryRun() async throws {
         let configuration = try await TestDatabase.fresh()
