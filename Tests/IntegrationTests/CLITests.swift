@@ -240,6 +240,26 @@ struct CLITests {
         #expect(down.stderr.contains("cannot connect"), "\(down.stderr)")
     }
 
+    @Test("db start/stop act on the embedded cluster only: --database-url exits 1, BUGLE_DATABASE_URL gets a note on stderr")
+    func dbStartStopEmbeddedOnly() async throws {
+        // A BUGLE_HOME with no cluster: `db stop` reports it not initialized and creates nothing.
+        let home = try TestScratch.directory(prefix: "bugle-home")
+        for verb in ["start", "stop"] {
+            let refused = try await Self.bugle(["db", verb, "--database-url", "postgres://x@db.example/y"], environment: ["BUGLE_HOME": home])
+            #expect(refused.status == 1, "\(verb): \(refused.stderr)")
+            #expect(refused.stdout.isEmpty, "\(verb): \(refused.stdout)")
+            #expect(refused.stderr.contains("bugle db \(verb) manages the embedded cluster only"), "\(verb): \(refused.stderr)")
+        }
+        let noted = try await Self.bugle(["db", "stop"], environment: ["BUGLE_HOME": home, "BUGLE_DATABASE_URL": "postgres://x@db.example/y"])
+        #expect(noted.status == 0, "\(noted.stderr)")
+        #expect(noted.stdout.contains("embedded PostgreSQL"), "\(noted.stdout)")
+        #expect(noted.stderr.contains("note: BUGLE_DATABASE_URL is set, so other bugle commands use the server it names, not this embedded cluster"), "\(noted.stderr)")
+        let quiet = try await Self.bugle(["db", "stop"], environment: ["BUGLE_HOME": home])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        #expect(!quiet.stderr.contains("BUGLE_DATABASE_URL"), "\(quiet.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: home).isEmpty)
+    }
+
     @Test("dry run: counts, samples and a preview CSV, as text or --json, and nothing written to the database")
     func dryRun() async throws {
         let configuration = try await TestDatabase.fresh()
