@@ -100,11 +100,20 @@ struct CLITests {
         let root = try await Self.bugle(["--help"])
         #expect(root.status == 0)
         #expect(root.stdout.contains("Exit codes: 0 completed; 1 usage or validation error"))
-        for command in ["run", "validate", "report", "runs", "db", "devices", "demo"] {
+        for command in ["run", "validate", "report", "runs", "db", "devices", "demo", "resume", "worker", "tick"] {
             let output = try await Self.bugle([command, "--help"])
             #expect(output.status == 0, "\(command) --help")
             #expect(output.stdout.contains("USAGE"), "\(command) --help")
+            // ArgumentParser prints an option's default itself; help text that says it too shows it twice.
+            let text = output.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            if let repeated = text.firstMatch(of: /\(default: ([^)]*)\) \(default: \1\)/) {
+                Issue.record("\(command) --help shows a default twice: \(repeated.output.0)")
+            }
         }
+        let worker = try await Self.bugle(["worker", "--help"])
+        let workerText = worker.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(workerText.contains("--lease-ttl <lease-ttl>"), "\(worker.stdout)")
+        #expect(workerText.contains("(default: 30)") && workerText.contains("(default: 600)") && workerText.contains("(default: 300)"), "\(worker.stdout)")
     }
 
     @Test("validate: a good campaign exits 0; a bad one exits 1 naming file:line:column and the key")
