@@ -61,7 +61,10 @@ struct DevicesCommand: AsyncParsableCommand {
                         userID: user, token: token, platform: platform, locale: locale, timezone: timezone, appVersion: appVersion
                     )
                 }
-                print("registered: \(result)")
+                print(
+                    result.inserted
+                        ? "registered device \(result.deviceID) for user \(user)"
+                        : "registered device \(result.deviceID) again for user \(user): active, last seen now")
                 return ExitCodes.completed
             }
         }
