@@ -63,9 +63,7 @@ struct WorkerCommand: AsyncParsableCommand {
                 Console(jsonOnStdout: output.json).say("run \(runID): completed (by another worker)")
                 return ExitCodes.completed
             }
-            guard record.status == .running else {
-                throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
-            }
+            guard record.status == .running else { throw UsageError(Self.notRunning(runID, record.status)) }
             _ = try await LocalWorkers.expireDead(runID: runID, repository: repository)
             if afterOutage {
                 try await OutagePeers.awaitHandovers(runID: runID, repository: repository, leaseTTL: worker.leaseTTL, console: Console(jsonOnStdout: output.json))
@@ -77,6 +75,22 @@ struct WorkerCommand: AsyncParsableCommand {
                 SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: try await repository.summary(runID: runID))
             }
             return code
+        }
+    }
+
+    /// Why a worker cannot join run `runID`, and what to do instead.
+    static func notRunning(_ runID: Int64, _ status: RunStatus) -> String {
+        switch status {
+        case .completed:
+            return "run \(runID) is completed: every recipient has its outcome, so there is nothing to join"
+        case .cancelled, .failed:
+            return "run \(runID) is \(status.rawValue): there is nothing to join"
+        case .paused:
+            return "run \(runID) is paused, not running; `bugle resume \(runID)` continues it, and workers can join it then"
+        case .materializing, .ready:
+            return "run \(runID) is \(status.rawValue), not sending yet; join it once it runs (`bugle resume \(runID)` goes on with a run whose process is gone)"
+        case .running:
+            return "run \(runID) is running"
         }
     }
 }

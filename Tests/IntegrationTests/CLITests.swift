@@ -481,7 +481,7 @@ struct CLITests {
         #expect(badPlatform.status != 0)
     }
 
-    @Test("resume of a completed run sends nothing; cancel of a ready run cancels its recipients; of a finished one exits 1")
+    @Test("resume of a completed run sends nothing, worker says there is nothing to join; cancel of a ready run cancels its recipients; of a finished or missing one exits 1")
     func resumeAndCancel() async throws {
         let configuration = try await TestDatabase.fresh()
         let url = try Self.url(configuration)
@@ -500,6 +500,10 @@ struct CLITests {
         let resumed = try await Self.bugle(["resume", String(completedRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.stdout.contains("is completed; nothing to send"))
+        let joined = try await Self.bugle(["worker", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(joined.status == 1, "\(joined.stderr)")
+        #expect(joined.stderr.contains("run \(completedRun) is completed: every recipient has its outcome, so there is nothing to join"), "\(joined.stderr)")
+        #expect(!joined.stderr.contains("continues a paused run"), "\(joined.stderr)")
         let cancelled = try await Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(cancelled.status == 0)
         let again = try await Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
