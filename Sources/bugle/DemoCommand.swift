@@ -50,7 +50,7 @@ struct DemoCommand: AsyncParsableCommand {
                 let seeded = try await DatabaseSession.with(global, logger: logger) { client in
                     try await DemoSeeder(client: client, logger: logger).seed(count: count)
                 }
-                print("demo: \(seeded) demo device(s) in bugle.devices")
+                print(Self.describe(seeded))
                 return ExitCodes.completed
             }
             for file in [path, dryPath] where !file.isEmpty && !FileManager.default.fileExists(atPath: file) {
@@ -77,7 +77,7 @@ struct DemoCommand: AsyncParsableCommand {
             do {
                 (code, dryReport) = try await DatabaseSession.with(global, logger: logger) { client in
                     let seeded = try await DemoSeeder(client: client, logger: logger).seed(count: count)
-                    print("demo: \(seeded) demo device(s) in bugle.devices")
+                    print(Self.describe(seeded))
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     let code = try await RunExecution.start(
                         campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: nil, output: output, worker: .standard,
@@ -101,6 +101,13 @@ struct DemoCommand: AsyncParsableCommand {
             }
             return code
         }
+    }
+}
+
+extension DemoCommand {
+    /// `demo: 10 demo device(s) added; bugle.devices holds 2010`.
+    static func describe(_ seeded: DemoSeeder.Seeded) -> String {
+        "demo: \(seeded.inserted) demo device(s) added; bugle.devices holds \(seeded.devices)"
     }
 }
 

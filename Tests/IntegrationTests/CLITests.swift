@@ -462,6 +462,20 @@ struct CLITests {
         }
     }
 
+    @Test("demo --seed-only says how many devices it added and how many bugle.devices holds")
+    func demoSeedOnlyCounts() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let env = ["BUGLE_DATABASE_URL": try Self.url(configuration)]
+        let first = try await Self.bugle(["demo", "--seed-only", "--devices", "30"], environment: env)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout == "demo: 30 demo device(s) added; bugle.devices holds 30\n", "\(first.stdout)")
+        let fewer = try await Self.bugle(["demo", "--seed-only", "--devices", "10"], environment: env)
+        #expect(fewer.status == 0, "\(fewer.stderr)")
+        #expect(fewer.stdout == "demo: 0 demo device(s) added; bugle.devices holds 30\n", "\(fewer.stdout)")
+        let more = try await Self.bugle(["demo", "--seed-only", "--devices", "45"], environment: env)
+        #expect(more.stdout == "demo: 15 demo device(s) added; bugle.devices holds 45\n", "\(more.stdout)")
+    }
+
     @Test("devices register / unregister through the CLI")
     func devices() async throws {
         let configuration = try await TestDatabase.fresh()
