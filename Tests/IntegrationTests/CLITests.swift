@@ -271,11 +271,7 @@ struct CLITests {
 
     @Test("dry run: counts, samples and a preview CSV, as text or --json, and nothing written to the database")
     func dryRun() async throws {
-        let configuration = try await TestDatabase.fresh()
-        let url = try Self.url(configuration)
-        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
-            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: 300)
-        }
+        let (configuration, url) = try await Self.demoDatabase(devices: 300)
         let before = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
         let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-preview-\(UUID().uuidString).csv").path
         let output = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
@@ -312,6 +308,15 @@ struct CLITests {
         #expect(object["validation"] is NSNull)
         let after2 = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
         #expect(before == after2)
+    }
+
+    /// A fresh database with `devices` demo devices, and its URL.
+    static func demoDatabase(devices: Int) async throws -> (DatabaseConfiguration, url: String) {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: devices)
+        }
+        return (configuration, try Self.url(configuration))
     }
 
     /// A database with one completed run of `devices` recipients, and its URL.
@@ -372,11 +377,7 @@ struct CLITests {
 
     @Test("dry run --csv -: the preview alone on stdout, the counts on stderr; --csv FIFO: a reading thread gets the preview, the FIFO stays a FIFO")
     func dryRunCSVToStreams() async throws {
-        let configuration = try await TestDatabase.fresh()
-        let url = try Self.url(configuration)
-        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
-            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: 40)
-        }
+        let (_, url) = try await Self.demoDatabase(devices: 40)
         let env = ["BUGLE_DATABASE_URL": url]
         let preview = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", "-"], environment: env)
         #expect(preview.status == 0, "\(preview.stderr)")
@@ -388,31 +389,18 @@ struct CLITests {
 
         let fifo = try TestScratch.directory(prefix: "bugle-fifo") + "/preview.csv"
         #expect(mkfifo(fifo, 0o600) == 0)
-        // The test holds a write end of its own, so the reading thread sees the end of the data only once both it and
-        // bugle have closed theirs (and never blocks on an open, whatever bugle does). Neither end may leak into the
-        // children other tests start meanwhile: one of them holding the write end would delay the end of the data.
-        let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        try #require(reader >= 0)
+        // The test holds a write end of its own (close-on-exec, so that no child another test starts holds it too), so
+        // the reading thread sees the end of the data only once both it and bugle have closed theirs, whatever bugle
+        // does.
+        let reader = try FIFOReader(path: fifo)
         let holder = open(fifo, O_WRONLY | O_CLOEXEC)
         try #require(holder >= 0)
-        #expect(fcntl(reader, F_SETFL, fcntl(reader, F_GETFL) & ~O_NONBLOCK) == 0)
-        let received = NIOLockedValueBox(Data())
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
-                if count <= 0 { break }
-                received.withLockedValue { $0.append(contentsOf: buffer[..<count]) }
-            }
-            close(reader)
-            done.signal()
-        }.start()
+        reader.start()
         let streamed = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", fifo, "--samples", "0"], environment: env)
         close(holder)
-        await ReportFileWriterTests.waitOffThePool(done)
+        let received = await reader.bytes()
         #expect(streamed.status == 0, "\(streamed.stderr)")
-        #expect(String(decoding: received.withLockedValue { $0 }, as: UTF8.self) == preview.stdout)
+        #expect(String(decoding: received, as: UTF8.self) == preview.stdout)
         #expect(ReportFileWriterTests.isFIFO(fifo))
     }
 

@@ -1,7 +1,6 @@
 import BugleStore
 import BugleTesting
 import Foundation
-import NIOConcurrencyHelpers
 import Testing
 
 #if canImport(Glibc)
@@ -74,41 +73,16 @@ struct ReportFileWriterTests {
         let directory = try TestScratch.directory(prefix: "report-writer")
         let path = directory + "/report.fifo"
         #expect(mkfifo(path, 0o600) == 0)
-        // The read end opens at once without a writer, so the writer's open does not wait; once the writer is open,
-        // reads block until data comes or the writer closes (before that, a read would see the end at once).
-        let reader = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        try #require(reader >= 0)
+        // The reader is there first, so the writer's open does not wait; the writer is there before reading starts.
+        let reader = try FIFOReader(path: path)
         let writer = try ReportFileWriter(.path(path))
-        #expect(fcntl(reader, F_SETFL, fcntl(reader, F_GETFL) & ~O_NONBLOCK) == 0)
-        let received = NIOLockedValueBox([UInt8]())
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
-                if count <= 0 { break }
-                received.withLockedValue { $0 += buffer[..<count] }
-            }
-            close(reader)
-            done.signal()
-        }.start()
+        reader.start()
         // More than a pipe holds, so the writer only gets through while the thread reads.
         let bytes = Array(repeating: Self.report, count: 20_000).flatMap { $0 }
         try writer.write(bytes)
         try writer.commit()
-        await Self.waitOffThePool(done)
-        #expect(received.withLockedValue { $0 } == bytes)
+        #expect(await reader.bytes() == bytes)
         #expect(Self.isFIFO(path))
-    }
-
-    /// Waits for `semaphore` on a dispatch thread, never on one of the few threads of Swift's cooperative pool.
-    static func waitOffThePool(_ semaphore: DispatchSemaphore) async {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                semaphore.wait()
-                continuation.resume()
-            }
-        }
     }
 
     @Test("standard output: written to its descriptor, which stays open; a directory is refused, and abandoning a file leaves it untouched")

@@ -18,34 +18,27 @@ public struct TestSendSeeds: Sendable {
     /// The seeds without an active device, each list in the order given.
     /// - Parameters:
     ///   - client: The database holding `bugle.devices`.
-    ///   - logger: For the queries.
+    ///   - logger: For the query.
     /// - Returns: Unmatched users and tokens (both empty when every seed matches).
     /// - Throws: The database's errors.
     public func unmatched(client: PostgresClient, logger: Logger) async throws -> (users: [String], tokens: [String]) {
-        var users: [String] = []
-        if !self.users.isEmpty {
-            let rows = try await client.query(
-                """
-                SELECT s.seed FROM unnest(\(self.users)::text[]) WITH ORDINALITY AS s(seed, n)
-                 WHERE NOT EXISTS (SELECT 1 FROM bugle.devices d WHERE d.is_active AND d.user_id = s.seed)
-                 ORDER BY s.n
-                """,
-                logger: logger
-            )
-            for try await (seed,) in rows.decode((String,).self) { users.append(seed) }
+        guard !users.isEmpty || !tokens.isEmpty else { return ([], []) }
+        let rows = try await client.query(
+            """
+            SELECT s.is_user, s.seed
+              FROM (SELECT true AS is_user, seed, n FROM unnest(\(users)::text[]) WITH ORDINALITY AS u(seed, n)
+                    UNION ALL
+                    SELECT false, seed, n FROM unnest(\(tokens)::text[]) WITH ORDINALITY AS t(seed, n)) s
+             WHERE (s.is_user AND NOT EXISTS (SELECT 1 FROM bugle.devices d WHERE d.is_active AND d.user_id = s.seed))
+                OR (NOT s.is_user AND NOT EXISTS (SELECT 1 FROM bugle.devices d WHERE d.is_active AND d.token = s.seed))
+             ORDER BY s.is_user DESC, s.n
+            """,
+            logger: logger
+        )
+        var unmatched: (users: [String], tokens: [String]) = ([], [])
+        for try await (isUser, seed) in rows.decode((Bool, String).self) {
+            if isUser { unmatched.users.append(seed) } else { unmatched.tokens.append(seed) }
         }
-        var tokens: [String] = []
-        if !self.tokens.isEmpty {
-            let rows = try await client.query(
-                """
-                SELECT s.seed FROM unnest(\(self.tokens)::text[]) WITH ORDINALITY AS s(seed, n)
-                 WHERE NOT EXISTS (SELECT 1 FROM bugle.devices d WHERE d.is_active AND d.token = s.seed)
-                 ORDER BY s.n
-                """,
-                logger: logger
-            )
-            for try await (seed,) in rows.decode((String,).self) { tokens.append(seed) }
-        }
-        return (users, tokens)
+        return unmatched
     }
 }
