@@ -14,16 +14,25 @@ public struct DemoSeeder: Sendable {
         self.logger = logger
     }
 
+    /// What a ``seed(count:deadPercent:batch:)`` did.
+    public struct Seeded: Sendable, Equatable {
+        /// Devices this call inserted (ids already present were left alone).
+        public var inserted: Int64
+        /// Rows in `bugle.devices` afterwards, whoever inserted them.
+        public var devices: Int64
+    }
+
     /// Inserts devices with ids `1...count` (existing ids are left alone).
-    /// - Returns: the number of rows inserted.
+    /// - Returns: How many rows were inserted, and how many `bugle.devices` holds now.
     @discardableResult
-    public func seed(count: Int, deadPercent: Int = 2, batch: Int = 500_000) async throws -> Int {
-        var inserted = 0
+    public func seed(count: Int, deadPercent: Int = 2, batch: Int = 500_000) async throws -> Seeded {
+        var inserted: Int64 = 0
         var start = 1
         while start <= count {
             let end = min(count, start + batch - 1)
             let rows = try await client.query(
                 """
+                WITH inserted AS (
                 INSERT INTO bugle.devices (id, user_id, token, platform, locale, timezone, app_version)
                 SELECT i,
                        'user-' || ((i + 1) / 2)::text,
@@ -37,15 +46,20 @@ public struct DemoSeeder: Sendable {
                        '5.' || (i % 10)::text
                   FROM generate_series(\(start)::bigint, \(end)::bigint) AS i
                 ON CONFLICT DO NOTHING
+                RETURNING 1)
+                SELECT count(*)::bigint FROM inserted
                 """,
                 logger: logger
             )
-            _ = rows
-            inserted += end - start + 1
+            for try await (added,) in rows.decode((Int64,).self) { inserted += added }
             start = end + 1
         }
         _ = try await client.query("SELECT setval(pg_get_serial_sequence('bugle.devices', 'id'), greatest((SELECT max(id) FROM bugle.devices), 1))", logger: logger).collect()
         _ = try await client.query("ANALYZE bugle.devices", logger: logger).collect()
-        return inserted
+        var devices: Int64 = 0
+        for try await (total,) in try await client.query("SELECT count(*)::bigint FROM bugle.devices", logger: logger).decode((Int64,).self) {
+            devices = total
+        }
+        return Seeded(inserted: inserted, devices: devices)
     }
 }

@@ -41,12 +41,18 @@ struct DBCommand: AsyncParsableCommand {
     }
 
     struct Start: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create (first time) and start the embedded cluster.")
+        static let configuration = CommandConfiguration(
+            abstract: "Create (first time) and start the embedded cluster.", discussion: DBCommand.embeddedOnly)
         @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            try DBCommand.refuseURL(global, verb: "start")
+        }
 
         func run() async throws {
             let logger = global.makeLogger()
             try await ExitCodes.guarding {
+                DBCommand.noteDatabaseVariable()
                 let status = try await EmbeddedCluster.defaultCluster(environment: ProcessInfo.processInfo.environment).start(logger: logger)
                 print(status.description)
                 return ExitCodes.completed
@@ -55,17 +61,44 @@ struct DBCommand: AsyncParsableCommand {
     }
 
     struct Stop: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Stop the embedded cluster.")
+        static let configuration = CommandConfiguration(abstract: "Stop the embedded cluster.", discussion: DBCommand.embeddedOnly)
         @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            try DBCommand.refuseURL(global, verb: "stop")
+        }
 
         func run() async throws {
             try await ExitCodes.guarding {
+                DBCommand.noteDatabaseVariable()
                 let cluster = EmbeddedCluster.defaultCluster(environment: ProcessInfo.processInfo.environment)
                 try await cluster.stop()
                 print(try await cluster.status().description)
                 return ExitCodes.completed
             }
         }
+    }
+
+    /// What `db start` and `db stop` say about the server they act on.
+    static let embeddedOnly = """
+        Acts on the embedded cluster under $BUGLE_HOME only, never on a server a URL names: --database-url is \
+        refused (exit 1), and with BUGLE_DATABASE_URL set the embedded cluster is still the one acted on, with a \
+        note on stderr that the other commands use the server the variable names.
+        """
+
+    /// `db start` and `db stop` with `--database-url`: a usage error, since they cannot act on that server.
+    static func refuseURL(_ global: GlobalOptions, verb: String) throws {
+        guard global.databaseURL != nil else { return }
+        throw ValidationError(
+            "bugle db \(verb) manages the embedded cluster only and cannot \(verb) the server --database-url names; "
+                + "drop --database-url to \(verb) the embedded cluster")
+    }
+
+    /// With `BUGLE_DATABASE_URL` set, says on stderr that the embedded cluster is not the server other commands use.
+    static func noteDatabaseVariable() {
+        guard let url = ProcessInfo.processInfo.environment["BUGLE_DATABASE_URL"], !url.isEmpty else { return }
+        ExitCodes.printError(
+            "note: BUGLE_DATABASE_URL is set, so other bugle commands use the server it names, not this embedded cluster")
     }
 
     struct Migrate: AsyncParsableCommand {

@@ -50,7 +50,7 @@ struct DemoCommand: AsyncParsableCommand {
                 let seeded = try await DatabaseSession.with(global, logger: logger) { client in
                     try await DemoSeeder(client: client, logger: logger).seed(count: count)
                 }
-                print("demo: \(seeded) demo device(s) in bugle.devices")
+                print(Self.describe(seeded))
                 return ExitCodes.completed
             }
             for file in [path, dryPath] where !file.isEmpty && !FileManager.default.fileExists(atPath: file) {
@@ -77,13 +77,13 @@ struct DemoCommand: AsyncParsableCommand {
             do {
                 (code, dryReport) = try await DatabaseSession.with(global, logger: logger) { client in
                     let seeded = try await DemoSeeder(client: client, logger: logger).seed(count: count)
-                    print("demo: \(seeded) demo device(s) in bugle.devices")
+                    print(Self.describe(seeded))
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     let code = try await RunExecution.start(
-                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: nil, output: output, worker: .standard,
+                        campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: nil, output: output, worker: .standard,
                         logger: logger)
                     guard let dryCampaign else { return (code, nil) }
-                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csvPath: nil, logger: logger)
+                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csv: nil, logger: logger)
                     return (code, DryRunOutcome(report: report, campaign: dryCampaign))
                 }
             } catch {
@@ -97,10 +97,17 @@ struct DemoCommand: AsyncParsableCommand {
             print("demo: the simulators accepted \(accepted.apns) APNs and \(accepted.fcm) FCM notification(s)")
             if let dryReport {
                 print("")
-                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, samples: 1, csvPath: nil)
+                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, samples: 1, preview: nil)
             }
             return code
         }
+    }
+}
+
+extension DemoCommand {
+    /// `demo: 10 demo device(s) added; bugle.devices holds 2010`.
+    static func describe(_ seeded: DemoSeeder.Seeded) -> String {
+        "demo: \(seeded.inserted) demo device(s) added; bugle.devices holds \(seeded.devices)"
     }
 }
 

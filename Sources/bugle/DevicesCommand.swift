@@ -83,7 +83,10 @@ struct DevicesCommand: AsyncParsableCommand {
                         userID: user, token: token, platform: platform, locale: locale, timezone: timezone, appVersion: appVersion
                     )
                 }
-                print("registered: \(result)")
+                print(
+                    result.inserted
+                        ? "registered device \(result.deviceID) for user \(user)"
+                        : "registered device \(result.deviceID) again for user \(user): active, last seen now")
                 return ExitCodes.completed
             }
         }
@@ -119,8 +122,14 @@ struct DevicesCommand: AsyncParsableCommand {
         @Option(name: .customLong("not-seen-for"), help: "Age like 90d, 12h, 30m or seconds.") var notSeenFor: String
         @Flag(name: .customLong("dry-run"), help: "Only count.") var dryRun = false
 
+        /// The longest age accepted, 100 years: PostgreSQL's timestamps go out of range not far beyond it.
+        static let longestAge = 36_500 * 86_400
+
         func validate() throws {
-            guard DurationText.seconds(notSeenFor) != nil else { throw ValidationError("--not-seen-for: expected a duration like 90d, 12h or 3600") }
+            guard let seconds = DurationText.seconds(notSeenFor) else { throw ValidationError("--not-seen-for: expected a duration like 90d, 12h or 3600") }
+            guard (1...Self.longestAge).contains(seconds) else {
+                throw ValidationError("--not-seen-for must be from 1s to 36500d (100 years), not \(notSeenFor)")
+            }
         }
 
         func run() async throws {
@@ -138,13 +147,14 @@ struct DevicesCommand: AsyncParsableCommand {
     }
 }
 
-/// `90d`, `12h`, `30m`, `45s`, `3600` → seconds.
+/// `90d`, `12h`, `30m`, `45s`, `3600` → seconds (`Int.max` for an age too long to count in seconds).
 enum DurationText {
     static func seconds(_ text: String) -> Int? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800]
         if let last = trimmed.last, let unit = units[last], let value = Int(trimmed.dropLast()), value >= 0 {
-            return value * unit
+            let (seconds, overflow) = value.multipliedReportingOverflow(by: unit)
+            return overflow ? Int.max : seconds
         }
         if let value = Int(trimmed), value >= 0 { return value }
         return nil

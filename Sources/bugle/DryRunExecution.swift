@@ -7,16 +7,18 @@ import PostgresNIO
 
 /// Wiring for dry runs: stream the segment through a ``DryRunReport``, optionally writing the preview CSV.
 enum DryRunExecution {
-    /// - Parameter validator: With `--validate`, sends each FCM recipient's message with `validate_only`.
+    /// - Parameters:
+    ///   - csv: Where the preview CSV goes (none when nil).
+    ///   - validator: With `--validate`, sends each FCM recipient's message with `validate_only`.
     static func execute(
         campaign: Campaign,
         segments: SegmentAccess,
-        csvPath: String?,
+        csv: ReportDestination?,
         validator: DryRunValidation? = nil,
         logger: Logger
     ) async throws -> (DryRunReport, DryRunValidation?) {
         let reader = try await segments.reader(for: campaign.segment, logger: logger)
-        let writer = try csvPath.map { try AtomicFileWriter(path: $0) }
+        let writer = try csv.map { try ReportFileWriter($0) }
         var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
         var validation = validator
         do {

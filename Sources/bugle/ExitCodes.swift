@@ -28,6 +28,10 @@ enum ExitCodes {
         } catch let error as SegmentError {
             printError(error.description)
             code = failed
+        } catch let error as StoreError where error.code == .invalidDatabaseURL {
+            // A URL, service file or libpq variable that cannot be parsed: a usage error, found before connecting.
+            printError(error.description)
+            code = usage
         } catch let error as StoreError {
             printError(error.description)
             code = failed

@@ -5,7 +5,7 @@ import Foundation
 
 /// Terminal output of a dry run.
 enum DryRunPrinter {
-    static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, csvPath: String?) {
+    static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, preview: ReportDestination?) {
         Swift.print("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
         Swift.print("  per platform:")
         for platform in Platform.allCases {
@@ -36,15 +36,12 @@ enum DryRunPrinter {
                 guard let request = report.samples[platform] else { continue }
                 Swift.print("  sample \(platform.rawValue) (\(request.body.count) bytes):")
                 if let apns = request.apns {
-                    var headers = "apns-push-type: \(apns.pushType.rawValue), apns-priority: \(apns.priority), apns-id: \(apns.apnsID)"
-                    if let collapse = apns.collapseID { headers += ", apns-collapse-id: \(collapse)" }
-                    if let expiration = apns.expiration { headers += ", apns-expiration: \(expiration)" }
-                    Swift.print("    headers: " + headers)
+                    Swift.print("    headers: " + headers(apns).map { "\($0.name): \($0.value)" }.joined(separator: ", "))
                 }
                 Swift.print("    body: " + redactedBody(request))
             }
         }
-        if let csvPath { Swift.print("preview: \(csvPath)") }
+        if let preview { Swift.print("preview: \(preview)") }
     }
 
     /// The `--validate` tally.
@@ -54,6 +51,14 @@ enum DryRunPrinter {
             Swift.print("    \(code.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
         }
         if let halted = validation.halted { Swift.print("  stopped: \(halted)") }
+    }
+
+    /// A sample's campaign-derived APNs headers, in the order they are shown.
+    static func headers(_ apns: APNsHeaders) -> [(name: String, value: String)] {
+        var headers = [("apns-push-type", apns.pushType.rawValue), ("apns-priority", String(apns.priority)), ("apns-id", apns.apnsID)]
+        if let collapse = apns.collapseID { headers.append(("apns-collapse-id", collapse)) }
+        if let expiration = apns.expiration { headers.append(("apns-expiration", String(expiration))) }
+        return headers
     }
 
     /// The body with the device token replaced by its fingerprint.

@@ -15,19 +15,23 @@ struct ReportCommand: AsyncParsableCommand {
     @Argument(help: "The run id (see `bugle runs`).")
     var run: Int64
 
-    @Option(help: "Where to write the CSV (default ./bugle-run-<id>.csv).")
+    @Option(help: "Where to write the CSV, - for standard output (default ./bugle-run-<id>.csv).")
     var csv: String?
 
     @Flag(help: "Print the summary as JSON on stdout (everything else goes to stderr).")
     var json = false
 
+    func validate() throws {
+        try CSVOption.validate(csv, json: json)
+    }
+
     func run() async throws {
         let logger = global.makeLogger()
         let runID = run
         let json = self.json
-        let path = csv ?? "bugle-run-\(runID).csv"
         try await ExitCodes.guarding {
-            try await DatabaseSession.with(global, migrate: false, logger: logger) { client -> Int32 in
+            let csv = try CSVOption.destination(self.csv, json: json) ?? RunExecution.defaultReport(runID)
+            return try await DatabaseSession.with(global, migrate: false, logger: logger) { client -> Int32 in
                 // On a read replica the summary is the one stored when the run last wrote it, not rebuilt.
                 let writable = try await Migrator(client: client, logger: logger).migrateOrCheck()
                 guard try await RunRepository(client: client, logger: logger).run(id: runID) != nil else {
@@ -36,7 +40,7 @@ struct ReportCommand: AsyncParsableCommand {
                 if !writable {
                     Console(jsonOnStdout: json).say("read-only database: the summary is the one stored when run \(runID) last wrote it")
                 }
-                try await RunExecution.report(runID: runID, client: client, csvPath: path, json: json, logger: logger, rebuildSummary: writable)
+                try await RunExecution.report(runID: runID, client: client, csv: csv, json: json, logger: logger, rebuildSummary: writable)
                 return ExitCodes.completed
             }
         }

@@ -35,14 +35,19 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var stored: StoredRunOptions
 
-    @Option(help: "Where to write the CSV report (default ./bugle-run-<id>.csv).")
+    @Option(help: "Where to write the CSV report, - for standard output (default ./bugle-run-<id>.csv).")
     var csv: String?
+
+    func validate() throws {
+        try CSVOption.validate(csv, json: output.json)
+    }
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, source, global, csv, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
+        let (runID, source, global, output, worker) = (stored.run, stored.source, global, output, worker.settings)
         try await ExitCodes.guarding {
-            try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
+            let csv = try CSVOption.destination(self.csv, json: output.json)
+            return try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
                 try await Self.resume(
                     $0, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: $1, logger: logger)
             }
@@ -55,15 +60,15 @@ struct ResumeCommand: AsyncParsableCommand {
     ///   on it, or coming back), after waiting for their handovers (``OutagePeers``); a run an operator paused or halted
     ///   meanwhile stays paused (exit 3).
     static func resume(
-        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
+        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv: ReportDestination?,
         afterOutage: Bool = false, logger: Logger
     ) async throws -> Int32 {
         try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
-            let reportPath = csvPath ?? "bugle-run-\(runID).csv"
+            let report = csv ?? RunExecution.defaultReport(runID)
             switch record.status {
             case .completed, .cancelled, .failed:
                 Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
-                try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
+                try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
                 try await rematerialize(
@@ -93,7 +98,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 )
             }
             let code = try await send(output, worker, mode)
-            try await RunExecution.report(runID: runID, client: client, csvPath: reportPath, json: output.json, logger: logger)
+            try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
             return code
         }
     }
@@ -212,7 +217,7 @@ struct PauseCommand: AsyncParsableCommand {
     @Argument(help: "The run id.") var run: Int64
 
     func run() async throws {
-        try await RunStatusChange.apply(global, runID: run, to: .paused, reason: "paused by operator")
+        try await RunStatusChange.apply(global, runID: run, to: .paused)
     }
 }
 
@@ -225,26 +230,47 @@ struct CancelCommand: AsyncParsableCommand {
     @Argument(help: "The run id.") var run: Int64
 
     func run() async throws {
-        try await RunStatusChange.apply(global, runID: run, to: .cancelled, reason: "cancelled by operator")
+        try await RunStatusChange.apply(global, runID: run, to: .cancelled)
     }
 }
 
 /// Wiring shared by `pause` and `cancel`.
 enum RunStatusChange {
-    static func apply(_ global: GlobalOptions, runID: Int64, to status: RunStatus, reason: String) async throws {
+    /// Pauses or cancels run `runID`, printing what became of it. A run already paused (a halt, Ctrl-C) keeps its
+    /// reason and is no error; a run that does not exist, is finished, or (for a pause) still reads its segment is a
+    /// usage error (exit 1) on stderr.
+    static func apply(_ global: GlobalOptions, runID: Int64, to status: RunStatus) async throws {
         let logger = global.makeLogger()
         try await ExitCodes.guarding {
-            let changed = try await DatabaseSession.with(global, logger: logger) { client in
+            let said = try await DatabaseSession.with(global, logger: logger) { client -> String in
                 let repository = RunRepository(client: client, logger: logger)
-                if status == .paused, try await repository.run(id: runID)?.status == .materializing {
-                    throw UsageError(
-                        "run \(runID) is still reading its segment; nothing is sent before the whole audience is read. "
-                            + "Pause it once it sends, or `bugle cancel \(runID)`")
-                }
-                return try await repository.setStatus(runID: runID, to: status, reason: reason)
+                let changed =
+                    status == .paused
+                    ? try await repository.pause(runID: runID, reason: "paused by operator")
+                    : try await repository.setStatus(runID: runID, to: status, reason: "cancelled by operator")
+                if changed { return "run \(runID): \(status.rawValue)" }
+                return try unchanged(runID, wanted: status, record: try await repository.run(id: runID))
             }
-            print(changed ? "run \(runID): \(status.rawValue)" : "run \(runID): not found or already finished")
-            return changed ? ExitCodes.completed : ExitCodes.usage
+            print(said)
+            return ExitCodes.completed
+        }
+    }
+
+    /// Why run `runID` did not become `wanted`: said when it is already paused, else thrown as a ``UsageError``.
+    static func unchanged(_ runID: Int64, wanted: RunStatus, record: RunRecord?) throws -> String {
+        guard let record else { throw UsageError("run \(runID) does not exist") }
+        let verb = wanted == .paused ? "pause" : "cancel"
+        switch record.status {
+        case .paused where wanted == .paused:
+            return "run \(runID) is already paused (\(record.pauseReason ?? "no reason recorded")); `bugle resume \(runID)` goes on"
+        case .materializing:
+            throw UsageError(
+                "run \(runID) is still reading its segment; nothing is sent before the whole audience is read. "
+                    + "Pause it once it sends, or `bugle cancel \(runID)`")
+        case .completed, .cancelled, .failed:
+            throw UsageError("run \(runID) is \(record.status.rawValue); there is nothing to \(verb)")
+        case .ready, .running, .paused:
+            throw UsageError("run \(runID) changed while being asked to \(verb) (it is \(record.status.rawValue) now); try again")
         }
     }
 }

@@ -13,8 +13,8 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "Run a campaign: read its segment, send to APNs/FCM, write a CSV report and a DB summary.",
         discussion: """
             --dry-run renders every recipient's APNs payload/headers and FCM message, checks sizes, and prints counts \
-            per platform, locale and skip reason with sample payloads. It writes nothing to the database; with --csv \
-            it writes a preview CSV (status would_send, or the skip reason). --dry-run --validate also sends every \
+            per platform, locale and skip reason with sample payloads (--json: as one JSON object on stdout). It \
+            writes nothing to the database; with --csv it writes a preview CSV (status would_send, or the skip reason). --dry-run --validate also sends every \
             Android/web recipient's message to FCM with validate_only (when the providers file has an fcm: section), \
             so FCM checks message and token without delivering anything; nothing is deactivated.
 
@@ -45,7 +45,7 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("validate"), help: "With --dry-run: have FCM check every Android/web message (validate_only); needs an fcm: section.")
     var validateWithFCM = false
 
-    @Option(help: "Where to write the CSV report (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
+    @Option(help: "Where to write the CSV report, - for standard output (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
     var csv: String?
 
     @Option(help: "Sample payloads to print in a dry run (per platform, 0 to hide).")
@@ -63,17 +63,20 @@ struct RunCommand: AsyncParsableCommand {
         if validateWithFCM && !dryRun {
             throw ValidationError("--validate needs --dry-run")
         }
+        try CSVOption.validate(csv, json: output.json)
+        guard samples >= 0 else { throw ValidationError("--samples must be 0 (none) or more") }
     }
 
     func run() async throws {
         let logger = global.makeLogger()
         try await ExitCodes.guarding {
             let (yaml, campaign) = try CampaignFile.read(file)
-            if dryRun { return try await runDry(campaign, logger: logger) }
-            let (global, output, worker, csv) = (global, output, worker.settings, csv)
+            let csv = try CSVOption.destination(self.csv, json: output.json)
+            if dryRun { return try await runDry(campaign, csv: csv, logger: logger) }
+            let (global, output, worker) = (global, output, worker.settings)
             let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
             return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
-                try await runWithLanes(campaign, yaml: yaml, logger: logger)
+                try await runWithLanes(campaign, yaml: yaml, csv: csv, logger: logger)
             } then: { runID in
                 try await ResumeCommand.resume(
                     runID, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: true, logger: logger)
@@ -82,7 +85,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// Builds the campaign's lanes, sends the run through them, and shuts them down.
-    private func runWithLanes(_ campaign: Campaign, yaml: String, logger: Logger) async throws -> Int32 {
+    private func runWithLanes(_ campaign: Campaign, yaml: String, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
         guard let providersPath = providers ?? campaign.providersPath else {
             throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
         }
@@ -97,7 +100,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         let code: Int32
         do {
-            code = try await runReal(campaign, yaml: yaml, lanes: lanes, logger: logger)
+            code = try await runReal(campaign, yaml: yaml, lanes: lanes, csv: csv, logger: logger)
         } catch {
             await lanes.shutdown()
             throw error
@@ -106,14 +109,16 @@ struct RunCommand: AsyncParsableCommand {
         return code
     }
 
-    private func runReal(_ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, logger: Logger) async throws -> Int32 {
-        let (csvPath, output, worker, noWait) = (csv, output, worker.settings, noWait)
+    private func runReal(
+        _ campaign: Campaign, yaml: String, lanes: LanePacing.Lanes, csv: ReportDestination?, logger: Logger
+    ) async throws -> Int32 {
+        let (output, worker, noWait) = (output, worker.settings, noWait)
         let global = self.global
         return try await DatabaseSession.withServer(global, logger: logger) { client, server in
             let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
             try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
-                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: worker,
+                campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: csv, output: output, worker: worker,
                 noWait: noWait, newSessionWorks: DatabaseSession.newSessionProbe(global, inUse: server, logger: logger), logger: logger)
         }
     }
@@ -123,8 +128,7 @@ struct RunCommand: AsyncParsableCommand {
         return "; skipped: " + skipped.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")
     }
 
-    private func runDry(_ campaign: Campaign, logger: Logger) async throws -> Int32 {
-        let csvPath = csv
+    private func runDry(_ campaign: Campaign, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
         var fcm: (any PushProvider)?
         if validateWithFCM {
             guard let providersPath = providers ?? campaign.providersPath else {
@@ -132,7 +136,7 @@ struct RunCommand: AsyncParsableCommand {
             }
             let settings = try ProviderSettingsLoader.load(path: providersPath)
             if settings.fcm == nil {
-                print("note: \(providersPath) has no fcm: section; --validate checks nothing")
+                Console(jsonOnStdout: output.json).say("note: \(providersPath) has no fcm: section; --validate checks nothing")
             } else {
                 fcm = try ProviderLanes.make(settings: ProviderSettings(fcm: settings.fcm, sourcePath: settings.sourcePath), campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger).providers[.fcm]
             }
@@ -144,18 +148,22 @@ struct RunCommand: AsyncParsableCommand {
             let global = self.global
             (report, validation) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
                 let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
-                return try await DryRunExecution.execute(campaign: campaign, segments: segments, csvPath: csvPath, validator: validator, logger: logger)
+                // As `run` and `validate` do: a template variable the segment does not return is a mistake in the
+                // file, not a recipient whose value is NULL.
+                try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
+                return try await DryRunExecution.execute(campaign: campaign, segments: segments, csv: csv, validator: validator, logger: logger)
             }
         } catch {
             await fcm?.shutdown()
             throw error
         }
         await fcm?.shutdown()
-        DryRunPrinter.print(report, campaign: campaign, samples: samples, csvPath: csvPath)
-        if let validation {
-            DryRunPrinter.print(validation)
-            if validation.halted != nil { return ExitCodes.failed }
+        if output.json {
+            print(DryRunJSON.render(report, campaign: campaign, samples: samples, preview: csv, validation: validation))
+        } else {
+            DryRunPrinter.print(report, campaign: campaign, samples: samples, preview: csv)
+            if let validation { DryRunPrinter.print(validation) }
         }
-        return ExitCodes.completed
+        return validation?.halted == nil ? ExitCodes.completed : ExitCodes.failed
     }
 }

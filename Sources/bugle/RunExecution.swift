@@ -15,7 +15,7 @@ enum RunExecution {
         client: PostgresClient,
         segments: SegmentAccess,
         lanes: LanePacing.Lanes,
-        csvPath: String?,
+        csv: ReportDestination?,
         output: RunOutputOptions,
         worker: WorkerSettings,
         noWait: Bool = false,
@@ -56,7 +56,7 @@ enum RunExecution {
         )
         phases.end("send")
         try await report(
-            runID: runID, client: client, csvPath: csvPath ?? "bugle-run-\(runID).csv", json: output.json, logger: logger,
+            runID: runID, client: client, csv: csv ?? defaultReport(runID), json: output.json, logger: logger,
             phases: phases
         )
         return code
@@ -232,10 +232,15 @@ enum RunExecution {
         }
     }
 
+    /// Where a run's report goes without `--csv`: `./bugle-run-<id>.csv`.
+    static func defaultReport(_ runID: Int64) -> ReportDestination {
+        .path("bugle-run-\(runID).csv")
+    }
+
     /// Writes the CSV report and prints the summary (as JSON on stdout with `--json`).
     /// - Parameter phases: How long the earlier phases of this invocation took; the report's own time is added.
     static func report(
-        runID: Int64, client: PostgresClient, csvPath: String, json: Bool, logger: Logger, phases: PhaseTimer = PhaseTimer(),
+        runID: Int64, client: PostgresClient, csv: ReportDestination, json: Bool, logger: Logger, phases: PhaseTimer = PhaseTimer(),
         rebuildSummary: Bool = true
     ) async throws {
         var phases = phases
@@ -246,7 +251,7 @@ enum RunExecution {
         let record = try await repository.run(id: runID)
         let rows: Int64
         do {
-            rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csvPath)
+            rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csv)
         } catch var error as FileWriteError {
             // The run is recorded whatever happened to its file: show the summary, and say how to write it again.
             if !json { SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants) }
@@ -255,10 +260,10 @@ enum RunExecution {
         }
         phases.end("report")
         if json {
-            print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: csvPath, reportRows: rows, phases: phases.seconds))
+            print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: csv.description, reportRows: rows, phases: phases.seconds))
         } else {
             SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants)
         }
-        console.say("report: \(csvPath) (\(rows) row(s))")
+        console.say("report: \(csv) (\(rows) row(s))")
     }
 }

@@ -15,6 +15,10 @@ struct RunsCommand: AsyncParsableCommand {
     @Flag(help: "Print the runs as one JSON array on stdout (keys sorted; live_workers for running runs).")
     var json = false
 
+    func validate() throws {
+        guard limit >= 1 else { throw ValidationError("--limit must be at least 1") }
+    }
+
     func run() async throws {
         let logger = global.makeLogger()
         let (limit, json) = (self.limit, self.json)

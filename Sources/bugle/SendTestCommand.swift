@@ -18,7 +18,10 @@ struct SendTestCommand: AsyncParsableCommand {
             `test`: it does not count towards dedupe, frequency caps or copy rotation, and it ignores send_at, \
             local-time delivery and quiet hours. A CSV report and the summary are written as for any run.
 
-            Exit codes: 0 sent; 1 usage error (no seed given, or no active device matches); 2 failed or halted.
+            Every seed must match an active device: one that does not (a typo, a signed-out user) is named and \
+            nothing is sent to any seed, and no run is recorded.
+
+            Exit codes: 0 sent; 1 usage error (no seed given, or a seed that matches no active device); 2 failed or halted.
             """
     )
 
@@ -38,7 +41,7 @@ struct SendTestCommand: AsyncParsableCommand {
     @Option(help: "Providers file (overrides the campaign's `providers:`).")
     var providers: String?
 
-    @Option(help: "Where to write the CSV report (default: ./bugle-run-<id>.csv).")
+    @Option(help: "Where to write the CSV report, - for standard output (default: ./bugle-run-<id>.csv).")
     var csv: String?
 
     @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
@@ -47,12 +50,14 @@ struct SendTestCommand: AsyncParsableCommand {
     func validate() throws {
         if users.isEmpty && tokens.isEmpty { throw ValidationError("give at least one --user or --token") }
         if users.count + tokens.count > 1000 { throw ValidationError("at most 1000 seeds per test send") }
+        try CSVOption.validate(csv, json: output.json)
     }
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (users, tokens, csvPath, output) = (users, tokens, csv, output)
+        let (users, tokens, output) = (users, tokens, output)
         try await ExitCodes.guarding {
+            let csv = try CSVOption.destination(self.csv, json: output.json)
             let (yaml, campaign) = try CampaignFile.read(file)
             guard let providersPath = providers ?? campaign.providersPath else {
                 throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
@@ -72,10 +77,15 @@ struct SendTestCommand: AsyncParsableCommand {
             do {
                 let global = self.global
                 code = try await DatabaseSession.with(global, logger: logger) { client in
+                    let unmatched = try await TestSendSeeds(users: users, tokens: tokens).unmatched(client: client, logger: logger)
+                    if !unmatched.users.isEmpty || !unmatched.tokens.isEmpty {
+                        throw UsageError(
+                            "no active device matches the seed(s) \(Self.describe(users: unmatched.users, tokens: unmatched.tokens)); nothing was sent")
+                    }
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                     return try await RunExecution.start(
-                        campaign: test, yaml: yaml, client: client, segments: segments, lanes: lanes, csvPath: csvPath, output: output, worker: .standard,
+                        campaign: test, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: csv, output: output, worker: .standard,
                         isTest: true, requireRecipients: "no active device matches the seeds (\(Self.describe(users: users, tokens: tokens)))",
                         logger: logger)
                 }

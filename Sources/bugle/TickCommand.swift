@@ -69,7 +69,7 @@ struct TickCommand: AsyncParsableCommand {
                         throw error
                     }
                     await lanes.shutdown()
-                    try await RunExecution.report(runID: runID, client: client, csvPath: "bugle-run-\(runID).csv", json: output.json, logger: logger)
+                    try await RunExecution.report(runID: runID, client: client, csv: RunExecution.defaultReport(runID), json: output.json, logger: logger)
                     worst = max(worst, code)
                 }
                 return worst

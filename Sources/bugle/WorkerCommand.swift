@@ -32,16 +32,21 @@ struct WorkerCommand: AsyncParsableCommand {
 
     @OptionGroup var stored: StoredRunOptions
 
-    @Option(help: "Write the CSV report here when this worker ends.")
+    @Option(help: "Write the CSV report here when this worker ends (- for standard output).")
     var csv: String?
+
+    func validate() throws {
+        try CSVOption.validate(csv, json: output.json)
+    }
 
     func run() async throws {
         let logger = global.makeLogger()
-        let (runID, source, global, csvPath, output, worker) = (stored.run, stored.source, global, csv, output, worker.settings)
+        let (runID, source, global, output, worker) = (stored.run, stored.source, global, output, worker.settings)
         try await ExitCodes.guarding {
-            try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
+            let csv = try CSVOption.destination(self.csv, json: output.json)
+            return try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
                 try await Self.join(
-                    $0, source: source, global: global, output: output, worker: worker, csv: csvPath, afterOutage: $1, logger: logger)
+                    $0, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: $1, logger: logger)
             }
         }
     }
@@ -50,7 +55,7 @@ struct WorkerCommand: AsyncParsableCommand {
     /// - Parameter afterOutage: Going on after a database outage: a run completed meanwhile by the other workers ends
     ///   this one with exit 0.
     static func join(
-        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv csvPath: String?,
+        _ runID: Int64, source: StoredRunSource, global: GlobalOptions, output: RunOutputOptions, worker: WorkerSettings, csv: ReportDestination?,
         afterOutage: Bool = false, logger: Logger
     ) async throws -> Int32 {
         try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
@@ -58,20 +63,34 @@ struct WorkerCommand: AsyncParsableCommand {
                 Console(jsonOnStdout: output.json).say("run \(runID): completed (by another worker)")
                 return ExitCodes.completed
             }
-            guard record.status == .running else {
-                throw UsageError("run \(runID) is \(record.status.rawValue), not running; `bugle resume \(runID)` continues a paused run")
-            }
+            guard record.status == .running else { throw UsageError(Self.notRunning(runID, record.status)) }
             _ = try await LocalWorkers.expireDead(runID: runID, repository: repository)
             if afterOutage {
                 try await OutagePeers.awaitHandovers(runID: runID, repository: repository, leaseTTL: worker.leaseTTL, console: Console(jsonOnStdout: output.json))
             }
             let code = try await send(output, worker, .join)
-            if let csvPath {
-                try await RunExecution.report(runID: runID, client: client, csvPath: csvPath, json: output.json, logger: logger)
+            if let csv {
+                try await RunExecution.report(runID: runID, client: client, csv: csv, json: output.json, logger: logger)
             } else if !output.json {
                 SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: try await repository.summary(runID: runID))
             }
             return code
+        }
+    }
+
+    /// Why a worker cannot join run `runID`, and what to do instead.
+    static func notRunning(_ runID: Int64, _ status: RunStatus) -> String {
+        switch status {
+        case .completed:
+            return "run \(runID) is completed: every recipient has its outcome, so there is nothing to join"
+        case .cancelled, .failed:
+            return "run \(runID) is \(status.rawValue): there is nothing to join"
+        case .paused:
+            return "run \(runID) is paused, not running; `bugle resume \(runID)` continues it, and workers can join it then"
+        case .materializing, .ready:
+            return "run \(runID) is \(status.rawValue), not sending yet; join it once it runs (`bugle resume \(runID)` goes on with a run whose process is gone)"
+        case .running:
+            return "run \(runID) is running"
         }
     }
 }

@@ -6,7 +6,7 @@ struct WorkerOptions: ParsableArguments {
         name: .customLong("lease-ttl"),
         help: """
             Seconds a worker's lease lives without renewal (renewed every sixth of it). A worker that cannot renew \
-            for half of it stops sending; a crashed worker's recipients are taken over after it. (default: 30)
+            for half of it stops sending; a crashed worker's recipients are taken over after it.
             """
     )
     var leaseTTL: Int = WorkerSettings.standard.leaseTTL
@@ -16,7 +16,7 @@ struct WorkerOptions: ParsableArguments {
         help: """
             Seconds a lane may process no request (only provider errors, or requests the provider did not take: \
             connections refused or turned away) before the run halts, paused, with exit 2 (ProviderUnavailable); \
-            `bugle resume` goes on once the provider works. (default: 600)
+            `bugle resume` goes on once the provider works.
             """
     )
     var providerOutageLimit: Int = WorkerSettings.standard.providerOutageLimit
@@ -27,7 +27,7 @@ struct WorkerOptions: ParsableArguments {
             Seconds to wait for the database after it stopped answering mid-run (a restart, a failover) before \
             giving up. When it answers again (of a host list with target_session_attrs: the server that now will \
             do, such as a promoted standby), what the worker held is recorded there and the run goes on in this \
-            process. 0: stop at once and leave the run for `bugle resume`. (default: 300)
+            process. 0: stop at once and leave the run for `bugle resume`.
             """
     )
     var databaseOutageLimit: Int = WorkerSettings.standard.databaseOutageLimit

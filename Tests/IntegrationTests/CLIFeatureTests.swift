@@ -149,11 +149,24 @@ struct CLIFeatureTests {
             #expect(loggedUsers == 20)
             #expect(realSent == 21)
 
-            // A seed without an active device, and no seed at all: exit 1, nothing sent.
+            // A seed without an active device, alone or beside one that has devices, and no seed at all: exit 1 naming
+            // the seed, nothing sent to anyone, no run recorded.
             let nobody = try await CLITests.bugle(
                 ["send-test", file, "--user", "nobody", "--providers", providers, "--csv", Self.csvPath("send-test-nobody"), "--quiet"], environment: env)
             #expect(nobody.status == 1, "\(nobody.stdout) \(nobody.stderr)")
-            #expect(nobody.stderr.contains("nobody"), "\(nobody.stderr)")
+            #expect(nobody.stderr.contains("no active device matches the seed(s) users nobody; nothing was sent"), "\(nobody.stderr)")
+            let deadToken = "dead-" + String(repeating: "0", count: 40)
+            let mixed = try await CLITests.bugle(
+                ["send-test", file, "--user", "u5", "--user", "nobody", "--token", u3iOS[0], "--token", deadToken, "--providers", providers,
+                 "--csv", Self.csvPath("send-test-mixed"), "--quiet"],
+                environment: env)
+            #expect(mixed.status == 1, "\(mixed.stdout) \(mixed.stderr)")
+            #expect(mixed.stderr.contains("users nobody; 1 token(s) \(TokenFingerprint.of(deadToken)); nothing was sent"), "\(mixed.stderr)")
+            #expect(!mixed.stderr.contains("u5") && !(mixed.stdout + mixed.stderr).contains(deadToken), "\(mixed.stderr)")
+            let runsAfter = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Self.count(client, "SELECT count(*)::bigint FROM bugle.runs")
+            }
+            #expect(runsAfter == 2, "only the test send and the real run that worked are recorded")
             let noSeed = try await CLITests.bugle(["send-test", file, "--providers", providers, "--quiet"], environment: env)
             #expect(noSeed.status == 1, "\(noSeed.stdout) \(noSeed.stderr)")
             #expect(noSeed.stderr.contains("--user"), "\(noSeed.stderr)")
@@ -242,7 +255,7 @@ struct CLIFeatureTests {
 
     // MARK: - validate against the segment
 
-    @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run refuses it before writing")
+    @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run and the dry run refuse it before writing")
     func validateTemplateVariables() async throws {
         try await MixedTestEnvironment.with { environment in
             let (configuration, url) = try await Self.seededDatabase(devices: 10)
@@ -280,6 +293,17 @@ struct CLIFeatureTests {
             let accepted = try await CLITests.bugle(["validate", good], environment: env)
             #expect(accepted.status == 0, "\(accepted.stdout) \(accepted.stderr)")
             #expect(accepted.stdout.contains("first_name"), "\(accepted.stdout)")
+
+            // The dry run refuses it too, rather than counting every recipient as null_variable; no preview is written.
+            let preview = Self.csvPath("validate-dry-run")
+            let dry = try await CLITests.bugle(["run", bad, "--dry-run", "--csv", preview], environment: env)
+            #expect(dry.status == 1, "\(dry.stdout) \(dry.stderr)")
+            #expect(dry.stderr.contains("\(bad): message.locales.en.title: template variable {{first_nam}}"), "\(dry.stderr)")
+            #expect(!dry.stdout.contains("null_variable"), "\(dry.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: preview))
+            let dryGood = try await CLITests.bugle(["run", good, "--dry-run"], environment: env)
+            #expect(dryGood.status == 0, "\(dryGood.stdout) \(dryGood.stderr)")
+            #expect(dryGood.stdout.contains("10 row(s) read, 10 would be sent"), "\(dryGood.stdout)")
 
             let run = try await CLITests.bugle(
                 ["run", bad, "--providers", environment.material.providersFile, "--csv", Self.csvPath("validate-run"), "--quiet"], environment: env)

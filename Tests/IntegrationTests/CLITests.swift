@@ -8,6 +8,12 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Runs the built `bugle` executable as a user would and checks exit codes, output and side effects.
 @Suite("bugle CLI (built executable, real PostgreSQL)")
 struct CLITests {
@@ -95,11 +101,20 @@ struct CLITests {
         let root = try await Self.bugle(["--help"])
         #expect(root.status == 0)
         #expect(root.stdout.contains("Exit codes: 0 completed; 1 usage or validation error"))
-        for command in ["run", "validate", "report", "runs", "db", "devices", "demo"] {
+        for command in ["run", "validate", "report", "runs", "db", "devices", "demo", "resume", "worker", "tick"] {
             let output = try await Self.bugle([command, "--help"])
             #expect(output.status == 0, "\(command) --help")
             #expect(output.stdout.contains("USAGE"), "\(command) --help")
+            // ArgumentParser prints an option's default itself; help text that says it too shows it twice.
+            let text = output.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            if let repeated = text.firstMatch(of: /\(default: ([^)]*)\) \(default: \1\)/) {
+                Issue.record("\(command) --help shows a default twice: \(repeated.output.0)")
+            }
         }
+        let worker = try await Self.bugle(["worker", "--help"])
+        let workerText = worker.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(workerText.contains("--lease-ttl <lease-ttl>"), "\(worker.stdout)")
+        #expect(workerText.contains("(default: 30)") && workerText.contains("(default: 600)") && workerText.contains("(default: 300)"), "\(worker.stdout)")
     }
 
     @Test("validate: a good campaign exits 0; a bad one exits 1 naming file:line:column and the key")
@@ -254,13 +269,76 @@ struct CLITests {
         #expect(output.stderr.contains(bad + ":"))
     }
 
-    @Test("dry run: counts, samples and a preview CSV, and nothing written to the database")
-    func dryRun() async throws {
-        let configuration = try await TestDatabase.fresh()
-        let url = try Self.url(configuration)
-        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
-            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: 300)
+    @Test("options out of range and a database URL that cannot be parsed exit 1 before the database is touched; an unreachable server stays exit 2")
+    func usageErrorsExitOne() async throws {
+        // An unreachable server: a command that got as far as connecting would exit 2.
+        let unreachable = ["BUGLE_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable"]
+        let refused: [([String], String)] = [
+            (["runs", "--limit=-1"], "--limit must be at least 1"),
+            (["runs", "--limit", "0"], "--limit must be at least 1"),
+            (["devices", "prune", "--not-seen-for", "0d"], "--not-seen-for must be from 1s to 36500d (100 years), not 0d"),
+            (["devices", "prune", "--not-seen-for", "99999999999d"], "not 99999999999d"),
+            (["devices", "prune", "--not-seen-for", "999999999999999999w"], "not 999999999999999999w"),
+            (["devices", "prune", "--not-seen-for", "36501d"], "not 36501d"),
+            (["run", "campaigns/spring-sale.yaml", "--dry-run", "--samples=-1"], "--samples must be 0 (none) or more"),
+        ]
+        for (arguments, message) in refused {
+            let output = try await Self.bugle(arguments, environment: unreachable)
+            #expect(output.status == 1, "\(arguments): \(output.stderr)")
+            #expect(output.stderr.contains(message), "\(arguments): \(output.stderr)")
         }
+
+        let templated = try Self.temporaryFile(
+            "templated.yaml",
+            """
+            name: templated
+            notification_type: t
+            segment:
+              sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, d.user_id AS first_name FROM bugle.devices d
+            message:
+              default_locale: en
+              locales: { en: { title: "Hi {{first_name}}", body: b } }
+            """
+        )
+        let malformed: [([String], [String: String], String)] = [
+            (["validate", templated, "--database-url", "postgres://a@db.example:99999999/x"], [:], "invalid database URL: port"),
+            (["runs", "--database-url", "mysql://db.example/x"], [:], "invalid database URL: scheme"),
+            (["runs"], ["BUGLE_DATABASE_URL": "postgres://a@db.example/x?nonsense=1"], "invalid database URL: query parameter 'nonsense'"),
+            (["db", "status", "--database-url", "postgres://a@[db.example/x"], [:], "invalid database URL: host"),
+        ]
+        for (arguments, environment, message) in malformed {
+            let output = try await Self.bugle(arguments, environment: environment)
+            #expect(output.status == 1, "\(arguments): \(output.stderr)")
+            #expect(output.stderr.contains(message), "\(arguments): \(output.stderr)")
+        }
+        let down = try await Self.bugle(["runs"], environment: unreachable)
+        #expect(down.status == 2, "\(down.stderr)")
+        #expect(down.stderr.contains("cannot connect"), "\(down.stderr)")
+    }
+
+    @Test("db start/stop act on the embedded cluster only: --database-url exits 1, BUGLE_DATABASE_URL gets a note on stderr")
+    func dbStartStopEmbeddedOnly() async throws {
+        // A BUGLE_HOME with no cluster: `db stop` reports it not initialized and creates nothing.
+        let home = try TestScratch.directory(prefix: "bugle-home")
+        for verb in ["start", "stop"] {
+            let refused = try await Self.bugle(["db", verb, "--database-url", "postgres://x@db.example/y"], environment: ["BUGLE_HOME": home])
+            #expect(refused.status == 1, "\(verb): \(refused.stderr)")
+            #expect(refused.stdout.isEmpty, "\(verb): \(refused.stdout)")
+            #expect(refused.stderr.contains("bugle db \(verb) manages the embedded cluster only"), "\(verb): \(refused.stderr)")
+        }
+        let noted = try await Self.bugle(["db", "stop"], environment: ["BUGLE_HOME": home, "BUGLE_DATABASE_URL": "postgres://x@db.example/y"])
+        #expect(noted.status == 0, "\(noted.stderr)")
+        #expect(noted.stdout.contains("embedded PostgreSQL"), "\(noted.stdout)")
+        #expect(noted.stderr.contains("note: BUGLE_DATABASE_URL is set, so other bugle commands use the server it names, not this embedded cluster"), "\(noted.stderr)")
+        let quiet = try await Self.bugle(["db", "stop"], environment: ["BUGLE_HOME": home])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        #expect(!quiet.stderr.contains("BUGLE_DATABASE_URL"), "\(quiet.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: home).isEmpty)
+    }
+
+    @Test("dry run: counts, samples and a preview CSV, as text or --json, and nothing written to the database")
+    func dryRun() async throws {
+        let (configuration, url) = try await Self.demoDatabase(devices: 300)
         let before = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
         let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-preview-\(UUID().uuidString).csv").path
         let output = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
@@ -273,6 +351,184 @@ struct CLITests {
         let lines = try String(contentsOfFile: csv, encoding: .utf8).split(separator: "\r\n")
         #expect(lines.count == 301)
         #expect(lines.dropFirst().allSatisfy { $0.contains(",would_send,") })
+
+        // --json: the same counts as one JSON object, alone on stdout; samples with their tokens replaced.
+        let json = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--json"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(json.status == 0, "\(json.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+        #expect(object["campaign"] as? String == "spring-sale-2026")
+        #expect(object["rows_read"] as? Int == 300)
+        #expect(object["would_send"] as? Int == 300)
+        let platforms = try #require(object["per_platform"] as? [String: [String: Int]])
+        #expect(platforms.values.map { $0["would_send"] ?? 0 }.reduce(0, +) == 300)
+        #expect(platforms["ios"]?["would_send"] == 150)
+        #expect((object["per_locale"] as? [String: Int])?.values.reduce(0, +) == 300)
+        #expect((object["skipped"] as? [String: Int])?.isEmpty == true)
+        let samples = try #require(object["samples"] as? [[String: Any]])
+        #expect(Set(samples.compactMap { $0["platform"] as? String }) == Set(platforms.keys))
+        let ios = try #require(samples.first { $0["platform"] as? String == "ios" })
+        #expect((ios["headers"] as? [String: String])?["apns-push-type"] == "alert")
+        #expect((ios["body"] as? [String: Any])?["aps"] != nil)
+        let tokens = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await CLIFeatureTests.tokens($0, platform: "android") }
+        #expect(!tokens.isEmpty && tokens.allSatisfy { !json.stdout.contains($0) })
+        #expect(object["preview"] is NSNull)
+        #expect(object["validation"] is NSNull)
+        let after2 = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
+        #expect(before == after2)
+    }
+
+    /// A fresh database with `devices` demo devices, and its URL.
+    static func demoDatabase(devices: Int) async throws -> (DatabaseConfiguration, url: String) {
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await DemoSeeder(client: client, logger: TestDatabase.logger).seed(count: devices)
+        }
+        return (configuration, try Self.url(configuration))
+    }
+
+    /// A database with one completed run of `devices` recipients, and its URL.
+    static func completedRun(devices: Int, name: String = "done") async throws -> (DatabaseConfiguration, url: String, runID: Int64) {
+        let configuration = try await TestDatabase.fresh()
+        let runID = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> Int64 in
+            try await LedgerTestSupport.seed(client, count: devices)
+            let fake: [ProviderKind: any PushProvider] = [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)]
+            let (run, result) = try await LedgerTestSupport.runCampaign(client, LedgerTestSupport.campaign(name: name), providers: fake)
+            #expect(result.ending == .completed)
+            return run
+        }
+        return (configuration, try Self.url(configuration), runID)
+    }
+
+    @Test("--csv: a symlink's target is written (the link kept), an existing file keeps its mode, - and /dev/stdout give pure CSV on stdout and the summary on stderr; '' and - with --json exit 1")
+    func csvDestinations() async throws {
+        let (_, url, runID) = try await Self.completedRun(devices: 12, name: "csv")
+        let env = ["BUGLE_DATABASE_URL": url]
+        let run = String(runID)
+        let header = CSVFormat.record(ReportExporter.header).trimmingCharacters(in: .newlines)
+        let directory = try TestScratch.directory(prefix: "bugle-csv")
+
+        try Data("old".utf8).write(to: URL(fileURLWithPath: directory + "/target.csv"))
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link.csv", withDestinationPath: "target.csv")
+        let linked = try await Self.bugle(["report", run, "--csv", directory + "/link.csv"], environment: env)
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: directory + "/link.csv") == "target.csv")
+        let written = try String(contentsOfFile: directory + "/target.csv", encoding: .utf8).split(separator: "\r\n")
+        #expect(written.count == 13 && written.first.map(String.init) == header, "\(written)")
+
+        let secret = directory + "/private.csv"
+        #expect(FileManager.default.createFile(atPath: secret, contents: Data("old".utf8), attributes: [.posixPermissions: 0o600]))
+        let kept = try await Self.bugle(["report", run, "--csv", secret], environment: env)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(try FileManager.default.attributesOfItem(atPath: secret)[.posixPermissions] as? Int == 0o600)
+        #expect(try String(contentsOfFile: secret, encoding: .utf8).hasPrefix(header))
+
+        for argument in ["-", "/dev/stdout"] {
+            let piped = try await Self.bugle(["report", run, "--csv", argument], environment: env)
+            #expect(piped.status == 0, "\(argument): \(piped.stderr)")
+            let records = piped.stdout.split(separator: "\r\n", omittingEmptySubsequences: false)
+            #expect(records.first.map(String.init) == header, "\(argument): \(piped.stdout)")
+            #expect(records.count == 14 && records.last == "", "\(argument): 12 rows after the header, nothing else: \(piped.stdout)")
+            #expect(piped.stderr.contains("run \(runID) · csv · completed"), "\(argument): \(piped.stderr)")
+            #expect(piped.stderr.contains("report: standard output (12 row(s))"), "\(argument): \(piped.stderr)")
+        }
+
+        let before = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        let empty = try await Self.bugle(["report", run, "--csv", ""], in: URL(fileURLWithPath: directory), environment: env)
+        #expect(empty.status == 1, "\(empty.stderr)")
+        #expect(empty.stderr.contains("--csv needs a path"), "\(empty.stderr)")
+        let both = try await Self.bugle(["report", run, "--csv", "-", "--json"], in: URL(fileURLWithPath: directory), environment: env)
+        #expect(both.status == 1, "\(both.stderr)")
+        #expect(both.stdout.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == before)
+    }
+
+    @Test("dry run --csv -: the preview alone on stdout, the counts on stderr; --csv FIFO: a reading thread gets the preview, the FIFO stays a FIFO")
+    func dryRunCSVToStreams() async throws {
+        let (_, url) = try await Self.demoDatabase(devices: 40)
+        let env = ["BUGLE_DATABASE_URL": url]
+        let preview = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", "-"], environment: env)
+        #expect(preview.status == 0, "\(preview.stderr)")
+        let records = preview.stdout.split(separator: "\r\n", omittingEmptySubsequences: false)
+        #expect(records.first.map(String.init) == DryRunReport.previewHeader.joined(separator: ","), "\(preview.stdout)")
+        #expect(records.count == 42 && records.last == "", "\(preview.stdout)")
+        #expect(preview.stderr.contains("40 row(s) read, 40 would be sent"), "\(preview.stderr)")
+        #expect(preview.stderr.contains("preview: standard output"), "\(preview.stderr)")
+
+        let fifo = try TestScratch.directory(prefix: "bugle-fifo") + "/preview.csv"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // The test holds a write end of its own (close-on-exec, so that no child another test starts holds it too), so
+        // the reading thread sees the end of the data only once both it and bugle have closed theirs, whatever bugle
+        // does.
+        let reader = try FIFOReader(path: fifo)
+        let holder = open(fifo, O_WRONLY | O_CLOEXEC)
+        try #require(holder >= 0)
+        reader.start()
+        let streamed = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", fifo, "--samples", "0"], environment: env)
+        close(holder)
+        let received = await reader.bytes()
+        #expect(streamed.status == 0, "\(streamed.stderr)")
+        #expect(String(decoding: received, as: UTF8.self) == preview.stdout)
+        #expect(ReportFileWriterTests.isFIFO(fifo))
+    }
+
+    @Test("pause keeps a halted run's reason (exit 0, saying why it is paused); takes a scheduled run from tick; a missing or finished run exits 1 on stderr")
+    func pauseKeepsReasons() async throws {
+        let (configuration, url, completedRun) = try await Self.completedRun(devices: 6)
+        let env = ["BUGLE_DATABASE_URL": url]
+        let halt = "halted: provider_not_configured: 3 recipient(s) need fcm"
+        let (halted, scheduled, running) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> (Int64, Int64, Int64) in
+            let repository = RunRepository(client: client, logger: TestDatabase.logger)
+            var runs: [Int64] = []
+            for (name, reason) in [("halted", halt), ("scheduled", "scheduled: next recipients due in 900 s"), ("running", nil)] {
+                let campaign = LedgerTestSupport.campaign(name: name)
+                let run = try await repository.createRun(campaign: campaign, yaml: "name: \(name)", periodKey: nil)
+                let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: TestDatabase.logger)
+                _ = try await Materializer(client: client, logger: TestDatabase.logger).materialize(runID: run, campaign: campaign, reader: reader)
+                if let reason { #expect(try await repository.setStatus(runID: run, to: .paused, reason: reason)) }
+                runs.append(run)
+            }
+            return (runs[0], runs[1], runs[2])
+        }
+        func reason(_ run: Int64) async throws -> String? {
+            try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+                try await RunRepository(client: client, logger: TestDatabase.logger).run(id: run)?.pauseReason
+            }
+        }
+
+        let kept = try await Self.bugle(["pause", String(halted)], environment: env)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(kept.stdout.contains("run \(halted) is already paused (\(halt)); `bugle resume \(halted)` goes on"), "\(kept.stdout)")
+        #expect(try await reason(halted) == halt)
+
+        let taken = try await Self.bugle(["pause", String(scheduled)], environment: env)
+        #expect(taken.status == 0, "\(taken.stderr)")
+        #expect(taken.stdout.contains("run \(scheduled): paused"), "\(taken.stdout)")
+        #expect(try await reason(scheduled) == "paused by operator")
+
+        let paused = try await Self.bugle(["pause", String(running)], environment: env)
+        #expect(paused.status == 0, "\(paused.stderr)")
+        #expect(try await reason(running) == "paused by operator")
+
+        for (run, message) in [(completedRun, "run \(completedRun) is completed; there is nothing to pause"), (999, "run 999 does not exist")] {
+            let refused = try await Self.bugle(["pause", String(run)], environment: env)
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stdout.isEmpty, "\(refused.stdout)")
+            #expect(refused.stderr.contains(message), "\(refused.stderr)")
+        }
+    }
+
+    @Test("demo --seed-only says how many devices it added and how many bugle.devices holds")
+    func demoSeedOnlyCounts() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let env = ["BUGLE_DATABASE_URL": try Self.url(configuration)]
+        let first = try await Self.bugle(["demo", "--seed-only", "--devices", "30"], environment: env)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout == "demo: 30 demo device(s) added; bugle.devices holds 30\n", "\(first.stdout)")
+        let fewer = try await Self.bugle(["demo", "--seed-only", "--devices", "10"], environment: env)
+        #expect(fewer.status == 0, "\(fewer.stderr)")
+        #expect(fewer.stdout == "demo: 0 demo device(s) added; bugle.devices holds 30\n", "\(fewer.stdout)")
+        let more = try await Self.bugle(["demo", "--seed-only", "--devices", "45"], environment: env)
+        #expect(more.stdout == "demo: 15 demo device(s) added; bugle.devices holds 45\n", "\(more.stdout)")
     }
 
     @Test("devices register / unregister through the CLI")
@@ -282,6 +538,11 @@ struct CLITests {
         let token = String(repeating: "ab", count: 32)
         let registered = try await Self.bugle(["devices", "register", "--user", "42", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(registered.status == 0, "\(registered.stderr)")
+        #expect(registered.stdout.firstMatch(of: /^registered device \d+ for user 42\n$/) != nil, "\(registered.stdout)")
+        let again = try await Self.bugle(["devices", "register", "--user", "43", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.firstMatch(of: /^registered device \d+ again for user 43: active, last seen now\n$/) != nil, "\(again.stdout)")
+        #expect(!(registered.stdout + again.stdout).contains(token))
         let unregistered = try await Self.bugle(["devices", "unregister", "--token", token, "--platform", "ios"], environment: ["BUGLE_DATABASE_URL": url])
         #expect(unregistered.status == 0)
         #expect(unregistered.stdout.contains("unregistered 1 device(s)"))
@@ -321,7 +582,7 @@ struct CLITests {
         #expect(!folder.stderr.contains("NSCocoaErrorDomain"))
     }
 
-    @Test("resume of a completed run sends nothing; cancel of a ready run cancels its recipients; of a finished one exits 1")
+    @Test("resume of a completed run sends nothing, worker says there is nothing to join; cancel of a ready run cancels its recipients; of a finished or missing one exits 1")
     func resumeAndCancel() async throws {
         let configuration = try await TestDatabase.fresh()
         let url = try Self.url(configuration)
@@ -340,10 +601,20 @@ struct CLITests {
         let resumed = try await Self.bugle(["resume", String(completedRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.stdout.contains("is completed; nothing to send"))
+        let joined = try await Self.bugle(["worker", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(joined.status == 1, "\(joined.stderr)")
+        #expect(joined.stderr.contains("run \(completedRun) is completed: every recipient has its outcome, so there is nothing to join"), "\(joined.stderr)")
+        #expect(!joined.stderr.contains("continues a paused run"), "\(joined.stderr)")
         let cancelled = try await Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(cancelled.status == 0)
         let again = try await Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(again.status == 1)
+        #expect(again.stdout.isEmpty, "\(again.stdout)")
+        #expect(again.stderr.contains("run \(completedRun) is completed; there is nothing to cancel"), "\(again.stderr)")
+        let missing = try await Self.bugle(["cancel", "999"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(missing.status == 1)
+        #expect(missing.stdout.isEmpty, "\(missing.stdout)")
+        #expect(missing.stderr.contains("run 999 does not exist"), "\(missing.stderr)")
         let states = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
             try await LedgerTestSupport.scalar(
                 client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(readyRun) AND state <> 'cancelled'", as: Int64.self

@@ -190,6 +190,23 @@ public struct RunRepository: Sendable {
         }
     }
 
+    /// Pauses a run for an operator (`bugle pause`): a `ready` or `running` run, or one paused only until its next
+    /// recipients are due (`scheduled: …`, which `bugle tick` would send). A run paused for any other reason keeps it:
+    /// a halt's reason is the diagnosis `bugle resume` needs acted on first.
+    /// - Returns: true when this call paused the run.
+    public func pause(runID: Int64, reason: String) async throws -> Bool {
+        let rows = try await client.query(
+            """
+            UPDATE bugle.runs SET status = 'paused', pause_reason = \(reason)
+             WHERE id = \(runID) AND (status IN ('ready', 'running') OR (status = 'paused' AND pause_reason LIKE 'scheduled%'))
+            RETURNING id
+            """,
+            logger: logger
+        )
+        for try await _ in rows { return true }
+        return false
+    }
+
     /// Unfinished recipients per provider lane (`apns`, `fcm`, `apns_legacy`), to check lanes before sending.
     public func unfinishedByProvider(runID: Int64) async throws -> [String: Int64] {
         let rows = try await client.query(

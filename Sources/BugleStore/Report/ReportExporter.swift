@@ -4,8 +4,8 @@ import Logging
 import PostgresNIO
 
 /// Writes a run's per-recipient CSV report from the ledger (RFC 4180, formula-neutralised), a page of rows at a time
-/// so memory stays flat; the file is written under a temporary name, fsync'd and renamed, so a failure never
-/// leaves a truncated report at the final path.
+/// so memory stays flat, through a ``ReportFileWriter``: a regular file is written under a temporary name, fsync'd
+/// and renamed, so a failure never leaves a truncated report there.
 ///
 /// Pages are read in one `REPEATABLE READ READ ONLY` transaction, so the report is one snapshot of the ledger, as a
 /// single statement would be. Each page is one row of arrays (``ReportPage``), and the next page is asked for as soon
@@ -28,12 +28,20 @@ public struct ReportExporter: Sendable {
         self.pageRows = max(1, pageRows)
     }
 
-    /// Writes the report of `runID` to `path`.
+    /// Writes the report of `runID` to the file at `path` (``ReportDestination/path(_:)``).
     /// - Returns: the number of data rows written.
     @discardableResult
     public func export(runID: Int64, to path: String) async throws -> Int64 {
+        try await export(runID: runID, to: .path(path))
+    }
+
+    /// Writes the report of `runID` to `destination`.
+    /// - Returns: the number of data rows written.
+    /// - Throws: ``FileWriteError`` when the destination cannot be written, or the ledger's errors.
+    @discardableResult
+    public func export(runID: Int64, to destination: ReportDestination) async throws -> Int64 {
         try await client.withConnection { connection in
-            let output = try AtomicFileWriter(path: path)
+            let output = try ReportFileWriter(destination)
             do {
                 let count = try await connection.inReadOnlySnapshot(logger: logger) { connection in
                     try await write(runID: runID, from: connection, to: output)
@@ -48,7 +56,7 @@ public struct ReportExporter: Sendable {
     }
 
     /// Writes the header and every page of the run to `output`, reading the next page while writing the current one.
-    private func write(runID: Int64, from connection: PostgresConnection, to output: AtomicFileWriter) async throws -> Int64 {
+    private func write(runID: Int64, from connection: PostgresConnection, to output: ReportFileWriter) async throws -> Int64 {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(1 << 20)
         CSVFormat.appendRecord(Self.header, to: &buffer)

@@ -1,0 +1,45 @@
+import ArgumentParser
+import BugleStore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `--csv PATH`: where a command writes its CSV report; `-` is standard output.
+enum CSVOption {
+    /// Refuses an empty path, and `-` with `--json` (both would write to standard output).
+    /// - Throws: `ValidationError` (exit 1, before anything is written).
+    static func validate(_ argument: String?, json: Bool) throws {
+        guard let argument else { return }
+        if argument.isEmpty { throw ValidationError("--csv needs a path (or - for standard output)") }
+        if argument == "-", json { throw ValidationError("--csv - and --json would both write to standard output; give --csv a path") }
+    }
+
+    /// Where `--csv` sends the report (nil when it was not given). Standard output (`-`, or a path that is this
+    /// process's standard output, such as `/dev/stdout`) is given to the report alone: it is moved aside for it, and
+    /// everything the command prints from here on goes to stderr, so stdout carries nothing but the CSV.
+    /// - Throws: ``UsageError`` when standard output is named with `--json`; ``FileWriteError`` when it cannot be
+    ///   moved aside.
+    static func destination(_ argument: String?, json: Bool) throws -> ReportDestination? {
+        guard let argument else { return nil }
+        guard argument == "-" || isStandardOutput(argument) else { return .path(argument) }
+        if json { throw UsageError("--csv \(argument) is standard output, where --json writes too; give --csv a path") }
+        fflush(nil)
+        let report = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
+        guard report >= 0, dup2(STDERR_FILENO, STDOUT_FILENO) >= 0 else {
+            throw FileWriteError(path: "standard output", reason: String(cString: strerror(errno)))
+        }
+        return .standardOutput(descriptor: report)
+    }
+
+    /// Whether `path` is the file this process's standard output is (`/dev/stdout`, `/proc/self/fd/1`, or the file
+    /// stdout is redirected to).
+    private static func isStandardOutput(_ path: String) -> Bool {
+        var named = stat()
+        var output = stat()
+        return stat(path, &named) == 0 && fstat(STDOUT_FILENO, &output) == 0 && named.st_dev == output.st_dev && named.st_ino == output.st_ino
+    }
+}
