@@ -1,4 +1,5 @@
 import BugleCore
+import Synchronization
 
 /// Sends one claimed recipient: composes its notification, hands it to its lane, and maps the answer to the ledger
 /// outcome.
@@ -12,6 +13,15 @@ final class RecipientSender: Sendable {
     private let providers: [ProviderKind: any PushProvider]
     /// Each platform's lane (``Campaign/provider(for:)``), looked up once.
     private let lanes: (ios: ProviderKind, android: ProviderKind, web: ProviderKind)
+    /// Provider-level retries (429 quota, 5xx: no attempt charged) of each recipient so answered, in this process.
+    private let providerRetries = Mutex<[Int64: Int]>([:])
+
+    /// Uncharged provider-level retries of one recipient after which its next ones are charged to it. A provider
+    /// throttling one device (FCM answers a device's own message-rate limit with `QUOTA_EXCEEDED` too; the
+    /// simulator's `4290` tokens) used to be retried for ever, the run never completing until the outage breaker failed
+    /// it after ten minutes. A real outage reopens the lane a few times a minute at most, so ten retries of one
+    /// recipient take minutes, and the breaker halts the run (nothing charged) before attempts run out.
+    static let freeProviderRetries = 10
 
     init(campaign: Campaign, composer: NotificationComposer, mapper: OutcomeMapper, providers: [ProviderKind: any PushProvider]) {
         self.composer = composer
@@ -82,6 +92,14 @@ final class RecipientSender: Sendable {
     /// The ledger outcome of a lane's answer.
     private func map(_ raw: SendOutcome, for recipient: ClaimedRecipient) -> RecipientOutcome {
         var random = SystemRandomNumberGenerator()
-        return mapper.map(raw, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)
+        var charged = raw
+        if case .retry(.provider, let code, let after) = raw {
+            let retries = providerRetries.withLock { counts -> Int in
+                counts[recipient.seq, default: 0] += 1
+                return counts[recipient.seq, default: 0]
+            }
+            if retries > Self.freeProviderRetries { charged = .retry(.recipient, code: code, after: after) }
+        }
+        return mapper.map(charged, seq: recipient.seq, deviceID: recipient.deviceID, attempts: recipient.attempts, using: &random)
     }
 }

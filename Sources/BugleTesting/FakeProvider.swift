@@ -5,7 +5,8 @@ import Synchronization
 ///
 /// Scheme (tokens are hex for iOS, so prefixes are hex too): `dead…` → invalid token (410-like, with the
 /// configured timestamp), `bad0…` → rejected, `5030…` → provider retry (503) on the first answer only, `4290…` → recipient retry,
-/// `a1a1…` → ambiguous, `ha17…` → halt (non-hex on purpose: only FCM-style tokens can carry it). Anything
+/// `a1a1…` → ambiguous, `ha17…` → halt, `quota…` → provider retry (429 `QUOTA_EXCEEDED`) every time (non-hex on
+/// purpose: only FCM-style tokens can carry them). Anything
 /// else is delivered with message id `fake-<seq>`.
 public final class FakeProvider: PushProvider {
     public let kind: ProviderKind
@@ -32,6 +33,8 @@ public final class FakeProvider: PushProvider {
             outcome = .retry(.recipient, code: "TooManyRequests", after: .milliseconds(10))
         } else if token.hasPrefix("a1a1") {
             outcome = .ambiguous(code: "stream_reset")
+        } else if token.hasPrefix("quota") {
+            outcome = .retry(.provider, code: "QUOTA_EXCEEDED", after: .milliseconds(10))
         } else if token.hasPrefix("ha17") {
             outcome = .halt(code: "InvalidProviderToken", message: "the key is wrong")
         } else {

@@ -450,6 +450,26 @@ struct RunLedgerTests {
         }
     }
 
+    /// One device the provider throttles on its own (FCM's per-device message rate is answered `QUOTA_EXCEEDED` too):
+    /// its provider-level retries are free only up to ``RecipientSender/freeProviderRetries``, then charged, so it ends
+    /// `attempts_exhausted` and the run completes instead of retrying it until the outage breaker fails the run.
+    @Test("a recipient the provider throttles every time is charged after ten free retries: it ends attempts_exhausted, the run completes")
+    func endlessQuotaIsCharged() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 12)
+            _ = try await client.query("UPDATE bugle.devices SET token = 'quota-' || id WHERE id = 2", logger: Support.logger).collect()
+            let fcm = FakeProvider(kind: .fcm)
+            let (runID, result) = try await Support.runCampaign(
+                client, Support.campaign(window: 4, maxAttempts: 3), providers: [.apns: FakeProvider(kind: .apns), .fcm: fcm])
+            #expect(result.ending == .completed, "\(result.ending)")
+            let code = try await Support.scalar(
+                client, "SELECT state || ' ' || outcome_code FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id = 2", as: String.self)
+            #expect(code == "failed_permanent attempts_exhausted:QUOTA_EXCEEDED")
+            // Ten free retries, then one charged per attempt: the claims that send it count its attempts from one.
+            #expect(fcm.answerCounts["QUOTA_EXCEEDED"] == 10 + 3)
+        }
+    }
+
     @Test("retries: provider-level 503 is not charged, recipient 429 exhausts attempts; ambiguous follows the policy")
     func retriesAndAmbiguity() async throws {
         try await Support.withFreshDatabase { client in
