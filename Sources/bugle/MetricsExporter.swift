@@ -43,7 +43,7 @@ final class MetricsExporter: Sendable {
     /// - Throws: Bind errors.
     static func start(port: Int, logger: Logger) async throws -> MetricsExporter {
         let registry = Self.registry
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -51,8 +51,14 @@ final class MetricsExporter: Sendable {
                     try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(registry: registry))
                 }
             }
-            .bind(host: "127.0.0.1", port: port)
-            .get()
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw UsageError("--metrics-port \(port): 127.0.0.1:\(port) is already in use; choose another port (0 picks a free one)")
+        } catch {
+            throw UsageError("--metrics-port \(port): cannot listen on 127.0.0.1:\(port): \(error)")
+        }
         let bound = channel.localAddress?.port ?? port
         logger.info("metrics endpoint listening", metadata: ["port": "\(bound)"])
         return MetricsExporter(port: bound, channel: channel)

@@ -94,6 +94,8 @@ struct RunCommand: AsyncParsableCommand {
         let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
         do {
             try ProviderLanes.checkTransport(campaign, lanes: lanes, providersPath: providersPath)
+            // A port in use is found before the run is written, not after (it used to leave a `ready` run behind).
+            if let port = output.metricsPort, port != 0 { await (try await MetricsExporter.start(port: port, logger: logger)).stop() }
         } catch {
             await lanes.shutdown()
             throw error

@@ -3,6 +3,8 @@ import BugleSimulator
 import BugleStore
 import BugleTesting
 import Foundation
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import Testing
 import Crypto
@@ -567,6 +569,24 @@ struct CLIRunTests {
         // RFC 4180 lines end in CRLF (one Character in Swift), so count the LF bytes.
         let lines = try #require(FileManager.default.contents(atPath: csv)).filter { $0 == UInt8(ascii: "\n") }.count
         #expect(lines == 401)
+    }
+
+    @Test("a --metrics-port already in use is refused before the run is written: exit 1, the port named, no run left behind")
+    func metricsPortInUse() async throws {
+        let fixture = try await Fixture.make(devices: 20, rate: 300)
+        let taken = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(taken.localAddress?.port)
+        let output = try await CLITests.bugle(
+            ["run", fixture.campaign, "--providers", fixture.providers, "--metrics-port", String(port)],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL])
+        try await taken.close()
+        try await fixture.stop()
+        #expect(output.status == 1, "\(output.stderr)")
+        #expect(output.stderr.contains("--metrics-port \(port): 127.0.0.1:\(port) is already in use"), "\(output.stderr)")
+        let runs = try await Database.withClient(try DatabaseConfiguration(url: fixture.databaseURL), logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.runs", as: Int64.self)
+        }
+        #expect(runs == 0)
     }
 
     @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
