@@ -153,7 +153,8 @@ public final class LanePacer: Sendable {
             if refundingToken { state.bucket?.refund(now: self.now) }
             return Self.freeSlot(&state)
         }
-        next?.resume(returning: false)
+        // freeSlot hands the slot to the oldest waiter, if any (one that came after a ``reopen()``): it is granted.
+        next?.resume(returning: true)
         return false
     }
 
