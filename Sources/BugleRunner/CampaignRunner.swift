@@ -48,6 +48,9 @@ public struct CampaignRunner: Sendable {
         /// lapse instead of pausing the run as its last worker, for a caller that goes on with the run itself once the
         /// database answers again (a paused run would turn away its workers rejoining it).
         public var goesOnAfterDatabaseLoss: @Sendable () -> Bool = { false }
+        /// UNIX seconds at which claimed recipients are sent: relative expirations, and quiet hours checked at send
+        /// time (``QuietHoursGate``). Injectable for tests.
+        public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
         public init() {}
     }
 
@@ -60,6 +63,7 @@ public struct CampaignRunner: Sendable {
     private let control: RunControl
     private let progress: RunProgressBoard?
     private let sender: RecipientSender
+    private let quietHours: QuietHoursGate?
     private let logger: Logger
 
     /// - Parameters:
@@ -89,6 +93,7 @@ public struct CampaignRunner: Sendable {
         self.control = control
         self.progress = progress
         self.sender = RecipientSender(campaign: campaign, composer: composer, mapper: mapper, providers: providers)
+        self.quietHours = QuietHoursGate(campaign: campaign)
         var logger = logger
         logger[metadataKey: "run_id"] = "\(runID)"
         self.logger = logger
@@ -246,7 +251,8 @@ public struct CampaignRunner: Sendable {
             // capacity (a paced lane's second of sends) already holds.
             var outstanding = [Int](repeating: 0, count: ProviderKind.laneSlots)
             var attempted = 0
-            var breaker = WrongEnvironmentBreaker()
+            // One per lane (``ProviderKind/laneSlot``): only a lane's own delivery confirms its environment and topic.
+            var breakers = [WrongEnvironmentBreaker](repeating: WrongEnvironmentBreaker(), count: ProviderKind.laneSlots)
             var lostAnswers = LostAnswerBreaker(window: window)
             var outage = ProviderOutageBreaker(limit: configuration.providerOutageLimit)
             // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
@@ -434,8 +440,14 @@ public struct CampaignRunner: Sendable {
                             for recipient in recipients { buffer.append(Self.notSent(recipient)) }
                             continue
                         }
-                        let sendTime = Int(Date().timeIntervalSince1970)
+                        let wallNow = configuration.wallClock()
+                        let sendTime = Int(wallNow)
                         for recipient in recipients {
+                            if let quietHours, let held = quietHours.outcome(for: recipient, now: wallNow) {
+                                // Its own clock reached quiet hours since the audience was read: not sent now.
+                                buffer.append(held)
+                                continue
+                            }
                             sending += 1
                             attempted += 1
                             outstanding[sender.lane(for: recipient.platform).laneSlot] += 1
@@ -468,11 +480,11 @@ public struct CampaignRunner: Sendable {
                             continue
                         }
                         var outcome = answered
-                        if let verdict = breaker.observe(raw, seq: answered.seq) {
+                        if let verdict = breakers[sender.lane(for: platform).laneSlot].observe(raw, seq: answered.seq) {
                             outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
-                            if case .trip(let message) = verdict, stop == nil {
-                                logger.error("wrong-environment breaker tripped", metadata: ["code": "BadDeviceToken"])
-                                stop = .halted(code: "BadDeviceToken", message: message)
+                            if case .trip(let code, let message) = verdict, stop == nil {
+                                logger.error("wrong-environment breaker tripped", metadata: ["code": "\(code)"])
+                                stop = .halted(code: code, message: message)
                             }
                         }
                         buffer.append(outcome)

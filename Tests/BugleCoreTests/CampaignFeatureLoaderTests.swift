@@ -544,6 +544,11 @@ struct CampaignFeatureLoaderTests {
             yaml: deliveryYAML("  quiet_hours: 22:00-08:00\n  quiet_hours_action: wait\n"),
             at: "wait", keyPath: "delivery.quiet_hours_action", message: "expected one of hold, skip, got \"wait\""),
         .init(
+            name: "deliver_at_local inside quiet hours that skip",
+            yaml: deliveryYAML("  deliver_at_local: \"23:30\"\n  quiet_hours: 22:00-08:00\n  quiet_hours_action: skip\n"),
+            at: "\"23:30\"", keyPath: "delivery.deliver_at_local",
+            message: "falls inside quiet_hours (22:00-08:00) with quiet_hours_action: skip, so every device would be skipped"),
+        .init(
             name: "quiet_hours_action without quiet_hours",
             yaml: deliveryYAML("  quiet_hours_action: skip\n"),
             at: "quiet_hours_action", keyPath: "delivery.quiet_hours_action",

@@ -11,11 +11,28 @@ struct WrongEnvironmentBreakerTests {
         #expect(breaker.observe(bad, seq: 1) == .hold)
         #expect(breaker.observe(bad, seq: 1) == .hold)  // the same recipient re-sent: not a second token
         #expect(breaker.observe(bad, seq: 2) == .hold)
-        guard case .trip(let message) = breaker.observe(bad, seq: 3) else {
+        guard case .trip(let code, let message) = breaker.observe(bad, seq: 3) else {
             Issue.record("expected a trip")
             return
         }
-        #expect(message.hasPrefix("3 different device tokens"))
+        #expect(code == "BadDeviceToken")
+        #expect(message.hasPrefix("3 different device tokens were answered BadDeviceToken"))
+        #expect(message.contains("other APNs environment"))
+    }
+
+    @Test("DeviceTokenNotForTopic for every token is held and trips with its own code and cause; the code most held names the trip")
+    func wrongTopic() {
+        var breaker = WrongEnvironmentBreaker(threshold: 3)
+        let notForTopic = SendOutcome.invalidToken(code: "DeviceTokenNotForTopic", invalidSince: nil)
+        let bad = SendOutcome.invalidToken(code: "BadDeviceToken", invalidSince: nil)
+        #expect(breaker.observe(notForTopic, seq: 1) == .hold)
+        #expect(breaker.observe(bad, seq: 2) == .hold)
+        guard case .trip(let code, let message) = breaker.observe(notForTopic, seq: 3) else {
+            Issue.record("expected a trip")
+            return
+        }
+        #expect(code == "DeviceTokenNotForTopic")
+        #expect(message.contains("is not the app these device tokens were registered for"), "\(message)")
     }
 
     @Test("a lane with too few tokens to judge: one or a few bad tokens answered three times are let through to be deactivated; five or more halt")

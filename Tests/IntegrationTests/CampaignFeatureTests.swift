@@ -292,4 +292,65 @@ struct CampaignFeatureTests {
             }
         }
     }
+
+    /// Quiet hours are checked again when a claimed recipient is sent, not only when the audience is read: a slow paced
+    /// run, a backoff or a resume reaches devices after their quiet hours began. The audience is read at the real now,
+    /// outside every device's quiet hours (two hours ahead of UTC, for an hour); the runner's clock then says those two
+    /// hours have passed: the UTC devices are now inside them, the UTC−5 ones are not.
+    @Test("quiet hours that begin after the audience was read hold (or skip) the devices they cover at send time", arguments: [QuietHoursAction.hold, .skip])
+    func quietHoursAtSendTime(_ action: QuietHoursAction) async throws {
+        let now = Date().timeIntervalSince1970
+        let quietStart = ((now + 7200) / 60).rounded(.down) * 60
+        let minute = Int(quietStart / 60) % 1440
+        let quietHours = QuietHours(
+            start: LocalTime(hour: minute / 60, minute: minute % 60),
+            end: LocalTime(hour: (minute + 60) % 1440 / 60, minute: minute % 60))
+        try await MixedTestEnvironment.with { environment in
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, 1...20, timezone: "'UTC'")
+                try await Self.seed(client, 21...40, timezone: "'Etc/GMT+5'")
+                var campaign = Support.campaign(
+                    sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, d.timezone FROM bugle.devices d")
+                campaign.delivery.localTime = LocalTimeDelivery(quietHours: quietHours, quietHoursAction: action)
+                let lanes = try environment.lanes(for: campaign)
+                defer { Task { await lanes.shutdown() } }
+                let (runID, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers) {
+                    $0.wallClock = { quietStart + 60 }
+                    $0.leaveWhenIdle = .seconds(30)
+                }
+                let sent = Set(environment.apns.accepted().map(\.token) + environment.fcm.accepted().compactMap(\.token))
+                let expected = try await client.query("SELECT token FROM bugle.devices WHERE id > 20", logger: Support.logger)
+                var outside = Set<String>()
+                for try await (token,) in expected.decode((String,).self) { outside.insert(token) }
+                #expect(sent == outside, "\(sent.count) sent; the 20 devices outside their quiet hours expected")
+
+                let rows = try await client.query(
+                    """
+                    SELECT state, outcome_code, attempts::int8, extract(epoch FROM next_attempt_at - now())::float8
+                      FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id <= 20
+                    """,
+                    logger: Support.logger)
+                var covered: [(String, String?, Int64, Double?)] = []
+                for try await row in rows.decode((String, String?, Int64, Double?).self) { covered.append(row) }
+                #expect(covered.count == 20)
+                switch action {
+                case .hold:
+                    guard case .scheduled = result.ending else {
+                        Issue.record("expected the run left scheduled until the quiet hours end, got \(result.ending)")
+                        return
+                    }
+                    // Due when their quiet hours end: 59 minutes after the runner's clock.
+                    for (state, code, attempts, due) in covered {
+                        #expect(state == "retry_wait" && code == "quiet_hours" && attempts == 0, "\(state) \(code ?? "") \(attempts)")
+                        #expect((3_480...3_541).contains(due ?? 0), "due in \(due ?? 0) s")
+                    }
+                case .skip:
+                    #expect(result.ending == .completed, "\(result.ending)")
+                    for (state, code, attempts, _) in covered {
+                        #expect(state == "skipped_quiet_hours" && code == "quiet_hours" && attempts == 0, "\(state) \(code ?? "") \(attempts)")
+                    }
+                }
+            }
+        }
+    }
 }

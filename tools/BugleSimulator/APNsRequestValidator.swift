@@ -34,6 +34,8 @@ struct APNsRequestValidator: Sendable {
 
     /// Accepted bundle id.
     let topic: String
+    /// The team's other bundle ids, whose requests are answered `DeviceTokenNotForTopic`.
+    var otherTopics: [String] = []
 
     /// Validates one request.
     /// - Parameters:
@@ -74,6 +76,9 @@ struct APNsRequestValidator: Sendable {
         }
         guard let topicValue, !topicValue.isEmpty else { return .rejected(status: 400, reason: "MissingTopic") }
         if pushType != "mdm" {
+            if otherTopics.contains(where: { topicValue == $0 + suffix }) {
+                return .rejected(status: 400, reason: "DeviceTokenNotForTopic")
+            }
             guard topicValue.hasPrefix(topic) else { return .rejected(status: 400, reason: "TopicDisallowed") }
             guard topicValue.dropFirst(topic.utf8.count) == suffix else {
                 return .rejected(status: 400, reason: "BadTopic")

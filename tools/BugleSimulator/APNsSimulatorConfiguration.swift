@@ -14,6 +14,10 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var privateKeyPEM: String
     /// Accepted bundle id (the `apns-topic` without push-type suffix).
     public var topic: String
+    /// Other apps of the team (bundle ids): the key may push to them, but every device token here was registered for
+    /// ``topic``, so a request for one of these is answered 400 `DeviceTokenNotForTopic`, as APNs answers a campaign
+    /// whose `topic` names the wrong app (default none: such a topic is `TopicDisallowed`).
+    public var otherTopics: [String] = []
     /// Team id every JWT's `iss` must carry.
     public var teamID: String
     /// Known APNs auth keys by key id (`kid`).

@@ -36,7 +36,7 @@ final class APNsSimulatorCore: Sendable {
     init(configuration: APNsSimulatorConfiguration, ledger: APNsSimulatorLedger) {
         self.configuration = configuration
         self.ledger = ledger
-        self.validator = APNsRequestValidator(topic: configuration.topic)
+        self.validator = APNsRequestValidator(topic: configuration.topic, otherTopics: configuration.otherTopics)
         self.verifier = APNsJWTVerifier(teamID: configuration.teamID, keys: configuration.keys)
         self.latency = configuration.faults.latency.map { TimeAmount($0) }
         self.jwtMaxAge = Self.seconds(configuration.jwtMaxAge)

@@ -120,6 +120,12 @@ extension BugleSim {
         @Flag(help: "Answer as APNs' development environment: every answer also carries apns-unique-id.")
         var sandbox = false
 
+        @Option(
+            name: .customLong("other-topic"),
+            help: "Another app of the team (repeatable): requests for it are answered 400 DeviceTokenNotForTopic, as APNs answers a campaign whose topic names the wrong app."
+        )
+        var otherTopics: [String] = []
+
         @Option(name: .customLong("hang-ratio"), help: "Fraction of valid requests never answered.")
         var hangRatio: Double = 0
 
@@ -221,6 +227,7 @@ extension BugleSim {
             configuration.recordFile = record
             configuration.keepRecordsInMemory = false
             configuration.sandbox = sandbox
+            configuration.otherTopics = otherTopics
             if let threads { configuration.threads = threads }
             configuration.faults = .init(
                 serviceUnavailableRatio: errorRatio,

@@ -498,6 +498,15 @@ public enum CampaignLoader {
             throw actionNode.keyError("quiet_hours_action needs quiet_hours (such as quiet_hours: \"22:00-08:00\")")
         }
         let quietHoursAction = try map.choice("quiet_hours_action", default: QuietHoursAction.hold)
+        if let deliverAt, let quietHours, quietHoursAction == .skip,
+            LocalDeliveryPlanner.isQuiet(minuteOfDay: deliverAt.minutesOfDay, quietHours), let node = map["deliver_at_local"]
+        {
+            // Every device would be due inside its quiet hours and skipped: a run that sends nothing.
+            let quietText = map["quiet_hours"]?.scalar?.text ?? ""
+            throw node.error(
+                "falls inside quiet_hours (\(quietText)) with quiet_hours_action: skip, so every device would be skipped; "
+                    + "move deliver_at_local out of the quiet hours, or use quiet_hours_action: hold to send when they end")
+        }
         let frequencyCap = try map["max_per_user"].map(self.frequencyCap)
         return DeliveryOptions(
             ambiguousPolicy: ambiguousPolicy,

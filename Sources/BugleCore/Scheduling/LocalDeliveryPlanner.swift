@@ -90,6 +90,25 @@ public struct LocalDeliveryPlanner: Sendable {
         return .at(Instant(secondsSince1970: start))
     }
 
+    /// Whether quiet hours cover `now` on the device's own clock, checked again when a claimed recipient is about to be
+    /// sent: ``plan(timeZone:now:)`` runs when the audience is read, and a slow paced run, a retry's backoff or a run
+    /// resumed hours later can reach a device after its quiet hours began.
+    ///
+    /// - Returns: nil when the send may go out now (no quiet hours, or `now` outside them); ``LocalDelivery/skipQuietHours``
+    ///   under `quiet_hours_action: skip`; otherwise `.at` the instant the quiet hours end — exact, not floored to a
+    ///   window, since the window holding that instant began inside the quiet hours.
+    public func quietHoursNow(timeZone: String?, now: Instant) -> LocalDelivery? {
+        guard let quietHours = rules.quietHours else { return nil }
+        let seconds = now.secondsSince1970
+        guard seconds.isFinite, abs(seconds) < Self.supportedSeconds else { return nil }
+        let clock = WallClock(zone: zone(for: timeZone))
+        guard Self.isQuiet(minuteOfDay: clock.minuteOfDay(at: seconds), quietHours) else { return nil }
+        switch rules.quietHoursAction {
+        case .skip: return .skipQuietHours
+        case .hold: return .at(Instant(secondsSince1970: clock.next(quietHours.end, after: seconds)))
+        }
+    }
+
     /// The zone of a device: `TimeZone(identifier:)`, or the fallback zone for nil, empty or unknown identifiers.
     ///
     /// Answers are memoised (up to ``cacheLimit`` distinct strings, unknown ones included) behind a `Mutex`; the
