@@ -387,10 +387,16 @@ public struct CampaignRunner: Sendable {
                             }
                             return RunResult(runID: lease.runID, ending: .completed, attempted: attempted)
                         }
+                        // Nothing due for a while: the progress display says until when, instead of a silent 0/s.
+                        if let due = left.secondsUntilNextDue, due > 2, !left.hasInFlight {
+                            progress?.waiting(until: configuration.wallClock() + due)
+                        }
                         if let leave = configuration.leaveWhenIdle, !left.hasInFlight, let due = left.secondsUntilNextDue,
                             due > Double(leave.components.seconds)
                         {
-                            let reason = "scheduled: next recipients due in \(Int(due.rounded(.up))) s"
+                            // An instant, not "due in N s", which was stale as soon as it was written.
+                            let dueAt = Date(timeIntervalSince1970: (configuration.wallClock() + due).rounded())
+                            let reason = "scheduled: next recipients due at " + dueAt.formatted(.iso8601)
                             try await withDatabaseRetry("leaving the run scheduled", slow: true) {
                                 try await store.finish(lease, status: .paused, reason: reason, lastWorkerOnly: true)
                             }
@@ -423,6 +429,7 @@ public struct CampaignRunner: Sendable {
                             dryUntil[kind] = clock.now + .milliseconds(200)
                         }
                         lastClaimShort = recipients.count < requested.values.reduce(0, +)
+                        if !recipients.isEmpty { progress?.waiting(until: nil) }
                         // Only when no lane can use a claim: a lane left out of this one because its slots were full
                         // (in a mixed run's tail, FCM after APNs has emptied) must not wait behind the empty lanes.
                         let answered = clock.now

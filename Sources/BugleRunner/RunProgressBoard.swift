@@ -25,12 +25,15 @@ public final class RunProgressBoard: Sendable {
         public var remainingAtStart: Int64?
         /// Counts per platform.
         public var platforms: [Platform: Counts]
+        /// UNIX seconds at which the next recipients are due, while nothing is (local-time windows, `send_at`,
+        /// quiet hours, long backoffs); nil while sending.
+        public var waitingUntil: Double?
 
         /// Recipients finished since the start, all platforms.
         public var finished: Int64 { platforms.values.reduce(0) { $0 + $1.finished } }
     }
 
-    private let state = Mutex(Snapshot(remainingAtStart: nil, platforms: [:]))
+    private let state = Mutex(Snapshot(remainingAtStart: nil, platforms: [:], waitingUntil: nil))
 
     /// Creates an empty board.
     public init() {}
@@ -39,6 +42,13 @@ public final class RunProgressBoard: Sendable {
     /// - Parameter remaining: Pending, in flight and waiting recipients.
     public func start(remaining: Int64) {
         state.withLock { $0.remainingAtStart = remaining }
+    }
+
+    /// Notes that nothing is due until `instant` (UNIX seconds), or that recipients are due again (nil).
+    public func waiting(until instant: Double?) {
+        state.withLock { snapshot in
+            if snapshot.waitingUntil != instant { snapshot.waitingUntil = instant }
+        }
     }
 
     /// Counts one recorded outcome.

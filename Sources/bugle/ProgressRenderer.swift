@@ -42,8 +42,12 @@ struct ProgressRenderer {
         updateRate(finished: finished, now: now)
         var line = "progress run=\(runID) finished=\(finished)"
         if let total = snapshot.remainingAtStart { line += "/\(total)" }
-        line += " rate=\(Int(rate ?? 0))/s"
-        if let eta = eta(snapshot) { line += " eta=\(eta)" }
+        line += " rate=\(Self.rate(rate ?? 0))/s"
+        if let until = snapshot.waitingUntil {
+            line += " waiting_until=" + Date(timeIntervalSince1970: until.rounded()).formatted(.iso8601)
+        } else if let eta = eta(snapshot) {
+            line += " eta=\(eta)"
+        }
         for platform in Platform.allCases {
             guard let c = snapshot.platforms[platform] else { continue }
             line += " \(platform.rawValue):sent=\(c.sent),failed=\(c.failed),deactivated=\(c.deactivated),retrying=\(c.retrying)"
@@ -60,8 +64,12 @@ struct ProgressRenderer {
         updateRate(finished: finished, now: now)
         var header = "run \(runID) · " + Self.number(finished)
         if let total = snapshot.remainingAtStart { header += " of " + Self.number(total) }
-        header += " · " + Self.number(Int64(rate ?? 0)) + "/s"
-        if let eta = eta(snapshot) { header += " · ETA " + eta }
+        header += " · " + Self.rate(rate ?? 0) + "/s"
+        if let until = snapshot.waitingUntil {
+            header += " · nothing due until " + Date(timeIntervalSince1970: until.rounded()).formatted(.iso8601)
+        } else if let eta = eta(snapshot) {
+            header += " · ETA " + eta
+        }
         return header
     }
 
@@ -87,6 +95,13 @@ struct ProgressRenderer {
             if lane.pausedFor > 0 { text += " paused \(Int(lane.pausedFor.rounded(.up)))s" }
             return text
         }.joined(separator: " · ")
+    }
+
+    /// A rate: one decimal below 10/s (a paced 1/s lane read `0/s` when truncated), whole numbers with separators above.
+    static func rate(_ value: Double) -> String {
+        guard value.isFinite, value >= 0 else { return "0" }
+        if value < 9.95 { return String(format: "%.1f", value) }
+        return number(Int64(value.rounded()))
     }
 
     static func number(_ value: Int64) -> String {

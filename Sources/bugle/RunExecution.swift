@@ -233,8 +233,11 @@ enum RunExecution {
     }
 
     /// Where a run's report goes without `--csv`: `./bugle-run-<id>.csv`.
-    static func defaultReport(_ runID: Int64) -> ReportDestination {
-        .path("bugle-run-\(runID).csv")
+    /// - Parameter directory: Where to put it (nil: the current directory).
+    static func defaultReport(_ runID: Int64, in directory: String? = nil) -> ReportDestination {
+        let name = "bugle-run-\(runID).csv"
+        guard let directory else { return .path(name) }
+        return .path(URL(fileURLWithPath: directory).appendingPathComponent(name).path)
     }
 
     /// Writes the CSV report and prints the summary (as JSON on stdout with `--json`).

@@ -13,8 +13,10 @@ struct TickCommand: AsyncParsableCommand {
         discussion: """
             Finds the runs of campaigns with delivery.send_at or local-time delivery that have recipients due now and no \
             live worker (runs started with `bugle run --no-wait`, or left by an earlier tick), sends their due \
-            recipients, writes each run's CSV report, and leaves each run scheduled again when its next recipients are \
-            further away. Runs paused by `bugle pause` or halted by a provider are left alone. Safe to overlap: a run \
+            recipients, writes each run's CSV report (bugle-run-N.csv in --report-dir, the current directory by \
+            default), and leaves each run scheduled again when its next recipients are further away. With --json, \
+            each run's summary is one JSON object on its own line of stdout; when nothing was due, the one line is \
+            {"runs_due":0}. Runs paused by `bugle pause` or halted by a provider are left alone. Safe to overlap: a run \
             another tick is sending is skipped.
 
                 */15 * * * *  cd /srv/bugle && bugle tick --quiet >> tick.log 2>&1
@@ -35,6 +37,20 @@ struct TickCommand: AsyncParsableCommand {
     @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
     var allowReadableKeys = false
 
+    @Option(name: .customLong("report-dir"), help: "Directory for each run's CSV report, bugle-run-N.csv (default: the current directory).")
+    var reportDirectory: String?
+
+    func validate() throws {
+        guard let reportDirectory else { return }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: reportDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationError("--report-dir \(reportDirectory): no such directory")
+        }
+        guard FileManager.default.isWritableFile(atPath: reportDirectory) else {
+            throw ValidationError("--report-dir \(reportDirectory): not writable by this user")
+        }
+    }
+
     func run() async throws {
         let logger = global.makeLogger()
         let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
@@ -42,12 +58,16 @@ struct TickCommand: AsyncParsableCommand {
         // Run from cron: a run that lost the database stops, paused, and the next tick goes on with it.
         worker.databaseOutageLimit = 0
         let output = output
+        let reportDirectory = reportDirectory
         try await ExitCodes.guarding {
             try await DatabaseSession.with(global, logger: logger) { client -> Int32 in
                 let repository = RunRepository(client: client, logger: logger)
                 let due = try await repository.dueScheduledRuns()
                 let console = Console(jsonOnStdout: output.json)
-                if due.isEmpty { console.say("tick: no scheduled run has recipients due") }
+                if due.isEmpty {
+                    console.say("tick: no scheduled run has recipients due")
+                    if output.json { print(#"{"runs_due":0}"#) }
+                }
                 var worst = ExitCodes.completed
                 for runID in due {
                     guard let record = try await repository.run(id: runID) else { continue }
@@ -69,7 +89,8 @@ struct TickCommand: AsyncParsableCommand {
                         throw error
                     }
                     await lanes.shutdown()
-                    try await RunExecution.report(runID: runID, client: client, csv: RunExecution.defaultReport(runID), json: output.json, logger: logger)
+                    try await RunExecution.report(
+                        runID: runID, client: client, csv: RunExecution.defaultReport(runID, in: reportDirectory), json: output.json, logger: logger)
                     worst = max(worst, code)
                 }
                 return worst

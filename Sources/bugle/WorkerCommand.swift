@@ -59,8 +59,11 @@ struct WorkerCommand: AsyncParsableCommand {
         afterOutage: Bool = false, logger: Logger
     ) async throws -> Int32 {
         try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
-            if afterOutage, record.status == .completed {
-                Console(jsonOnStdout: output.json).say("run \(runID): completed (by another worker)")
+            if record.status == .completed {
+                // As `bugle resume` of a completed run: nothing to do is not a failure, so a scale-out script that
+                // starts a worker after the others finished sees success.
+                let why = afterOutage ? "run \(runID): completed (by another worker)" : Self.notRunning(runID, record.status)
+                Console(jsonOnStdout: output.json).say(why)
                 return ExitCodes.completed
             }
             guard record.status == .running else { throw UsageError(Self.notRunning(runID, record.status)) }

@@ -177,7 +177,7 @@ struct CLIFeatureTests {
 
     // MARK: - run --no-wait + tick
 
-    @Test("run --no-wait with send_at ahead schedules and exits 0; tick sends nothing before send_at, everything once after")
+    @Test("run --no-wait with send_at ahead schedules (until when, as an instant) and exits 0; tick sends nothing before send_at (--json: one line), everything once after, its report in --report-dir")
     func noWaitThenTick() async throws {
         try await MixedTestEnvironment.with { environment in
             let (configuration, url) = try await Self.seededDatabase(devices: 40)
@@ -213,13 +213,18 @@ struct CLIFeatureTests {
             #expect(environment.fcm.accepted().count == 0)
             try await Database.withClient(configuration, logger: Support.logger) { client in
                 let status = try await Support.scalar(client, "SELECT status || ':' || coalesce(pause_reason, '') FROM bugle.runs", as: String.self)
-                #expect(status?.hasPrefix("paused:scheduled") == true, "\(status ?? "no run")")
+                // The instant the recipients are due, not "due in N s" (stale as soon as written).
+                #expect(status == "paused:scheduled: next recipients due at \(sendAtText)", "\(status ?? "no run")")
                 #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state = 'pending'") == 40)
             }
 
-            let early = try await CLITests.bugle(["tick", "--providers", providers, "--quiet"], in: URL(fileURLWithPath: workDirectory), environment: env)
+            let early = try await CLITests.bugle(["tick", "--providers", providers, "--quiet", "--json"], in: URL(fileURLWithPath: workDirectory), environment: env)
             #expect(early.status == 0, "\(early.stdout) \(early.stderr)")
-            #expect(early.stdout.contains("no scheduled run has recipients due"), "\(early.stdout)")
+            #expect(early.stdout == "{\"runs_due\":0}\n", "\(early.stdout)")
+            #expect(early.stderr.contains("no scheduled run has recipients due"), "\(early.stderr)")
+            let missing = try await CLITests.bugle(
+                ["tick", "--providers", providers, "--quiet", "--report-dir", workDirectory + "/no-such-dir"], environment: env)
+            #expect(missing.status != 0 && missing.stderr.contains("--report-dir \(workDirectory)/no-such-dir: no such directory"), "\(missing.stderr)")
             #expect(environment.apns.accepted().count == 0)
             #expect(environment.fcm.accepted().count == 0)
             // Every recipient is due exactly at send_at.
@@ -231,7 +236,10 @@ struct CLIFeatureTests {
                 // The hour passes.
                 _ = try await client.query("UPDATE bugle.run_recipients SET next_attempt_at = next_attempt_at - interval '3601 seconds'", logger: Support.logger).collect()
             }
-            let due = try await CLITests.bugle(["tick", "--providers", providers, "--quiet"], in: URL(fileURLWithPath: workDirectory), environment: env)
+            let reports = workDirectory + "/reports-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: true)
+            let due = try await CLITests.bugle(
+                ["tick", "--providers", providers, "--quiet", "--report-dir", reports], in: URL(fileURLWithPath: workDirectory), environment: env)
             #expect(due.status == 0, "\(due.stdout) \(due.stderr)")
             let (iosTokens, androidTokens, status) = try await Database.withClient(configuration, logger: Support.logger) { client in
                 (
@@ -243,7 +251,8 @@ struct CLIFeatureTests {
             #expect(Self.tally(environment.apns.accepted().map(\.token)) == Dictionary(uniqueKeysWithValues: iosTokens.map { ($0, 1) }))
             #expect(Self.tally(environment.fcm.accepted().map(\.target)) == Dictionary(uniqueKeysWithValues: androidTokens.map { ($0, 1) }))
             #expect(status == "completed")
-            #expect(FileManager.default.fileExists(atPath: workDirectory + "/bugle-run-1.csv"), "tick writes the run's report")
+            #expect(FileManager.default.fileExists(atPath: reports + "/bugle-run-1.csv"), "tick writes the run's report in --report-dir")
+            #expect(!FileManager.default.fileExists(atPath: workDirectory + "/bugle-run-1.csv"))
 
             let again = try await CLITests.bugle(["tick", "--providers", providers, "--quiet"], in: URL(fileURLWithPath: workDirectory), environment: env)
             #expect(again.status == 0, "\(again.stdout) \(again.stderr)")

@@ -589,6 +589,36 @@ struct CLIRunTests {
         #expect(runs == 0)
     }
 
+    @Test("a paced 2/s lane's progress lines read its rate to a tenth, not 0/s or 1/s")
+    func progressOfASlowRun() async throws {
+        let fixture = try await Fixture.make(devices: 40, rate: 2)
+        let campaign = try CLITests.temporaryFile(
+            "waiting.yaml",
+            """
+            name: slow-ios
+            notification_type: cli-slow
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'ios' ORDER BY id LIMIT 6
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Later } }
+            delivery: { rate: { apns: 2 } }
+            """
+        )
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-wait-\(UUID().uuidString).csv").path
+        let output = try await CLITests.bugle(
+            ["run", campaign, "--providers", fixture.providers, "--csv", csv, "--progress-interval", "0.2"],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL])
+        try await fixture.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        let progress = output.stderr.split(separator: "\n").filter { $0.hasPrefix("progress run=") }
+        // Once something finished: the smoothed rate of a 2/s lane, to a tenth.
+        let sending = progress.filter { !$0.contains("finished=0/") }
+        let decimal = try Regex(#"rate=[0-9]+\.[0-9]/s"#)
+        #expect(!sending.isEmpty && sending.allSatisfy { $0.contains(decimal) }, "\(sending)")
+    }
+
     @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
     func logLinesJSONAndMetrics() async throws {
         let fixture = try await Fixture.make(devices: 1200, rate: 300, unavailableRatio: 0.03)

@@ -314,7 +314,8 @@ struct CampaignFeatureTests {
                 campaign.delivery.localTime = LocalTimeDelivery(quietHours: quietHours, quietHoursAction: action)
                 let lanes = try environment.lanes(for: campaign)
                 defer { Task { await lanes.shutdown() } }
-                let (runID, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers) {
+                let progress = RunProgressBoard()
+                let (runID, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers, progress: progress) {
                     $0.wallClock = { quietStart + 60 }
                     $0.leaveWhenIdle = .seconds(30)
                 }
@@ -339,6 +340,9 @@ struct CampaignFeatureTests {
                         Issue.record("expected the run left scheduled until the quiet hours end, got \(result.ending)")
                         return
                     }
+                    // The progress display says until when nothing is due: the end of the quiet hours.
+                    let until = progress.snapshot.waitingUntil ?? 0
+                    #expect(abs(until - (quietStart + 3600)) < 60, "waiting until \(until - quietStart) s after they began")
                     // Due when their quiet hours end: 59 minutes after the runner's clock.
                     for (state, code, attempts, due) in covered {
                         #expect(state == "retry_wait" && code == "quiet_hours" && attempts == 0, "\(state) \(code ?? "") \(attempts)")

@@ -100,6 +100,7 @@ enum LedgerTestSupport {
         providers: [ProviderKind: any PushProvider],
         periodKey: String? = nil,
         runnerLogger: Logger? = nil,
+        progress: RunProgressBoard? = nil,
         tuning adjust: (inout CampaignRunner.Configuration) -> Void = { _ in }
     ) async throws -> (Int64, RunResult) {
         let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "name: test", periodKey: periodKey)
@@ -114,7 +115,7 @@ enum LedgerTestSupport {
         adjust(&tuning)
         let runner = CampaignRunner(
             campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: logger),
-            providers: providers, control: RunControl(), configuration: tuning, logger: runnerLogger ?? logger
+            providers: providers, control: RunControl(), progress: progress, configuration: tuning, logger: runnerLogger ?? logger
         )
         return (runID, try await runner.run(owner: "test-\(runID)"))
     }
