@@ -504,8 +504,8 @@ public struct CampaignRunner: Sendable {
                             logger.error("provider halted the run", metadata: ["code": "\(code)"])
                             stop = .halted(code: code, message: message)
                         }
-                        if let message = lostAnswers.observe(raw, lane: sender.lane(for: platform)), stop == nil {
-                            logger.error("lost-answer breaker tripped", metadata: ["lost_in_a_row": "\(lostAnswers.threshold)"])
+                        if let message = lostAnswers.observe(raw, lane: sender.lane(for: platform), seq: answered.seq), stop == nil {
+                            logger.error("lost-answer breaker tripped", metadata: ["lane": "\(sender.lane(for: platform).rawValue)"])
                             stop = .halted(code: "AnswersLost", message: message)
                         }
                         if let message = outage.observe(raw, lane: sender.lane(for: platform), now: clock.now), stop == nil {

@@ -7,41 +7,66 @@ import BugleCore
 /// run would go on claiming the whole segment into `unknown` (policy `drop`) or spend every recipient's attempts
 /// (policy `resend`) and end `completed`. Halting keeps the loss to `threshold` recipients; `bugle resume` goes on
 /// once the path works.
+///
+/// It also trips when resends are lost again: a path that cuts connections under load (a middlebox, an overloaded
+/// proxy) lets a few answers through, so nothing is lost "in a row", yet under `resend` each recipient used to be sent
+/// again until its attempts ran out — four or five copies to most devices. One cut loses the window once, and its
+/// resends go through on the new connection; when ``lostAgainToJudge`` resends or more were lost again, and more of
+/// them than were answered, the path keeps losing answers and every further resend may be one more duplicate.
 struct LostAnswerBreaker: Sendable {
     /// Lost requests in a row (per lane) that trip it.
     let threshold: Int
+    /// Resends lost again (per lane) before the lane is judged on them.
+    static let lostAgainToJudge = 20
     /// Per lane, indexed by ``slot(_:)``: a counter update on every answer, so no hashing.
     private var lostInARow = [Int](repeating: 0, count: ProviderKind.laneSlots)
+    /// Per lane: requests of recipients whose previous request was lost, lost again, and answered.
+    private var lostAgain = [Int](repeating: 0, count: ProviderKind.laneSlots)
+    private var recovered = [Int](repeating: 0, count: ProviderKind.laneSlots)
+    private var trippedAgain = [Bool](repeating: false, count: ProviderKind.laneSlots)
+    /// Recipients whose last request was lost (only those: the set holds at most what was lost).
+    private var lostOnce: Set<Int64> = []
 
     /// A breaker for a run whose in-flight window is `window` (W): it trips at 2 W lost in a row.
     init(window: Int) {
         threshold = 2 * max(1, window)
     }
 
-    /// Counts `outcome` on `lane`; returns the halt's message when it trips.
-    mutating func observe(_ outcome: SendOutcome, lane: ProviderKind) -> String? {
+    /// Counts `outcome` of recipient `seq` on `lane`; returns the halt's message when it trips.
+    mutating func observe(_ outcome: SendOutcome, lane: ProviderKind, seq: Int64) -> String? {
         switch outcome {
         case .ambiguous:
             let lost = lostInARow[lane.laneSlot] + 1
             lostInARow[lane.laneSlot] = lost
-            guard lost == threshold else { return nil }
-            return "the last \(lost) \(lane.laneName) requests were all lost (the connection closed under them, or no "
-                + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
-                + "failing; those recipients are recorded as delivery.ambiguous says. Resume the run once it works"
+            if lost == threshold {
+                return "the last \(lost) \(lane.laneName) requests were all lost (the connection closed under them, or no "
+                    + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
+                    + "failing; those recipients are recorded as delivery.ambiguous says. Resume the run once it works"
+            }
+            guard !lostOnce.insert(seq).inserted else { return nil }
+            let again = lostAgain[lane.laneSlot] + 1
+            lostAgain[lane.laneSlot] = again
+            guard again >= Self.lostAgainToJudge, again > recovered[lane.laneSlot], !trippedAgain[lane.laneSlot] else { return nil }
+            trippedAgain[lane.laneSlot] = true
+            return "\(again) \(lane.laneName) requests sent again after a lost answer were lost again, and only "
+                + "\(recovered[lane.laneSlot]) such requests were answered: the path to the provider keeps losing answers "
+                + "(connections cut under load), and each lost answer may be a notification delivered twice "
+                + "(delivery.ambiguous: resend). Resume the run once the path works"
         case .delivered, .invalidToken, .rejected:
-            reset(lane)
+            answered(lane, seq: seq)
             return nil
         case .retry(let scope, _, _):
             // A provider's 429 or 5xx is an answer: the path works. A safe retry (refused stream, not written) says
             // nothing about requests already written.
-            if scope != .safe { reset(lane) }
+            if scope != .safe { answered(lane, seq: seq) }
             return nil
         case .halt:
             return nil
         }
     }
 
-    private mutating func reset(_ lane: ProviderKind) {
+    private mutating func answered(_ lane: ProviderKind, seq: Int64) {
         if lostInARow[lane.laneSlot] != 0 { lostInARow[lane.laneSlot] = 0 }
+        if !lostOnce.isEmpty, lostOnce.remove(seq) != nil { recovered[lane.laneSlot] += 1 }
     }
 }

@@ -10,11 +10,11 @@ struct LostAnswerBreakerTests {
     func tripsAtTwiceTheWindow() {
         var breaker = LostAnswerBreaker(window: 10)
         #expect(breaker.threshold == 20)
-        for _ in 1..<20 { #expect(breaker.observe(Self.lost, lane: .apns) == nil) }
-        let message = breaker.observe(Self.lost, lane: .apns)
+        for seq in Int64(1)..<20 { #expect(breaker.observe(Self.lost, lane: .apns, seq: seq) == nil) }
+        let message = breaker.observe(Self.lost, lane: .apns, seq: 20)
         #expect(message?.hasPrefix("the last 20 APNs requests were all lost") == true, "\(message ?? "nil")")
         // Past the threshold it does not trip again (the run is already stopping).
-        #expect(breaker.observe(Self.lost, lane: .apns) == nil)
+        #expect(breaker.observe(Self.lost, lane: .apns, seq: 21) == nil)
     }
 
     @Test("any answer from the provider starts the count again; a safe retry or a halt does not")
@@ -25,16 +25,16 @@ struct LostAnswerBreakerTests {
         ]
         for answer in answers {
             var breaker = LostAnswerBreaker(window: 5)
-            for _ in 1..<10 { _ = breaker.observe(Self.lost, lane: .fcm) }
-            _ = breaker.observe(answer, lane: .fcm)
-            for _ in 1..<10 { #expect(breaker.observe(Self.lost, lane: .fcm) == nil, "\(answer)") }
-            #expect(breaker.observe(Self.lost, lane: .fcm) != nil, "\(answer)")
+            for seq in Int64(1)..<10 { _ = breaker.observe(Self.lost, lane: .fcm, seq: seq) }
+            _ = breaker.observe(answer, lane: .fcm, seq: 100)
+            for seq in Int64(11)..<20 { #expect(breaker.observe(Self.lost, lane: .fcm, seq: seq) == nil, "\(answer)") }
+            #expect(breaker.observe(Self.lost, lane: .fcm, seq: 20) != nil, "\(answer)")
         }
         for notAnAnswer: SendOutcome in [.retry(.safe, code: "refused_stream", after: nil), .halt(code: "X", message: "y")] {
             var breaker = LostAnswerBreaker(window: 5)
-            for _ in 1..<10 { _ = breaker.observe(Self.lost, lane: .fcm) }
-            _ = breaker.observe(notAnAnswer, lane: .fcm)
-            #expect(breaker.observe(Self.lost, lane: .fcm) != nil, "\(notAnAnswer)")
+            for seq in Int64(1)..<10 { _ = breaker.observe(Self.lost, lane: .fcm, seq: seq) }
+            _ = breaker.observe(notAnAnswer, lane: .fcm, seq: 100)
+            #expect(breaker.observe(Self.lost, lane: .fcm, seq: 10) != nil, "\(notAnAnswer)")
         }
     }
 
@@ -42,10 +42,33 @@ struct LostAnswerBreakerTests {
     func lanesApart() {
         var breaker = LostAnswerBreaker(window: 3)
         var tripped: String?
-        for _ in 1...6 {
-            #expect(breaker.observe(.delivered(providerMessageID: nil), lane: .fcm) == nil)
-            tripped = breaker.observe(Self.lost, lane: .legacyAPNs) ?? tripped
+        for seq in Int64(1)...6 {
+            #expect(breaker.observe(.delivered(providerMessageID: nil), lane: .fcm, seq: 100 + seq) == nil)
+            tripped = breaker.observe(Self.lost, lane: .legacyAPNs, seq: seq) ?? tripped
         }
         #expect(tripped?.hasPrefix("the last 6 legacy APNs requests were all lost") == true)
+    }
+
+    @Test("resends lost again: trips once 20 were, more than were answered; a cut whose resends go through never trips")
+    func resendsLostAgain() {
+        let delivered = SendOutcome.delivered(providerMessageID: nil)
+        // A path that loses most answers but lets one through now and then: nothing is lost 2 W in a row.
+        var failing = LostAnswerBreaker(window: 1_000)
+        var message: String?
+        for round in 0..<5 where message == nil {
+            for seq in Int64(0)..<30 where message == nil {
+                if seq == 29 { _ = failing.observe(delivered, lane: .apns, seq: 1_000 + Int64(round)); continue }
+                message = failing.observe(Self.lost, lane: .apns, seq: seq)
+            }
+        }
+        #expect(message?.hasPrefix("20 APNs requests sent again after a lost answer were lost again, and only 0") == true, "\(message ?? "nil")")
+        // One cut loses a window; its resends are answered; later cuts lose other recipients: never trips.
+        var healthy = LostAnswerBreaker(window: 100)
+        for cut in Int64(0)..<20 {
+            for seq in (cut * 100)..<(cut * 100 + 100) { #expect(healthy.observe(Self.lost, lane: .apns, seq: seq) == nil) }
+            for seq in (cut * 100)..<(cut * 100 + 100) { #expect(healthy.observe(delivered, lane: .apns, seq: seq) == nil) }
+        }
+        // Resends lost again now and then, far fewer than those answered: no trip either.
+        for seq in Int64(0)..<25 { #expect(healthy.observe(Self.lost, lane: .apns, seq: seq) == nil) }
     }
 }

@@ -483,6 +483,32 @@ struct APNsCampaignTests {
         }
     }
 
+    /// A path that cuts every connection at its 10th stream while answers take 50 ms, with a window larger than the
+    /// audience: nearly every answer is lost, a few get through (so nothing is lost "in a row"), and under `resend` each
+    /// recipient used to be sent again until its attempts ran out (176 and 194 of the 300 devices got 3 to 5 copies in
+    /// two runs before the change). A resend lost again is the sign: one cut loses the window once, and its resends go
+    /// through on the new connection.
+    @Test("resends lost again and again: the run halts (AnswersLost) before most devices get a third copy")
+    func resendsLostAgain() async throws {
+        try await Self.withLane(configure: {
+            $0.faults = .init(latency: .milliseconds(50), dropConnectionEvery: 10)
+        }, connections: 4) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedLiveIOS(client, count: 300)
+                let (_, result) = try await Self.run(client, Support.campaign(window: 1_000, policy: .resend), provider: provider)
+                let copies = Dictionary(simulator.accepted().map { ($0.token, 1) }, uniquingKeysWith: +)
+                let third = copies.values.filter { $0 >= 3 }.count
+                #expect(third < 30, "\(third) of 300 devices got three copies or more; \(copies.values.max() ?? 0) at most; \(copies.count) got one or more")
+                guard case .halted(let code, let message) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                #expect(code == "AnswersLost")
+                #expect(message.contains("were lost again"), "\(message)")
+            }
+        }
+    }
+
     @Test("JWT expiry between campaigns on one lane: refreshed once, every recipient sent, no TooManyProviderTokenUpdates")
     func jwtExpiryRecovered() async throws {
         let clock = APNsTestClock()
