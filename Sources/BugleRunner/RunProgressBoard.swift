@@ -28,6 +28,9 @@ public final class RunProgressBoard: Sendable {
         /// UNIX seconds at which the next recipients are due, while nothing is (local-time windows, `send_at`,
         /// quiet hours, long backoffs); nil while sending.
         public var waitingUntil: Double?
+        /// Live workers on the run (this one included), as the last lease renewal counted them: with more than one,
+        /// the counts are this worker's share.
+        public var workers = 1
 
         /// Recipients finished since the start, all platforms.
         public var finished: Int64 { platforms.values.reduce(0) { $0 + $1.finished } }
@@ -42,6 +45,13 @@ public final class RunProgressBoard: Sendable {
     /// - Parameter remaining: Pending, in flight and waiting recipients.
     public func start(remaining: Int64) {
         state.withLock { $0.remainingAtStart = remaining }
+    }
+
+    /// Sets how many workers are live on the run.
+    public func setWorkers(_ count: Int) {
+        state.withLock { snapshot in
+            if snapshot.workers != count { snapshot.workers = count }
+        }
     }
 
     /// Notes that nothing is due until `instant` (UNIX seconds), or that recipients are due again (nil).

@@ -42,6 +42,8 @@ struct ProgressRenderer {
         updateRate(finished: finished, now: now)
         var line = "progress run=\(runID) finished=\(finished)"
         if let total = snapshot.remainingAtStart { line += "/\(total)" }
+        // Several workers: the counts and the rate are this worker's; say so, and how many share the run.
+        if snapshot.workers > 1 { line += " workers=\(snapshot.workers)" }
         line += " rate=\(Self.rate(rate ?? 0))/s"
         if let until = snapshot.waitingUntil {
             line += " waiting_until=" + Date(timeIntervalSince1970: until.rounded()).formatted(.iso8601)
@@ -64,6 +66,7 @@ struct ProgressRenderer {
         updateRate(finished: finished, now: now)
         var header = "run \(runID) · " + Self.number(finished)
         if let total = snapshot.remainingAtStart { header += " of " + Self.number(total) }
+        if snapshot.workers > 1 { header += " (this worker, 1 of \(snapshot.workers))" }
         header += " · " + Self.rate(rate ?? 0) + "/s"
         if let until = snapshot.waitingUntil {
             header += " · nothing due until " + Date(timeIntervalSince1970: until.rounded()).formatted(.iso8601)

@@ -167,6 +167,7 @@ enum RunExecution {
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
             for pacer in pacers { pacer.setWorkerShare(workers) }
+            board.setWorkers(workers)
         }
         let runner = CampaignRunner(
             campaign: campaign, runID: runID, store: store, providers: lanes.providers, control: control, progress: board,

@@ -336,7 +336,8 @@ struct CrashRecoveryTests {
             let first = try fixture.start(["run", campaign, "--quiet", "--lease-ttl", "6"])
             try await fixture.waitUntil("the run to start sending") { fixture.delivered >= 200 }
             let runID = try await fixture.latestRunID()
-            let secondProcess = try fixture.start(["worker", "\(runID)", "--quiet", "--lease-ttl", "6"])
+            // Not quiet: its progress lines must say the run has two workers (their counts are this worker's).
+            let secondProcess = try fixture.start(["worker", "\(runID)", "--progress-interval", "0.2", "--lease-ttl", "6"])
             let (largest, samples) = try await fixture.withClient { client -> (Int64, Int) in
                 var largest: Int64 = 0
                 var samples = 0
@@ -354,6 +355,7 @@ struct CrashRecoveryTests {
             let second = await secondProcess.finish()
             #expect(one.status == 0, "\(one.stderr)")
             #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stderr.split(separator: "\n").contains { $0.hasPrefix("progress run=") && $0.contains(" workers=2") }, "\(second.stderr)")
             #expect(samples >= 20, "\(samples) samples")
             #expect(largest <= Int64(window), "\(largest) in flight at once, over W = \(window)")
             #expect(largest >= Int64(window / 4), "the window was never used: at most \(largest) in flight")
