@@ -38,6 +38,17 @@ struct AudienceTests {
         #expect(try TemplateText(parsing: "no tags").isPlain)
     }
 
+    @Test("a section tests truth: an empty or false value skips it (and opens the inverted one); other values, 0 included, open it and are inserted as written")
+    func sectionTruth() throws {
+        let text = try TemplateText(parsing: "{{#vip}}VIP {{vip}}{{/vip}}{{^vip}}regular{{/vip}}|{{uppercased(vip)}}")
+        #expect(text.render(["vip": "true"]) == "VIP true|TRUE")
+        #expect(text.render(["vip": "false"]) == "regular|FALSE")
+        #expect(text.render(["vip": ""]) == "regular|")
+        #expect(text.render([:]) == "regular|")
+        #expect(text.render(["vip": "0"]) == "VIP 0|0")
+        #expect(text.render(["vip": "False"]) == "VIP False|FALSE")
+    }
+
     @Test("template syntax errors and unsupported tags are refused with a message")
     func templateErrors() {
         #expect(throws: TemplateSyntaxError.self) { try TemplateText(parsing: "Hi {{name") }

@@ -49,10 +49,11 @@ public struct TemplateText: Sendable, Equatable {
     /// True when the text has no template tags.
     public var isPlain: Bool { template == nil }
 
-    /// The text with `values` filled in; a variable absent from `values` renders as empty text.
+    /// The text with `values` filled in; a variable absent from `values` renders as empty text, and a section over
+    /// an empty or `false` value is skipped (``TemplateValue``).
     public func render(_ values: [String: String]) -> String {
         guard let template else { return source }
-        return template.render(values)
+        return template.render(values.mapValues(TemplateValue.init(text:)))
     }
 
     public static func == (lhs: TemplateText, rhs: TemplateText) -> Bool { lhs.source == rhs.source }
