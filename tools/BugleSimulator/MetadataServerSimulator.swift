@@ -66,7 +66,7 @@ public struct MetadataServerConfiguration: Sendable {
 }
 
 /// What the metadata server has answered.
-public struct MetadataServerCounters: Sendable, Equatable {
+public struct MetadataServerCounters: Sendable, Equatable, Encodable {
     /// Token requests that carried `Metadata-Flavor: Google`.
     public var tokenRequests = 0
     /// Tokens issued (200).
