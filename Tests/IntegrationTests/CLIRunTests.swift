@@ -709,19 +709,8 @@ struct CLIRunTests {
         #expect(!screen.contains("progress run="))
     }
 
-    /// `GET path` on 127.0.0.1:port over a plain socket (HTTP/1.0, so the server closes after answering).
+    /// `GET path` on 127.0.0.1:port over a plain socket: the whole answer, status line and headers included.
     static func get(port: Int, path: String) throws -> String {
-        guard let fd = connectedLoopbackSocket(port: port) else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED) }
-        defer { close(fd) }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        guard send(fd, request, request.count, 0) == request.count else { throw POSIXError(.EIO) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            response.append(contentsOf: buffer[0..<n])
-        }
-        return String(decoding: response, as: UTF8.self)
+        try loopbackHTTPExchange("GET", port: port, path: path)
     }
 }

@@ -1,5 +1,5 @@
 /// Live counters of an ``APNsSimulator`` (a snapshot; read with ``APNsSimulator/counters()``).
-public struct APNsSimulatorCounters: Sendable, Equatable {
+public struct APNsSimulatorCounters: Sendable, Equatable, Encodable {
     /// Notifications answered 200.
     public var accepted: Int = 0
     /// Error answers by reason (`"Unregistered"`, `"ServiceUnavailable"`, ...).

@@ -1,5 +1,5 @@
 /// Live counters of an ``FCMSimulator`` (a snapshot; read with ``FCMSimulator/counters()``).
-public struct FCMSimulatorCounters: Sendable, Equatable {
+public struct FCMSimulatorCounters: Sendable, Equatable, Encodable {
     /// Requests that reached the send route (any answer).
     public var sendRequests: Int = 0
     /// Messages accepted for delivery (200, not `validate_only`).

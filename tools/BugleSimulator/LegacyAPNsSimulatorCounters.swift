@@ -1,5 +1,5 @@
 /// Live counters of the legacy simulator.
-public struct LegacyAPNsSimulatorCounters: Sendable, Equatable {
+public struct LegacyAPNsSimulatorCounters: Sendable, Equatable, Encodable {
     /// Notifications accepted.
     public var accepted = 0
     /// Notifications refused, by status (command-0 refusals are closes without a response but are counted

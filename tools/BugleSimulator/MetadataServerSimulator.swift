@@ -4,7 +4,6 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 import NIOSSL
 
 /// What a ``MetadataServerSimulator`` serves and how it misbehaves.
@@ -67,7 +66,7 @@ public struct MetadataServerConfiguration: Sendable {
 }
 
 /// What the metadata server has answered.
-public struct MetadataServerCounters: Sendable, Equatable {
+public struct MetadataServerCounters: Sendable, Equatable, Encodable {
     /// Token requests that carried `Metadata-Flavor: Google`.
     public var tokenRequests = 0
     /// Tokens issued (200).
@@ -96,14 +95,8 @@ public final class MetadataServerSimulator: Sendable {
     static let tokenPath = "/computeMetadata/v1/instance/service-accounts/default/token"
     static let azureIdentityPath = "/metadata/identity/oauth2/token"
 
-    private enum Lifecycle {
-        case idle
-        case running(group: MultiThreadedEventLoopGroup, channel: any Channel)
-        case stopped
-    }
-
     private let configuration: MetadataServerConfiguration
-    private let lifecycle = NIOLockedValueBox<Lifecycle>(.idle)
+    private let listener = SimulatorHTTP1Listener(name: "the metadata server")
     private let state = NIOLockedValueBox(MetadataServerCounters())
     /// IMDSv2 session tokens issued.
     private let sessionTokens = NIOLockedValueBox(Set<String>())
@@ -119,27 +112,8 @@ public final class MetadataServerSimulator: Sendable {
     /// - Returns: The bound port.
     @discardableResult
     public func start() async throws -> Int {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if let tls = self.configuration.tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
-                    try sync.configureHTTPServerPipeline()
-                    try sync.addHandler(MetadataRequestHandler(server: self))
-                }
-            }
-        let (channel, port) = try await ListeningSocket.bind(bootstrap, host: configuration.host, port: configuration.port, group: group)
-        let started = lifecycle.withLockedValue { lifecycle -> Bool in
-            guard case .idle = lifecycle else { return false }
-            lifecycle = .running(group: group, channel: channel)
-            return true
-        }
-        guard started else {
-            try? await channel.close()
-            try? await group.shutdownGracefully()
-            throw APNsSimulator.LifecycleError(description: "the metadata server was already started")
+        let port = try await listener.start(host: configuration.host, port: configuration.port, tls: configuration.tls) { [self] head in
+            self.response(to: head)
         }
         logger.info("metadata server listening", metadata: ["port": "\(port)"])
         return port
@@ -147,19 +121,19 @@ public final class MetadataServerSimulator: Sendable {
 
     /// Stops listening and closes its event loop.
     public func stop() async throws {
-        let running = lifecycle.withLockedValue { lifecycle -> (MultiThreadedEventLoopGroup, any Channel)? in
-            defer { lifecycle = .stopped }
-            if case .running(let group, let channel) = lifecycle { return (group, channel) }
-            return nil
-        }
-        guard let (group, channel) = running else { return }
-        try? await channel.close()
-        try await group.shutdownGracefully()
+        try await listener.stop()
     }
 
     /// What it has answered so far.
     public func counters() -> MetadataServerCounters {
         state.withLockedValue { $0 }
+    }
+
+    /// The whole answer to one request: ``answer(method:uri:headers:)`` with `Metadata-Flavor: Google`, as the real
+    /// server sends on every answer.
+    private func response(to head: HTTPRequestHead) -> SimulatorHTTP1Responder.Response {
+        let (status, contentType, body) = answer(method: head.method, uri: head.uri, headers: head.headers)
+        return .init(status: status, headers: ["Metadata-Flavor": "Google", "Content-Type": contentType], body: body)
     }
 
     /// The answer to one request: status, content type and body.
@@ -255,45 +229,6 @@ extension MetadataServerSimulator {
             return (.ok, "application/json", body)
         default:
             return (.notFound, "text/plain", "Not Found\n")
-        }
-    }
-}
-
-/// One connection's HTTP/1.1 requests, each answered by ``MetadataServerSimulator/answer(method:uri:headers:)``.
-final class MetadataRequestHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let server: MetadataServerSimulator
-    private var head: HTTPRequestHead?
-
-    init(server: MetadataServerSimulator) {
-        self.server = server
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-        case .body:
-            break
-        case .end:
-            guard let head else { return }
-            self.head = nil
-            let (status, contentType, body) = server.answer(method: head.method, uri: head.uri, headers: head.headers)
-            var headers = HTTPHeaders()
-            headers.add(name: "Metadata-Flavor", value: "Google")
-            headers.add(name: "Content-Type", value: contentType)
-            headers.add(name: "Content-Length", value: String(body.utf8.count))
-            if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
-            if head.isKeepAlive {
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-            } else {
-                let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
-            }
         }
     }
 }

@@ -68,6 +68,12 @@ public struct SimulatorCertificates: Sendable {
         public var description: String
     }
 
+    /// `directory` as an absolute path (a relative one from the working directory): the files `providers.yaml` names
+    /// must be found wherever it is read from, and Bugle resolves a relative path from the providers file's folder.
+    static func absolutePath(_ directory: String) -> String {
+        URL(fileURLWithPath: directory).standardizedFileURL.path
+    }
+
     /// Returns true when `directory` already holds a complete set (`apns.json`, CA, server identity, key).
     /// - Parameter directory: The simulator directory.
     public static func exists(in directory: String) -> Bool {
@@ -96,6 +102,7 @@ public struct SimulatorCertificates: Sendable {
         fcmPort: Int? = nil,
         fcmProjectID: String = "bugle-sim"
     ) throws -> SimulatorCertificates {
+        let directory = absolutePath(directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let validity = defaultValidity()
 
@@ -168,6 +175,7 @@ public struct SimulatorCertificates: Sendable {
     /// - Parameter directory: The simulator directory.
     /// - Throws: ``Failure`` when a file is missing or malformed.
     public static func load(from directory: String) throws -> SimulatorCertificates {
+        let directory = absolutePath(directory)
         let info = try String(contentsOfFile: directory + "/apns.json", encoding: .utf8)
         guard let data = info.data(using: .utf8),
             let object = try JSONSerialization.jsonObject(with: data) as? [String: String],

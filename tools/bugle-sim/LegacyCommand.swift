@@ -18,10 +18,10 @@ extension BugleSim {
         @Option(help: "Simulator directory (certificates, keys, providers files).")
         var dir: String
 
-        @Option(help: "Gateway port (0 = ephemeral).")
+        @Option(help: "Gateway port (0...65535, 0 = ephemeral).")
         var port: Int = 2195
 
-        @Option(name: .customLong("feedback-port"), help: "Feedback port (0 = ephemeral).")
+        @Option(name: .customLong("feedback-port"), help: "Feedback port (0...65535, 0 = ephemeral).")
         var feedbackPort: Int = 2196
 
         @Option(help: "Append every accepted notification as JSON lines to this file.")
@@ -42,10 +42,18 @@ extension BugleSim {
         @Option(name: .customLong("quiet-period"), help: "quiet_period written into providers-legacy.yaml, in seconds.")
         var quietPeriod: Double = 0.5
 
-        @Option(help: "Event-loop threads.")
+        @Option(help: "Event-loop threads (at least 1).")
         var threads: Int = 1
 
+        @Option(
+            name: .customLong("counters-port"),
+            help: "Also serve the simulator's live counters as JSON on http://127.0.0.1:PORT/counters (plain HTTP/1.1, loopback only; 0 = ephemeral)."
+        )
+        var countersPort: Int?
+
         func validate() throws {
+            try OptionCheck.ports([("--port", port), ("--feedback-port", feedbackPort), ("--counters-port", countersPort)])
+            try OptionCheck.atLeast(1, [("--threads", threads)])
             guard (256...65_535).contains(payloadLimit) else { throw ValidationError("--payload-limit must be within 256...65535") }
             guard (0.01...60).contains(quietPeriod) else { throw ValidationError("--quiet-period must be within 0.01...60") }
             if let shutdownEvery, shutdownEvery < 1 { throw ValidationError("--shutdown-every must be at least 1") }
@@ -73,18 +81,27 @@ extension BugleSim {
             configuration.faults = .init(shutdownEvery: shutdownEvery, silentCloseEvery: silentCloseEvery)
             configuration.recordFile = record
             configuration.keepRecordsInMemory = false
-            configuration.threads = max(1, threads)
+            configuration.threads = threads
             let simulator = LegacyAPNsSimulator(configuration: configuration)
             let ports = try await simulator.start()
+            var countersServer: SimulatorCountersServer?
+            var lines = "legacy 127.0.0.1:\(ports.gateway)\nfeedback 127.0.0.1:\(ports.feedback)\n"
+            if let countersPort {
+                let server = SimulatorCountersServer(port: countersPort) { SimulatorCountersSnapshot(legacy: simulator.counters()) }
+                do {
+                    lines += "counters \(SimulatorCountersServer.url(port: try await server.start()))\n"
+                } catch {
+                    try? await simulator.stop()
+                    throw error
+                }
+                countersServer = server
+            }
             try material.writeLegacyProvidersFile(gatewayPort: ports.gateway, feedbackPort: ports.feedback, quietPeriod: quietPeriod)
+            lines += "providers file: \(material.legacyProvidersFile)\n"
             // FileHandle writes are unbuffered, so scripts reading our stdout see the ports at once.
-            FileHandle.standardOutput.write(
-                Data(
-                    ("legacy 127.0.0.1:\(ports.gateway)\nfeedback 127.0.0.1:\(ports.feedback)\n"
-                        + "providers file: \(material.legacyProvidersFile)\n").utf8
-                )
-            )
+            FileHandle.standardOutput.write(Data(lines.utf8))
             await LegacySignals.waitForTermination()
+            try await countersServer?.stop()
             try await simulator.stop()
             let counters = simulator.counters()
             print(

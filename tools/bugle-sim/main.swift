@@ -23,7 +23,7 @@ extension BugleSim {
         @Argument(help: "Directory to write into (created if missing).")
         var dir: String
 
-        @Option(help: "APNs port written into providers.yaml.")
+        @Option(help: "APNs port written into providers.yaml (0...65535).")
         var port: Int = 2197
 
         @Option(help: "Bundle id (apns-topic) the simulator accepts.")
@@ -34,6 +34,10 @@ extension BugleSim {
             help: "FCM port: adds an fcm: section to providers.yaml and points the service account's token_uri at it."
         )
         var fcmPort: Int?
+
+        func validate() throws {
+            try OptionCheck.ports([("--port", port), ("--fcm-port", fcmPort)])
+        }
 
         func run() throws {
             let material = try SimulatorCertificates.generate(in: dir, port: port, topic: topic, fcmPort: fcmPort)
@@ -93,13 +97,13 @@ extension BugleSim {
         @Option(help: "Simulator directory (certificates, key, providers.yaml).")
         var dir: String
 
-        @Option(name: .customLong("apns-port"), help: "APNs port (0 = ephemeral).")
+        @Option(name: .customLong("apns-port"), help: "APNs port (0...65535, 0 = ephemeral).")
         var apnsPort: Int = 2197
 
         @Option(help: "Append every accepted notification as JSON lines to this file.")
         var record: String?
 
-        @Option(name: .customLong("max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS.")
+        @Option(name: .customLong("max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS (at least 1).")
         var maxStreams: Int = 1000
 
         @Option(
@@ -129,13 +133,13 @@ extension BugleSim {
         @Option(name: .customLong("hang-ratio"), help: "Fraction of valid requests never answered.")
         var hangRatio: Double = 0
 
-        @Option(name: .customLong("latency-ms"), help: "Delay before every answer, in milliseconds.")
+        @Option(name: .customLong("latency-ms"), help: "Delay before every answer, in milliseconds (0 = none).")
         var latencyMilliseconds: Int = 0
 
-        @Option(name: .customLong("goaway-every"), help: "Send GOAWAY after N streams per connection.")
+        @Option(name: .customLong("goaway-every"), help: "Send GOAWAY after N streams per connection (at least 1).")
         var goAwayEvery: Int?
 
-        @Option(name: .customLong("drop-every"), help: "Drop the TCP connection at its Nth stream.")
+        @Option(name: .customLong("drop-every"), help: "Drop the TCP connection at its Nth stream (at least 1).")
         var dropEvery: Int?
 
         @Option(
@@ -144,16 +148,22 @@ extension BugleSim {
         )
         var goAwayFirstStream: String?
 
-        @Option(name: .customLong("jwt-max-age"), help: "Seconds after which a JWT is ExpiredProviderToken.")
+        @Option(
+            name: .customLong("jwt-max-age"),
+            help: "Seconds after which a JWT is ExpiredProviderToken (at least 1: with 0 every JWT would be expired at once)."
+        )
         var jwtMaxAge: Int = 3600
 
-        @Option(name: .customLong("token-update-interval"), help: "Minimum seconds between JWT changes per connection.")
+        @Option(
+            name: .customLong("token-update-interval"),
+            help: "Minimum seconds between JWT changes per connection (0 = a connection may change its JWT at any time)."
+        )
         var tokenUpdateInterval: Int = 1200
 
         @Option(help: "Random seed for fault injection.")
         var seed: UInt64 = 0x5EED
 
-        @Option(help: "Event-loop threads (default: cores).")
+        @Option(help: "Event-loop threads (at least 1; default: cores).")
         var threads: Int?
 
         @Option(
@@ -177,7 +187,7 @@ extension BugleSim {
         @Option(name: .customLong("fcm-retry-after"), help: "Retry-After seconds of scripted and injected FCM 429/503 answers.")
         var fcmRetryAfter: Int = 1
 
-        @Option(name: .customLong("fcm-latency-ms"), help: "Delay before every FCM answer, in milliseconds.")
+        @Option(name: .customLong("fcm-latency-ms"), help: "Delay before every FCM answer, in milliseconds (0 = none).")
         var fcmLatencyMilliseconds: Int = 0
 
         @Option(name: .customLong("fcm-record"), help: "Append every delivered FCM message as JSON lines to this file.")
@@ -189,7 +199,27 @@ extension BugleSim {
         )
         var metadataPort: Int?
 
+        @Option(
+            name: .customLong("counters-port"),
+            help: "Also serve every simulator's live counters as JSON on http://127.0.0.1:PORT/counters (plain HTTP/1.1, loopback only; 0 = ephemeral)."
+        )
+        var countersPort: Int?
+
         func validate() throws {
+            try OptionCheck.ports([
+                ("--apns-port", apnsPort), ("--fcm-port", fcmPort), ("--metadata-port", metadataPort), ("--counters-port", countersPort),
+            ])
+            try OptionCheck.within(1...OptionCheck.streamLimits.upperBound, "--max-streams", maxStreams)
+            try OptionCheck.within(OptionCheck.streamLimits, "--streams-before-auth", streamsBeforeAuth)
+            try OptionCheck.within(OptionCheck.streamLimits, "--streams-after-rejection", streamsAfterRejection)
+            try OptionCheck.atLeast(1, [
+                ("--goaway-every", goAwayEvery), ("--drop-every", dropEvery), ("--threads", threads), ("--jwt-max-age", jwtMaxAge),
+                ("--fcm-token-lifetime", fcmTokenLifetime), ("--fcm-retry-after", fcmRetryAfter),
+            ])
+            try OptionCheck.atLeast(0, [
+                ("--latency-ms", latencyMilliseconds), ("--fcm-latency-ms", fcmLatencyMilliseconds),
+                ("--token-update-interval", tokenUpdateInterval), ("--fcm-quota", fcmQuota),
+            ])
             guard (0...1).contains(errorRatio), (0...1).contains(hangRatio), errorRatio + hangRatio <= 1 else {
                 throw ValidationError("--error-ratio and --hang-ratio must be within 0...1 and sum to at most 1")
             }
@@ -197,11 +227,6 @@ extension BugleSim {
                 fcmErrorRatio + fcmInternalRatio <= 1
             else {
                 throw ValidationError("--fcm-error-ratio and --fcm-internal-ratio must be within 0...1 and sum to at most 1")
-            }
-            guard fcmTokenLifetime > 0, fcmQuota >= 0, fcmRetryAfter >= 1, fcmLatencyMilliseconds >= 0 else {
-                throw ValidationError(
-                    "--fcm-token-lifetime must be positive, --fcm-quota non-negative, --fcm-retry-after at least 1"
-                )
             }
         }
 
@@ -268,6 +293,23 @@ extension BugleSim {
                 }
                 metadataServer = server
             }
+            var countersServer: SimulatorCountersServer?
+            var boundCountersPort: Int?
+            if let countersPort {
+                let (fcm, metadata) = (fcmSimulator, metadataServer)
+                let server = SimulatorCountersServer(port: countersPort) {
+                    SimulatorCountersSnapshot(apns: simulator.counters(), fcm: fcm?.counters(), metadata: metadata?.counters())
+                }
+                do {
+                    boundCountersPort = try await server.start()
+                } catch {
+                    try? await simulator.stop()
+                    try? await fcmSimulator?.stop()
+                    try? await metadataServer?.stop()
+                    throw error
+                }
+                countersServer = server
+            }
             if port != apnsPort || boundFCMPort != nil {
                 try material.writeProvidersFile(port: port, fcmPort: boundFCMPort)
             }
@@ -280,10 +322,14 @@ extension BugleSim {
             if let boundMetadataPort {
                 lines += "metadata server http://127.0.0.1:\(boundMetadataPort) (GCE_METADATA_HOST=127.0.0.1:\(boundMetadataPort), project_id \(material.fcmProjectID))\n"
             }
+            if let boundCountersPort {
+                lines += "counters \(SimulatorCountersServer.url(port: boundCountersPort))\n"
+            }
             lines += "providers file: \(material.providersFile)\n"
             // FileHandle writes are unbuffered, so scripts reading our stdout see the ports at once.
             FileHandle.standardOutput.write(Data(lines.utf8))
             await Self.waitForTermination()
+            try await countersServer?.stop()
             try await simulator.stop()
             try await fcmSimulator?.stop()
             try await metadataServer?.stop()
