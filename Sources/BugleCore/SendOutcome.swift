@@ -20,6 +20,16 @@ public enum SendOutcome: Sendable, Equatable {
     /// known not sent, so the recipient goes back to wait with its attempt given back (`not_sent`).
     public static let withdrawn = SendOutcome.retry(.safe, code: "not_sent", after: nil)
 
+    /// True when the provider answered (delivered, a dead token, a rejection, a 429 or 5xx): the path to it works. A
+    /// lost answer, a request known not written (a refused stream) and a halt are not answers.
+    public var isAnswer: Bool {
+        switch self {
+        case .delivered, .invalidToken, .rejected: true
+        case .retry(let scope, _, _): scope != .safe
+        case .ambiguous, .halt: false
+        }
+    }
+
     /// Short machine-readable code stored in `run_recipients.outcome_code`.
     public var code: String {
         switch self {

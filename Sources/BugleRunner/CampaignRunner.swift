@@ -51,6 +51,11 @@ public struct CampaignRunner: Sendable {
         /// UNIX seconds at which claimed recipients are sent: relative expirations, and quiet hours checked at send
         /// time (``QuietHoursGate``). Injectable for tests.
         public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        /// Start with at most ``CampaignRunner/probeWindow`` recipients in flight until a provider answers, and halt if
+        /// a lane's first that many are all lost (`bugle resume` of a run halted because its answers were lost: each
+        /// resume used to send the whole window again into a path that still lost every answer — under `resend`,
+        /// one more copy to each of W devices per resume).
+        public var probeFirst = false
         public init() {}
     }
 
@@ -64,6 +69,8 @@ public struct CampaignRunner: Sendable {
     private let progress: RunProgressBoard?
     private let sender: RecipientSender
     private let quietHours: QuietHoursGate?
+    /// Recipients in flight while probing (``Configuration/probeFirst``).
+    public static let probeWindow = 20
     private let logger: Logger
 
     /// - Parameters:
@@ -253,7 +260,9 @@ public struct CampaignRunner: Sendable {
             var attempted = 0
             // One per lane (``ProviderKind/laneSlot``): only a lane's own delivery confirms its environment and topic.
             var breakers = [WrongEnvironmentBreaker](repeating: WrongEnvironmentBreaker(), count: ProviderKind.laneSlots)
-            var lostAnswers = LostAnswerBreaker(window: window)
+            // Probing (a resume after lost answers): a small window until something is answered.
+            var probing = configuration.probeFirst
+            var lostAnswers = LostAnswerBreaker(window: window, probe: probing ? Self.probeWindow : nil)
             var outage = ProviderOutageBreaker(limit: configuration.providerOutageLimit)
             // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
             // in flight under this lease and held by nobody.
@@ -311,7 +320,7 @@ public struct CampaignRunner: Sendable {
                 }
                 let now = clock.now
                 let committed = sending + claiming + recording + buffer.count
-                let room = window - committed
+                let room = (probing ? min(window, Self.probeWindow) : window) - committed
                 if stop == nil, crashing == nil, claiming == 0, now >= nextClaim, room >= claimThreshold || (committed == 0 && room > 0) {
                     // Each lane that can use more work soon gets its share of the claim, taken from its own oldest
                     // recipients; paused or backlogged lanes, and lanes that just came back empty, sit it out. A
@@ -487,10 +496,11 @@ public struct CampaignRunner: Sendable {
                             continue
                         }
                         var outcome = answered
+                        if probing, raw.isAnswer { probing = false }
                         if let verdict = breakers[sender.lane(for: platform).laneSlot].observe(raw, seq: answered.seq) {
                             outcome = RecipientOutcome(seq: answered.seq, state: .retryWait, code: answered.code + "_unconfirmed", retryAfterSeconds: 0, refundAttempt: true)
                             if case .trip(let code, let message) = verdict, stop == nil {
-                                logger.error("wrong-environment breaker tripped", metadata: ["code": "\(code)"])
+                                logger.error("wrong-environment/topic breaker tripped", metadata: ["code": "\(code)"])
                                 stop = .halted(code: code, message: message)
                             }
                         }

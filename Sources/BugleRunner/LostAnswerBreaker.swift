@@ -20,6 +20,8 @@ struct LostAnswerBreaker: Sendable {
     static let lostAgainToJudge = 20
     /// Per lane, indexed by ``slot(_:)``: a counter update on every answer, so no hashing.
     private var lostInARow = [Int](repeating: 0, count: ProviderKind.laneSlots)
+    /// Per lane, while probing: the smaller in-a-row threshold, until the lane's first answer (0: not probing).
+    private var probeThreshold = [Int](repeating: 0, count: ProviderKind.laneSlots)
     /// Per lane: requests of recipients whose previous request was lost, lost again, and answered.
     private var lostAgain = [Int](repeating: 0, count: ProviderKind.laneSlots)
     private var recovered = [Int](repeating: 0, count: ProviderKind.laneSlots)
@@ -28,8 +30,11 @@ struct LostAnswerBreaker: Sendable {
     private var lostOnce: Set<Int64> = []
 
     /// A breaker for a run whose in-flight window is `window` (W): it trips at 2 W lost in a row.
-    init(window: Int) {
+    /// - Parameter probe: A run resumed after its answers were lost starts with this many requests in flight: each
+    ///   lane trips at that many lost in a row until it has an answer.
+    init(window: Int, probe: Int? = nil) {
         threshold = 2 * max(1, window)
+        if let probe { probeThreshold = [Int](repeating: max(1, probe), count: ProviderKind.laneSlots) }
     }
 
     /// Counts `outcome` of recipient `seq` on `lane`; returns the halt's message when it trips.
@@ -38,10 +43,14 @@ struct LostAnswerBreaker: Sendable {
         case .ambiguous:
             let lost = lostInARow[lane.laneSlot] + 1
             lostInARow[lane.laneSlot] = lost
+            if probeThreshold[lane.laneSlot] > 0, lost == probeThreshold[lane.laneSlot] {
+                return "the run was resumed after its answers were lost, and its first \(lost) \(lane.laneName) requests were "
+                    + "all lost again: the provider or the path to it still fails; only those were sent"
+            }
             if lost == threshold {
                 return "the last \(lost) \(lane.laneName) requests were all lost (the connection closed under them, or no "
                     + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
-                    + "failing; those recipients are recorded as delivery.ambiguous says. Resume the run once it works"
+                    + "failing; those recipients are recorded as delivery.ambiguous says"
             }
             guard !lostOnce.insert(seq).inserted else { return nil }
             let again = lostAgain[lane.laneSlot] + 1
@@ -51,7 +60,7 @@ struct LostAnswerBreaker: Sendable {
             return "\(again) \(lane.laneName) requests sent again after a lost answer were lost again, and only "
                 + "\(recovered[lane.laneSlot]) such requests were answered: the path to the provider keeps losing answers "
                 + "(connections cut under load), and each lost answer may be a notification delivered twice "
-                + "(delivery.ambiguous: resend). Resume the run once the path works"
+                + "(delivery.ambiguous: resend)"
         case .delivered, .invalidToken, .rejected:
             answered(lane, seq: seq)
             return nil
@@ -67,6 +76,7 @@ struct LostAnswerBreaker: Sendable {
 
     private mutating func answered(_ lane: ProviderKind, seq: Int64) {
         if lostInARow[lane.laneSlot] != 0 { lostInARow[lane.laneSlot] = 0 }
+        if probeThreshold[lane.laneSlot] != 0 { probeThreshold[lane.laneSlot] = 0 }
         if !lostOnce.isEmpty, lostOnce.remove(seq) != nil { recovered[lane.laneSlot] += 1 }
     }
 }

@@ -78,7 +78,7 @@ struct WrongEnvironmentBreaker: Sendable {
         let cause = Self.heldCodes[code] ?? ""
         return .trip(
             code: code,
-            message: "\(held) different device tokens were answered \(code) and none was delivered: \(cause). Nothing was deactivated."
+            message: "\(held) different device tokens were answered \(code) and none was delivered: \(cause); no token was deactivated for these answers"
         )
     }
 }

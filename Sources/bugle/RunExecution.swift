@@ -130,6 +130,7 @@ enum RunExecution {
         leaveWhenIdle: Bool = false,
         idleGrace: Duration = .seconds(30),
         newSessionWorks: (@Sendable () async -> Bool)? = nil,
+        probeFirst: Bool = false,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -164,6 +165,7 @@ enum RunExecution {
         let waitsForDatabase = worker.databaseOutageLimit > 0
         configuration.goesOnAfterDatabaseLoss = { waitsForDatabase && !interrupted() }
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
+        configuration.probeFirst = probeFirst
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
             for pacer in pacers { pacer.setWorkerShare(workers) }
@@ -208,7 +210,11 @@ enum RunExecution {
             console.say("run \(runID): paused (\(why)); resume with `bugle resume \(runID)`")
             return ExitCodes.paused
         case .halted(let code, let message):
-            ExitCodes.printError("run \(runID) halted: \(code): \(message). Fix the configuration, then `bugle resume \(runID)`.")
+            // The path or the provider failing is waited out; anything else is the configuration's.
+            let next = ["AnswersLost", "ProviderUnavailable"].contains(code)
+                ? "Once it works, `bugle resume \(runID)`" : "Fix the configuration, then `bugle resume \(runID)`"
+            let said = message.hasSuffix(".") ? String(message.dropLast()) : message
+            ExitCodes.printError("run \(runID) halted: \(code): \(said). \(next).")
             return ExitCodes.failed
         case .scheduled(let seconds):
             let due = CSVFormat.timestamp(Instant(secondsSince1970: Date().timeIntervalSince1970 + seconds))

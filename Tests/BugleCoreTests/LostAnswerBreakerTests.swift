@@ -71,4 +71,15 @@ struct LostAnswerBreakerTests {
         // Resends lost again now and then, far fewer than those answered: no trip either.
         for seq in Int64(0)..<25 { #expect(healthy.observe(Self.lost, lane: .apns, seq: seq) == nil) }
     }
+
+    @Test("probing (a resume after lost answers): a lane trips at the probe's size lost in a row until its first answer, then at 2 W")
+    func probe() {
+        var stillFailing = LostAnswerBreaker(window: 100, probe: 20)
+        for seq in Int64(1)..<20 { #expect(stillFailing.observe(Self.lost, lane: .apns, seq: seq) == nil) }
+        #expect(stillFailing.observe(Self.lost, lane: .apns, seq: 20)?.hasPrefix("the run was resumed after its answers were lost, and its first 20 APNs") == true)
+        var recovered = LostAnswerBreaker(window: 100, probe: 20)
+        #expect(recovered.observe(.delivered(providerMessageID: nil), lane: .apns, seq: 1) == nil)
+        for seq in Int64(2)..<201 { #expect(recovered.observe(Self.lost, lane: .apns, seq: seq) == nil) }
+        #expect(recovered.observe(Self.lost, lane: .apns, seq: 201)?.hasPrefix("the last 200 APNs requests were all lost") == true)
+    }
 }

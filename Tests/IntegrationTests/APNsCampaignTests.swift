@@ -483,6 +483,41 @@ struct APNsCampaignTests {
         }
     }
 
+    /// `bugle resume` of a run halted because its answers were lost used to send the whole window again into a path
+    /// that still lost them (under `resend`, one more copy to each of W devices per resume). It now probes: at most
+    /// ``CampaignRunner/probeWindow`` in flight until something is answered, and a halt if those are all lost.
+    @Test("a resume after AnswersLost probes: with the path still failing it sends at most 20 and halts again")
+    func resumeAfterLostAnswersProbes() async throws {
+        try await Self.withLane(configure: { $0.faults = .init(hangRatio: 1) }, timeout: 1) { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedLiveIOS(client, count: 2_000)
+                let campaign = Support.campaign(window: 100, policy: .resend)
+                let (runID, first) = try await Self.run(client, campaign, provider: provider)
+                guard case .halted("AnswersLost", _) = first.ending else {
+                    Issue.record("expected the first run to halt on lost answers, got \(first.ending)")
+                    return
+                }
+                let attemptsQuery: PostgresQuery = "SELECT coalesce(sum(attempts), 0)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)"
+                let before = try await Support.scalar(client, attemptsQuery, as: Int64.self) ?? 0
+                var tuning = CampaignRunner.Configuration()
+                tuning.leaseTTLSeconds = 120
+                tuning.probeFirst = true
+                let resumed = try await CampaignRunner(
+                    campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: Support.logger),
+                    providers: [.apns: provider], control: RunControl(), configuration: tuning, logger: Support.logger
+                ).run(owner: "resume-\(runID)")
+                guard case .halted(let code, let message) = resumed.ending else {
+                    Issue.record("expected the resume to halt, got \(resumed.ending)")
+                    return
+                }
+                #expect(code == "AnswersLost")
+                #expect(message.hasPrefix("the run was resumed after its answers were lost, and its first 20 APNs requests"), "\(message)")
+                let after = try await Support.scalar(client, attemptsQuery, as: Int64.self) ?? 0
+                #expect(after - before <= Int64(CampaignRunner.probeWindow) && after > before, "\(after - before) attempts on the resume")
+            }
+        }
+    }
+
     /// A path that cuts every connection at its 10th stream while answers take 50 ms, with a window larger than the
     /// audience: nearly every answer is lost, a few get through (so nothing is lost "in a row"), and under `resend` each
     /// recipient used to be sent again until its attempts ran out (176 and 194 of the 300 devices got 3 to 5 copies in

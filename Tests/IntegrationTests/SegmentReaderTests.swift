@@ -198,6 +198,22 @@ struct SegmentReaderTests {
         }
     }
 
+    /// The segment is read wrapped as `(…) AS s`; `to_jsonb(s)` took a column named `s` for the row, so its text
+    /// failed to parse as a row, and a NULL `s` in the first row read as an empty segment: a run of 0 recipients.
+    @Test("a segment column named like the reader's alias (s) is read as a variable, NULL or not, and the rows are all there", arguments: ["'x'", "NULL::text"])
+    func columnNamedLikeTheAlias(_ value: String) async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 3)
+            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, \(value) AS s, 'y' AS e, 'z' AS p FROM bugle.devices d"
+            let reader = SegmentReader(client: client, segment: LedgerTestSupport.campaign(sql: sql).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            var rows: [SegmentRow] = []
+            _ = try await reader.read { rows.append(contentsOf: $0) }
+            #expect(rows.count == 3)
+            #expect(rows.first?.variables["s"] == .some(value == "'x'" ? "x" : nil))
+            #expect(rows.first?.variables["e"] == .some("y") && rows.first?.variables["p"] == .some("z"))
+        }
+    }
+
     @Test("NULLs, empty strings and awkward text in every column survive a page's arrays, rows in device order")
     func pageArraysKeepEveryValue() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in

@@ -154,7 +154,7 @@ public struct SegmentReader: Sendable {
         var scan = SegmentScan()
 
         // Columns, from the first row (an empty segment has nothing to page).
-        let probe = PostgresQuery(unsafeSQL: "SELECT to_jsonb(s)::text FROM \(body) LIMIT $1", binds: binds(1))
+        let probe = PostgresQuery(unsafeSQL: "SELECT to_jsonb(s.*)::text FROM \(body) LIMIT $1", binds: binds(1))
         var firstRow: String?
         for try await (json,) in try await userQuery(connection, probe).decode((String?,).self) { firstRow = json }
         guard let firstRow else { return scan }
@@ -200,7 +200,7 @@ public struct SegmentReader: Sendable {
             hasTimezone ? "s.timezone::text AS timezone" : nil,
             // Each value as PostgreSQL writes it in JSON (`false`, `19.90`, `2026-11-27T10:00:00+00:00`), as text: JSON
             // numbers and booleans decoded in Bugle came out as `0`/`1` and `19.9`.
-            extra.isEmpty ? nil : "(SELECT jsonb_object_agg(e.key, e.value #>> '{}') FROM jsonb_each(to_jsonb(s)) e)::text AS variables",
+            extra.isEmpty ? nil : "(SELECT jsonb_object_agg(e.key, e.value #>> '{}') FROM jsonb_each(to_jsonb(s.*)) e)::text AS variables",
         ].compactMap { $0 }.joined(separator: ", ")
         let textColumns: [String?] = [
             "user_id", "token", "platform", hasLocale ? "locale" : nil, hasTimezone ? "timezone" : nil, extra.isEmpty ? nil : "variables",
