@@ -462,6 +462,7 @@ public struct CampaignRunner: Sendable {
                             if let quietHours, let held = quietHours.outcome(for: recipient, now: wallNow) {
                                 // Its own clock reached quiet hours since the audience was read: not sent now.
                                 buffer.append(held)
+                                if held.state == .skippedQuietHours { progress?.record(held.state, platform: recipient.platform) }
                                 continue
                             }
                             sending += 1

@@ -14,9 +14,11 @@ public final class RunProgressBoard: Sendable {
         public var retrying: Int64 = 0
         /// Ambiguous deliveries recorded as unknown.
         public var unknown: Int64 = 0
+        /// Recipients skipped when they were to be sent (quiet hours under `skip`).
+        public var skipped: Int64 = 0
 
-        /// Recipients finished (sent, failed, deactivated, unknown).
-        public var finished: Int64 { sent + failed + deactivated + unknown }
+        /// Recipients finished (sent, failed, deactivated, unknown, skipped).
+        public var finished: Int64 { sent + failed + deactivated + unknown + skipped }
     }
 
     /// A consistent copy of the board.
@@ -74,6 +76,7 @@ public final class RunProgressBoard: Sendable {
             case .failedPermanent: counts.failed += 1
             case .retryWait, .pending: counts.retrying += 1
             case .unknown: counts.unknown += 1
+            case .skippedQuietHours: counts.skipped += 1
             default: break
             }
             snapshot.platforms[platform] = counts

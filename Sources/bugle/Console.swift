@@ -10,7 +10,10 @@ struct Console: Sendable {
         if jsonOnStdout {
             FileHandle.standardError.write(Data((line + "\n").utf8))
         } else {
+            // Flushed at once: redirected to a log, stdout is block-buffered, and a line such as "waiting 90 s for
+            // send_at" appeared only when the run ended.
             print(line)
+            fflush(nil)
         }
     }
 

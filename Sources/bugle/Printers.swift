@@ -73,7 +73,7 @@ enum SummaryPrinter {
         if let record {
             var header = "run \(runID) · \(record.campaign) · \(record.status.rawValue)"
             if let duration = record.durationSeconds, let total = record.recipientsTotal, duration > 0 {
-                header += String(format: " · %.1fs · %.0f/s", duration, Double(total) / duration)
+                header += String(format: " · %.1fs · ", duration) + ProgressRenderer.rate(Double(total) / duration) + "/s"
             }
             Swift.print(header)
             if let reason = record.pauseReason { Swift.print("  reason: \(reason)") }

@@ -28,6 +28,7 @@ struct ProgressRenderer {
                     + "  deactivated " + Self.number(counts.deactivated).leftPadded(7)
                     + "  retrying " + Self.number(counts.retrying).leftPadded(7)
                     + (counts.unknown > 0 ? "  unknown " + Self.number(counts.unknown) : "")
+                    + (counts.skipped > 0 ? "  skipped " + Self.number(counts.skipped) : "")
             )
         }
         if !lanes.isEmpty {
@@ -53,9 +54,10 @@ struct ProgressRenderer {
         for platform in Platform.allCases {
             guard let c = snapshot.platforms[platform] else { continue }
             line += " \(platform.rawValue):sent=\(c.sent),failed=\(c.failed),deactivated=\(c.deactivated),retrying=\(c.retrying)"
+            if c.skipped > 0 { line += ",skipped=\(c.skipped)" }
         }
         for (kind, lane) in lanes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            line += " \(kind.rawValue):rate=" + (lane.rate.map { String(Int($0)) } ?? "unpaced") + ",in_flight=\(lane.inFlight)"
+            line += " \(kind.rawValue):rate=" + (lane.rate.map { Self.rate($0) } ?? "unpaced") + ",in_flight=\(lane.inFlight)"
             if lane.pausedFor > 0 { line += ",paused=\(Int(lane.pausedFor.rounded(.up)))s" }
         }
         return line
@@ -94,7 +96,7 @@ struct ProgressRenderer {
 
     private static func lanes(_ lanes: [ProviderKind: LanePacer.Snapshot]) -> String {
         lanes.sorted { $0.key.rawValue < $1.key.rawValue }.map { kind, lane in
-            var text = kind.rawValue + " " + (lane.rate.map { number(Int64($0)) + "/s" } ?? "unpaced")
+            var text = kind.rawValue + " " + (lane.rate.map { rate($0) + "/s" } ?? "unpaced")
             if lane.pausedFor > 0 { text += " paused \(Int(lane.pausedFor.rounded(.up)))s" }
             return text
         }.joined(separator: " · ")

@@ -42,7 +42,7 @@ struct RunsCommand: AsyncParsableCommand {
             for run in runs {
                 let total = run.recipientsTotal.map(String.init) ?? "-"
                 let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)"
-                print(line + (alive[run.id].map { Self.describe($0, runID: run.id) } ?? ""))
+                print(line + (alive[run.id].map { Self.describe($0, runID: run.id) } ?? Self.reason(of: run)))
             }
             return ExitCodes.completed
         }
@@ -52,6 +52,13 @@ struct RunsCommand: AsyncParsableCommand {
     /// gone do not count.
     static func alive(_ workers: [RunRepository.Worker], host: String) -> Int {
         workers.filter { !LocalWorkers.isDeadLocalProcess(owner: $0.owner, host: host) }.count
+    }
+
+    /// Why a run is paused, failed or cancelled (a scheduled run's reason says when it is due; a halt, its code), cut
+    /// at 120 characters; `--json` has it whole.
+    static func reason(of run: RunRecord) -> String {
+        guard let reason = run.pauseReason ?? run.failureReason, !reason.isEmpty else { return "" }
+        return "  (" + (reason.count > 120 ? reason.prefix(119) + "…" : reason) + ")"
     }
 
     /// Who sends a `running` run. A run nobody sends (its worker was killed, or stopped in a database outage and gave

@@ -6,10 +6,10 @@ import Foundation
 ///
 /// `{"run_id", "campaign", "status", "reason", "started_at", "finished_at", "duration_seconds", "recipients",
 /// "rows_scanned", "duplicates_collapsed", "counts": [{"platform", "status", "reason", "count"}], "report":
-/// {"path", "rows"}, "phase_seconds": {"materialize", "send", "report"}}` — keys sorted, absent values as `null`;
+/// {"path", "rows"} (null when no report was written), "phase_seconds": {"materialize", "send", "report"}}` — keys sorted, absent values as `null`;
 /// `phase_seconds` holds the phases this invocation went through (`bugle report` has only "report").
 enum SummaryJSON {
-    static func render(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = [], reportPath: String, reportRows: Int64, phases: [String: Double] = [:]) -> String {
+    static func render(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = [], reportPath: String?, reportRows: Int64, phases: [String: Double] = [:]) -> String {
         let object: [String: Any] = [
             "run_id": runID,
             "campaign": record?.campaign ?? NSNull(),
@@ -23,7 +23,7 @@ enum SummaryJSON {
             "duplicates_collapsed": record?.duplicatesCollapsed ?? 0,
             "counts": lines.map { ["platform": $0.platform, "status": $0.status, "reason": $0.reason, "count": $0.count] as [String: Any] },
             "variants": variants.map { ["variant": $0.variant, "status": $0.status, "count": $0.count] as [String: Any] },
-            "report": ["path": reportPath, "rows": reportRows] as [String: Any],
+            "report": reportPath.map { ["path": $0, "rows": reportRows] as [String: Any] } ?? NSNull(),
             "phase_seconds": phases,
         ]
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {

@@ -43,9 +43,10 @@ struct TickCommand: AsyncParsableCommand {
     func validate() throws {
         guard let reportDirectory else { return }
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: reportDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: reportDirectory, isDirectory: &isDirectory) else {
             throw ValidationError("--report-dir \(reportDirectory): no such directory")
         }
+        guard isDirectory.boolValue else { throw ValidationError("--report-dir \(reportDirectory): not a directory") }
         guard FileManager.default.isWritableFile(atPath: reportDirectory) else {
             throw ValidationError("--report-dir \(reportDirectory): not writable by this user")
         }

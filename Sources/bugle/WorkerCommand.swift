@@ -4,6 +4,7 @@ import BugleRunner
 import BugleStore
 import Foundation
 import Logging
+import PostgresNIO
 
 /// `bugle worker RUN`: adds a worker to a running run, from any machine that reaches the database.
 struct WorkerCommand: AsyncParsableCommand {
@@ -64,6 +65,7 @@ struct WorkerCommand: AsyncParsableCommand {
                 // starts a worker after the others finished sees success.
                 let why = afterOutage ? "run \(runID): completed (by another worker)" : Self.notRunning(runID, record.status)
                 Console(jsonOnStdout: output.json).say(why)
+                try await summarize(runID, client: client, repository: repository, output: output, csv: csv, logger: logger)
                 return ExitCodes.completed
             }
             guard record.status == .running else { throw UsageError(Self.notRunning(runID, record.status)) }
@@ -72,12 +74,27 @@ struct WorkerCommand: AsyncParsableCommand {
                 try await OutagePeers.awaitHandovers(runID: runID, repository: repository, leaseTTL: worker.leaseTTL, console: Console(jsonOnStdout: output.json))
             }
             let code = try await send(output, worker, .join)
-            if let csv {
-                try await RunExecution.report(runID: runID, client: client, csv: csv, json: output.json, logger: logger)
-            } else if !output.json {
-                SummaryPrinter.print(runID: runID, record: try await repository.run(id: runID), lines: try await repository.summary(runID: runID))
-            }
+            try await summarize(runID, client: client, repository: repository, output: output, csv: csv, logger: logger)
             return code
+        }
+    }
+
+    /// The run's summary as a worker ends: with `--csv`, the report and its summary; otherwise the summary alone, as
+    /// text or (`--json`) one JSON object whose `report` is null.
+    private static func summarize(
+        _ runID: Int64, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, csv: ReportDestination?, logger: Logger
+    ) async throws {
+        if let csv {
+            try await RunExecution.report(runID: runID, client: client, csv: csv, json: output.json, logger: logger)
+            return
+        }
+        let record = try await repository.run(id: runID)
+        let lines = try await repository.summary(runID: runID)
+        if output.json {
+            let variants = try await repository.variantSummary(runID: runID)
+            print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: nil, reportRows: 0))
+        } else {
+            SummaryPrinter.print(runID: runID, record: record, lines: lines)
         }
     }
 

@@ -24,14 +24,16 @@ struct BugleSimCLITests {
         arguments: [
             (["serve", "--apns-port", "70000"], "--apns-port must be within 0...65535 (0 = ephemeral), not 70000"),
             (["serve", "--max-streams", "0"], "--max-streams must be within 1...4294967295, not 0"),
-            (["serve", "--threads", "0"], "--threads must be at least 1, not 0"),
+            (["serve", "--threads", "0"], "--threads must be within 1...256, not 0"),
+            (["serve", "--threads", "100000"], "--threads must be within 1...256, not 100000"),
+            (["serve", "--latency-ms", "99999999999"], "--latency-ms must be within 0...3600000, not 99999999999"),
             (["serve", "--counters-port=-1"], "--counters-port must be within 0...65535 (0 = ephemeral), not -1"),
             (["serve", "--fcm-port", "65536"], "--fcm-port must be within 0...65535 (0 = ephemeral), not 65536"),
             (["serve", "--metadata-port", "99999"], "--metadata-port must be within 0...65535 (0 = ephemeral), not 99999"),
             (["serve", "--goaway-every", "0"], "--goaway-every must be at least 1, not 0"),
             (["serve", "--drop-every", "0"], "--drop-every must be at least 1, not 0"),
-            (["serve", "--latency-ms=-5"], "--latency-ms must be at least 0, not -5"),
-            (["serve", "--fcm-latency-ms=-1"], "--fcm-latency-ms must be at least 0, not -1"),
+            (["serve", "--latency-ms=-5"], "--latency-ms must be within 0...3600000, not -5"),
+            (["serve", "--fcm-latency-ms=-1"], "--fcm-latency-ms must be within 0...3600000, not -1"),
             (["serve", "--streams-before-auth=-1"], "--streams-before-auth must be within 0...4294967295, not -1"),
             (["serve", "--streams-after-rejection", "4294967296"], "--streams-after-rejection must be within 0...4294967295, not 4294967296"),
             (["serve", "--jwt-max-age", "0"], "--jwt-max-age must be at least 1, not 0"),
@@ -39,7 +41,7 @@ struct BugleSimCLITests {
             (["legacy", "--port", "70000"], "--port must be within 0...65535 (0 = ephemeral), not 70000"),
             (["legacy", "--feedback-port", "65536"], "--feedback-port must be within 0...65535 (0 = ephemeral), not 65536"),
             (["legacy", "--counters-port", "70000"], "--counters-port must be within 0...65535 (0 = ephemeral), not 70000"),
-            (["legacy", "--threads", "0"], "--threads must be at least 1, not 0"),
+            (["legacy", "--threads", "0"], "--threads must be within 1...256, not 0"),
         ]
     )
     func optionOutOfRange(arguments: [String], message: String) async throws {

@@ -225,6 +225,11 @@ struct CLIFeatureTests {
             let missing = try await CLITests.bugle(
                 ["tick", "--providers", providers, "--quiet", "--report-dir", workDirectory + "/no-such-dir"], environment: env)
             #expect(missing.status != 0 && missing.stderr.contains("--report-dir \(workDirectory)/no-such-dir: no such directory"), "\(missing.stderr)")
+            let notDirectory = try await CLITests.bugle(["tick", "--providers", providers, "--quiet", "--report-dir", file], environment: env)
+            #expect(notDirectory.status != 0 && notDirectory.stderr.contains("--report-dir \(file): not a directory"), "\(notDirectory.stderr)")
+            // `bugle runs` says why the run is paused: when it is due.
+            let runs = try await CLITests.bugle(["runs"], environment: env)
+            #expect(runs.stdout.contains("(scheduled: next recipients due at \(sendAtText))"), "\(runs.stdout)")
             #expect(environment.apns.accepted().count == 0)
             #expect(environment.fcm.accepted().count == 0)
             // Every recipient is due exactly at send_at.

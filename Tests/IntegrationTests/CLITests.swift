@@ -605,6 +605,12 @@ struct CLITests {
         #expect(joined.status == 0, "\(joined.stderr)")
         #expect(joined.stdout.contains("run \(completedRun) is completed: every recipient has its outcome, so there is nothing to join"), "\(joined.stdout)")
         #expect(!joined.stderr.contains("continues a paused run"), "\(joined.stderr)")
+        // With --json: the run's summary as one JSON object (no report written: `report` is null), the sentence on stderr.
+        let joinedJSON = try await Self.bugle(["worker", String(completedRun), "--json"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(joinedJSON.status == 0, "\(joinedJSON.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(joinedJSON.stdout.utf8)) as? [String: Any]
+        #expect(summary?["status"] as? String == "completed" && summary?["report"] is NSNull, "\(joinedJSON.stdout)")
+        #expect(joinedJSON.stderr.contains("nothing to join"), "\(joinedJSON.stderr)")
         let cancelled = try await Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(cancelled.status == 0)
         let again = try await Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])

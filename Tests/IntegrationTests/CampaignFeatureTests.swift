@@ -350,6 +350,9 @@ struct CampaignFeatureTests {
                     }
                 case .skip:
                     #expect(result.ending == .completed, "\(result.ending)")
+                    // The progress display counts them finished (it read 20 of 40 at the end).
+                    #expect(progress.snapshot.platforms.values.map(\.skipped).reduce(0, +) == 20)
+                    #expect(progress.snapshot.finished == 40)
                     for (state, code, attempts, _) in covered {
                         #expect(state == "skipped_quiet_hours" && code == "quiet_hours" && attempts == 0, "\(state) \(code ?? "") \(attempts)")
                     }

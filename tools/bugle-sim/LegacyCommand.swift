@@ -53,7 +53,7 @@ extension BugleSim {
 
         func validate() throws {
             try OptionCheck.ports([("--port", port), ("--feedback-port", feedbackPort), ("--counters-port", countersPort)])
-            try OptionCheck.atLeast(1, [("--threads", threads)])
+            try OptionCheck.within(OptionCheck.threads, "--threads", threads)
             guard (256...65_535).contains(payloadLimit) else { throw ValidationError("--payload-limit must be within 256...65535") }
             guard (0.01...60).contains(quietPeriod) else { throw ValidationError("--quiet-period must be within 0.01...60") }
             if let shutdownEvery, shutdownEvery < 1 { throw ValidationError("--shutdown-every must be at least 1") }

@@ -7,6 +7,10 @@ enum OptionCheck {
     static let ports = 0...65_535
     /// HTTP/2 stream limits: `SETTINGS_MAX_CONCURRENT_STREAMS` is a 32-bit value.
     static let streamLimits = 0...Int(UInt32.max)
+    /// Event-loop threads (100,000 made NIO abort creating them).
+    static let threads = 1...256
+    /// Answer delays, in milliseconds: up to an hour (far beyond any client's deadline).
+    static let latencies = 0...3_600_000
 
     /// Requires each given port (nil: option absent) to be within ``ports``.
     /// - Throws: `ValidationError` naming the first option out of range.

@@ -213,13 +213,13 @@ extension BugleSim {
             try OptionCheck.within(OptionCheck.streamLimits, "--streams-before-auth", streamsBeforeAuth)
             try OptionCheck.within(OptionCheck.streamLimits, "--streams-after-rejection", streamsAfterRejection)
             try OptionCheck.atLeast(1, [
-                ("--goaway-every", goAwayEvery), ("--drop-every", dropEvery), ("--threads", threads), ("--jwt-max-age", jwtMaxAge),
+                ("--goaway-every", goAwayEvery), ("--drop-every", dropEvery), ("--jwt-max-age", jwtMaxAge),
                 ("--fcm-token-lifetime", fcmTokenLifetime), ("--fcm-retry-after", fcmRetryAfter),
             ])
-            try OptionCheck.atLeast(0, [
-                ("--latency-ms", latencyMilliseconds), ("--fcm-latency-ms", fcmLatencyMilliseconds),
-                ("--token-update-interval", tokenUpdateInterval), ("--fcm-quota", fcmQuota),
-            ])
+            try OptionCheck.within(OptionCheck.threads, "--threads", threads)
+            try OptionCheck.within(OptionCheck.latencies, "--latency-ms", latencyMilliseconds)
+            try OptionCheck.within(OptionCheck.latencies, "--fcm-latency-ms", fcmLatencyMilliseconds)
+            try OptionCheck.atLeast(0, [("--token-update-interval", tokenUpdateInterval), ("--fcm-quota", fcmQuota)])
             guard (0...1).contains(errorRatio), (0...1).contains(hangRatio), errorRatio + hangRatio <= 1 else {
                 throw ValidationError("--error-ratio and --hang-ratio must be within 0...1 and sum to at most 1")
             }
