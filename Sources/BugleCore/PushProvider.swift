@@ -13,6 +13,9 @@ public struct PushRequest: Sendable {
     public var apns: APNsHeaders?
     /// Attempt number, starting at 1.
     public var attempt: Int
+    /// UNIX seconds after which the request must not be written: the device's quiet hours begin then. A lane's pacer
+    /// that grants the request later hands it back unsent (``SendOutcome/quietHoursBegan``). Nil: no limit.
+    public var sendBy: Double?
 
     public init(
         seq: Int64,

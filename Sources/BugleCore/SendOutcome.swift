@@ -20,6 +20,11 @@ public enum SendOutcome: Sendable, Equatable {
     /// known not sent, so the recipient goes back to wait with its attempt given back (`not_sent`).
     public static let withdrawn = SendOutcome.retry(.safe, code: "not_sent", after: nil)
 
+    /// A send whose device's quiet hours began while it waited for its lane (``PushRequest/sendBy``): known not sent;
+    /// it goes back to wait with its attempt given back, and the quiet-hours check holds or skips it when it is
+    /// claimed again.
+    public static let quietHoursBegan = SendOutcome.retry(.safe, code: "quiet_hours", after: nil)
+
     /// True when the provider answered (delivered, a dead token, a rejection, a 429 or 5xx): the path to it works. A
     /// lost answer, a request known not written (a refused stream) and a halt are not answers.
     public var isAnswer: Bool {

@@ -468,7 +468,7 @@ public struct CampaignRunner: Sendable {
                             sending += 1
                             attempted += 1
                             outstanding[sender.lane(for: recipient.platform).laneSlot] += 1
-                            let send = (sender.prepare(recipient, now: sendTime), recipient)
+                            let send = (sender.prepare(recipient, now: sendTime, sendBy: quietHours?.sendBy(for: recipient, now: wallNow)), recipient)
                             // A lane with a free slot, token and stream takes the request at once. Otherwise the
                             // send waits behind the lane's earlier ones for a slot its started sends free, or, when
                             // none is out, in a task that waits for the lane.

@@ -1,4 +1,5 @@
 import BugleCore
+import Foundation
 
 /// A provider lane behind its ``LanePacer``: every send waits for the pacer first and reports its outcome
 /// back, so rate, concurrency and pauses hold for the lane as a whole.
@@ -7,14 +8,18 @@ public struct PacedProvider: PushProvider {
     public let inner: any PushProvider
     /// Its pacer.
     public let pacer: LanePacer
+    /// UNIX seconds, for ``PushRequest/sendBy``.
+    private let wallClock: @Sendable () -> Double
 
     /// Wraps a lane.
     /// - Parameters:
     ///   - inner: The lane.
     ///   - pacer: Its pacer.
-    public init(_ inner: any PushProvider, pacer: LanePacer) {
+    ///   - wallClock: UNIX seconds, for requests with a ``PushRequest/sendBy`` (injectable for tests).
+    public init(_ inner: any PushProvider, pacer: LanePacer, wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.inner = inner
         self.pacer = pacer
+        self.wallClock = wallClock
     }
 
     public var kind: ProviderKind { inner.kind }
@@ -37,12 +42,28 @@ public struct PacedProvider: PushProvider {
     /// Waits for the pacer, then sends; ``SendOutcome/withdrawn`` when the wait was withdrawn (nothing sent).
     public func send(_ request: PushRequest) async -> SendOutcome {
         guard await pacer.acquire() else { return .withdrawn }
+        if tooLate(request) {
+            // The wait for the rate ran into the device's quiet hours: the token and the slot go to the next send.
+            pacer.cancelAcquire()
+            return .quietHoursBegan
+        }
         return pacer.release(after: await inner.send(request))
+    }
+
+    /// Whether the request's quiet hours have begun.
+    private func tooLate(_ request: PushRequest) -> Bool {
+        guard let sendBy = request.sendBy else { return false }
+        return wallClock() >= sendBy
     }
 
     public func withdrawWaitingSends() { pacer.withdrawWaiting() }
 
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
+        if tooLate(request) {
+            // A parked send whose quiet hours began while it waited: answered at once, unsent, taking no slot.
+            completion(.quietHoursBegan)
+            return true
+        }
         guard pacer.tryAcquire() else { return false }
         let pacer = self.pacer
         let started = inner.startSend(request) { outcome in completion(pacer.release(after: outcome)) }

@@ -16,6 +16,12 @@ struct QuietHoursGate: Sendable {
         planner = LocalDeliveryPlanner(rules: campaign.delivery.localTime)
     }
 
+    /// When a recipient sent now must be on the wire by: its next quiet hours' start (UNIX seconds). A send that waits
+    /// for its lane's rate past it is handed back unsent (``PushRequest/sendBy``).
+    func sendBy(for recipient: ClaimedRecipient, now: Double) -> Double? {
+        planner.nextQuietStart(timeZone: recipient.timezone, after: Instant(secondsSince1970: now))?.secondsSince1970
+    }
+
     /// The ledger outcome of a recipient that must not be sent at `now` (UNIX seconds), or nil to send it.
     func outcome(for recipient: ClaimedRecipient, now: Double) -> RecipientOutcome? {
         switch planner.quietHoursNow(timeZone: recipient.timezone, now: Instant(secondsSince1970: now)) {

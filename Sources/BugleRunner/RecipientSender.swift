@@ -49,7 +49,8 @@ final class RecipientSender: Sendable {
     /// - Parameters:
     ///   - recipient: The claimed recipient.
     ///   - now: UNIX seconds, for relative expirations.
-    func prepare(_ recipient: ClaimedRecipient, now: Int) -> Prepared {
+    ///   - sendBy: UNIX seconds after which the request must not be written (quiet hours), or nil.
+    func prepare(_ recipient: ClaimedRecipient, now: Int, sendBy: Double? = nil) -> Prepared {
         let composed = composer.compose(
             seq: recipient.seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
             selection: recipient.selection, attempt: recipient.attempts, now: now
@@ -57,7 +58,8 @@ final class RecipientSender: Sendable {
         switch composed {
         case .failure:
             return .settled(.rejected(code: SkipReason.payloadTooLarge.rawValue))
-        case .success(let request):
+        case .success(var request):
+            request.sendBy = sendBy
             let kind = lane(for: recipient.platform)
             guard let provider = providers[kind] else {
                 return .settled(.halt(code: "provider_not_configured", message: "no \(kind.rawValue) provider is configured for \(recipient.platform.rawValue) devices"))

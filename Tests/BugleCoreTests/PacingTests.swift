@@ -1,5 +1,6 @@
 import BugleCore
 import BugleRunner
+import Foundation
 import Synchronization
 import Testing
 
@@ -203,6 +204,30 @@ struct LanePacerTests {
         #expect(await second.value == .withdrawn)
         #expect(lane.sends == 1)
         #expect(pacer.snapshot.inFlight == 0)
+    }
+
+    @Test("a send whose quiet hours begin while it waits for the rate comes back unsent (quiet_hours), its token and slot freed; a parked one too")
+    func quietHoursBeginWhileWaiting() async {
+        let lane = ScriptedLane { _ in .delivered(providerMessageID: nil) }
+        let pacer = LanePacer(limits: .init(perSecond: 0.5, burst: 1, concurrency: 10))
+        let paced = PacedProvider(lane, pacer: pacer)
+        let quietFrom = Date().timeIntervalSince1970 + 0.9
+        var first = Self.request(1)
+        first.sendBy = quietFrom
+        var second = Self.request(2)
+        second.sendBy = quietFrom
+        #expect(await paced.send(first) == .delivered(providerMessageID: nil))
+        // Its token comes 2 s after the first, past the quiet hours' start.
+        #expect(await paced.send(second) == .quietHoursBegan)
+        #expect(lane.sends == 1)
+        #expect(pacer.snapshot.inFlight == 0)
+        // Started at once when already too late: answered unsent without taking a slot or reaching the lane.
+        var late = Self.request(3)
+        late.sendBy = Date().timeIntervalSince1970 - 1
+        let answer = Mutex<SendOutcome?>(nil)
+        #expect(paced.startSend(late) { outcome in answer.withLock { $0 = outcome } })
+        #expect(answer.withLock { $0 } == .quietHoursBegan)
+        #expect(lane.sends == 1 && pacer.snapshot.inFlight == 0)
     }
 
     @Test("with several workers on the run, each paces at the lane's rate divided by the live workers")

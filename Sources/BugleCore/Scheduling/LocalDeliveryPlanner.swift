@@ -109,6 +109,15 @@ public struct LocalDeliveryPlanner: Sendable {
         }
     }
 
+    /// When the device's next quiet hours begin after `now` (nil without quiet hours): the instant a send claimed
+    /// outside them must have been written by (``PushRequest/sendBy``).
+    public func nextQuietStart(timeZone: String?, after now: Instant) -> Instant? {
+        guard let quietHours = rules.quietHours else { return nil }
+        let seconds = now.secondsSince1970
+        guard seconds.isFinite, abs(seconds) < Self.supportedSeconds else { return nil }
+        return Instant(secondsSince1970: WallClock(zone: zone(for: timeZone)).next(quietHours.start, after: seconds))
+    }
+
     /// The zone of a device: `TimeZone(identifier:)`, or the fallback zone for nil, empty or unknown identifiers.
     ///
     /// Answers are memoised (up to ``cacheLimit`` distinct strings, unknown ones included) behind a `Mutex`; the
