@@ -459,16 +459,22 @@ public struct CampaignRunner: Sendable {
                         let wallNow = configuration.wallClock()
                         let sendTime = Int(wallNow)
                         for recipient in recipients {
-                            if let quietHours, let held = quietHours.outcome(for: recipient, now: wallNow) {
+                            var sendBy: Double?
+                            switch quietHours?.check(recipient, now: wallNow) {
+                            case .notNow(let held)?:
                                 // Its own clock reached quiet hours since the audience was read: not sent now.
                                 buffer.append(held)
                                 if held.state == .skippedQuietHours { progress?.record(held.state, platform: recipient.platform) }
                                 continue
+                            case .sendBy(let by)?:
+                                sendBy = by
+                            case nil:
+                                break
                             }
                             sending += 1
                             attempted += 1
                             outstanding[sender.lane(for: recipient.platform).laneSlot] += 1
-                            let send = (sender.prepare(recipient, now: sendTime, sendBy: quietHours?.sendBy(for: recipient, now: wallNow)), recipient)
+                            let send = (sender.prepare(recipient, now: sendTime, sendBy: sendBy), recipient)
                             // A lane with a free slot, token and stream takes the request at once. Otherwise the
                             // send waits behind the lane's earlier ones for a slot its started sends free, or, when
                             // none is out, in a task that waits for the lane.

@@ -39,39 +39,32 @@ struct LostAnswerBreaker: Sendable {
 
     /// Counts `outcome` of recipient `seq` on `lane`; returns the halt's message when it trips.
     mutating func observe(_ outcome: SendOutcome, lane: ProviderKind, seq: Int64) -> String? {
-        switch outcome {
-        case .ambiguous:
-            let lost = lostInARow[lane.laneSlot] + 1
-            lostInARow[lane.laneSlot] = lost
-            if probeThreshold[lane.laneSlot] > 0, lost == probeThreshold[lane.laneSlot] {
-                return "the run was resumed after its answers were lost, and its first \(lost) \(lane.laneName) requests were "
-                    + "all lost again: the provider or the path to it still fails; only those were sent"
-            }
-            if lost == threshold {
-                return "the last \(lost) \(lane.laneName) requests were all lost (the connection closed under them, or no "
-                    + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
-                    + "failing; those recipients are recorded as delivery.ambiguous says"
-            }
-            guard !lostOnce.insert(seq).inserted else { return nil }
-            let again = lostAgain[lane.laneSlot] + 1
-            lostAgain[lane.laneSlot] = again
-            guard again >= Self.lostAgainToJudge, again > recovered[lane.laneSlot], !trippedAgain[lane.laneSlot] else { return nil }
-            trippedAgain[lane.laneSlot] = true
-            return "\(again) \(lane.laneName) requests sent again after a lost answer were lost again, and only "
-                + "\(recovered[lane.laneSlot]) such requests were answered: the path to the provider keeps losing answers "
-                + "(connections cut under load), and each lost answer may be a notification delivered twice "
-                + "(delivery.ambiguous: resend)"
-        case .delivered, .invalidToken, .rejected:
-            answered(lane, seq: seq)
-            return nil
-        case .retry(let scope, _, _):
-            // A provider's 429 or 5xx is an answer: the path works. A safe retry (refused stream, not written) says
-            // nothing about requests already written.
-            if scope != .safe { answered(lane, seq: seq) }
-            return nil
-        case .halt:
+        guard case .ambiguous = outcome else {
+            // Any answer (a 429 or 5xx too) says the path works; a safe retry (a refused stream, not written) or a halt
+            // says nothing about requests already written.
+            if outcome.isAnswer { answered(lane, seq: seq) }
             return nil
         }
+        let lost = lostInARow[lane.laneSlot] + 1
+        lostInARow[lane.laneSlot] = lost
+        if probeThreshold[lane.laneSlot] > 0, lost == probeThreshold[lane.laneSlot] {
+            return "the run was resumed after its answers were lost, and its first \(lost) \(lane.laneName) requests were "
+                + "all lost again: the provider or the path to it still fails; only those were sent"
+        }
+        if lost == threshold {
+            return "the last \(lost) \(lane.laneName) requests were all lost (the connection closed under them, or no "
+                + "answer came within the timeout) and none was answered in between: the provider or the path to it is "
+                + "failing; those recipients are recorded as delivery.ambiguous says"
+        }
+        guard !lostOnce.insert(seq).inserted else { return nil }
+        let again = lostAgain[lane.laneSlot] + 1
+        lostAgain[lane.laneSlot] = again
+        guard again >= Self.lostAgainToJudge, again > recovered[lane.laneSlot], !trippedAgain[lane.laneSlot] else { return nil }
+        trippedAgain[lane.laneSlot] = true
+        return "\(again) \(lane.laneName) requests sent again after a lost answer were lost again, and only "
+            + "\(recovered[lane.laneSlot]) such requests were answered: the path to the provider keeps losing answers "
+            + "(connections cut under load), and each lost answer may be a notification delivered twice "
+            + "(delivery.ambiguous: resend)"
     }
 
     private mutating func answered(_ lane: ProviderKind, seq: Int64) {

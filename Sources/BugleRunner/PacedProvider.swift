@@ -8,18 +8,14 @@ public struct PacedProvider: PushProvider {
     public let inner: any PushProvider
     /// Its pacer.
     public let pacer: LanePacer
-    /// UNIX seconds, for ``PushRequest/sendBy``.
-    private let wallClock: @Sendable () -> Double
 
     /// Wraps a lane.
     /// - Parameters:
     ///   - inner: The lane.
     ///   - pacer: Its pacer.
-    ///   - wallClock: UNIX seconds, for requests with a ``PushRequest/sendBy`` (injectable for tests).
-    public init(_ inner: any PushProvider, pacer: LanePacer, wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+    public init(_ inner: any PushProvider, pacer: LanePacer) {
         self.inner = inner
         self.pacer = pacer
-        self.wallClock = wallClock
     }
 
     public var kind: ProviderKind { inner.kind }
@@ -53,7 +49,7 @@ public struct PacedProvider: PushProvider {
     /// Whether the request's quiet hours have begun.
     private func tooLate(_ request: PushRequest) -> Bool {
         guard let sendBy = request.sendBy else { return false }
-        return wallClock() >= sendBy
+        return Date().timeIntervalSince1970 >= sendBy
     }
 
     public func withdrawWaitingSends() { pacer.withdrawWaiting() }

@@ -16,24 +16,29 @@ struct QuietHoursGate: Sendable {
         planner = LocalDeliveryPlanner(rules: campaign.delivery.localTime)
     }
 
-    /// When a recipient sent now must be on the wire by: its next quiet hours' start (UNIX seconds). A send that waits
-    /// for its lane's rate past it is handed back unsent (``PushRequest/sendBy``).
-    func sendBy(for recipient: ClaimedRecipient, now: Double) -> Double? {
-        planner.nextQuietStart(timeZone: recipient.timezone, after: Instant(secondsSince1970: now))?.secondsSince1970
+    /// What to do with a claimed recipient at `now` (UNIX seconds).
+    enum Verdict: Equatable {
+        /// Not now: its ledger outcome (held until its quiet hours end, or skipped).
+        case notNow(RecipientOutcome)
+        /// Send it, written before this instant (UNIX seconds), when its quiet hours begin; a send that waits for its
+        /// lane's rate past it is handed back unsent (``PushRequest/sendBy``).
+        case sendBy(Double)
     }
 
-    /// The ledger outcome of a recipient that must not be sent at `now` (UNIX seconds), or nil to send it.
-    func outcome(for recipient: ClaimedRecipient, now: Double) -> RecipientOutcome? {
-        switch planner.quietHoursNow(timeZone: recipient.timezone, now: Instant(secondsSince1970: now)) {
+    /// The verdict for `recipient` at `now`; nil when there is nothing to say (an instant out of range).
+    func check(_ recipient: ClaimedRecipient, now: Double) -> Verdict? {
+        switch planner.quietHours(timeZone: recipient.timezone, at: Instant(secondsSince1970: now)) {
         case nil:
             return nil
-        case .skipQuietHours:
-            return RecipientOutcome(
-                seq: recipient.seq, state: .skippedQuietHours, code: SkipReason.quietHours.rawValue, refundAttempt: true)
-        case .at(let end):
-            return RecipientOutcome(
+        case .openUntil(let start):
+            return .sendBy(start.secondsSince1970)
+        case .skip:
+            return .notNow(RecipientOutcome(
+                seq: recipient.seq, state: .skippedQuietHours, code: SkipReason.quietHours.rawValue, refundAttempt: true))
+        case .holdUntil(let end):
+            return .notNow(RecipientOutcome(
                 seq: recipient.seq, state: .retryWait, code: SkipReason.quietHours.rawValue,
-                retryAfterSeconds: max(end.secondsSince1970 - now, 1), refundAttempt: true)
+                retryAfterSeconds: max(end.secondsSince1970 - now, 1), refundAttempt: true))
         }
     }
 }

@@ -336,6 +336,23 @@ struct LocalDeliveryPlannerTests {
         Instant(secondsSince1970: try Date(iso, strategy: .iso8601).timeIntervalSince1970)
     }
 
+    @Test("at send time: outside quiet hours the send must be written before they begin; inside, hold until they end or skip")
+    func quietHoursAtAnInstant() throws {
+        let quiet = QuietHours(start: try time("22:00"), end: try time("08:00"))
+        let day = 1_782_864_000.0  // 2026-07-01T00:00:00Z
+        let hold = LocalDeliveryPlanner(rules: LocalTimeDelivery(quietHours: quiet))
+        #expect(hold.quietHours(timeZone: "UTC", at: Instant(secondsSince1970: day + 21 * 3600))
+            == .openUntil(Instant(secondsSince1970: day + 22 * 3600)))
+        #expect(hold.quietHours(timeZone: "UTC", at: Instant(secondsSince1970: day + 23 * 3600))
+            == .holdUntil(Instant(secondsSince1970: day + 32 * 3600)))
+        // Berlin (CEST, UTC+2): 21:00Z is 23:00 there.
+        #expect(hold.quietHours(timeZone: "Europe/Berlin", at: Instant(secondsSince1970: day + 21 * 3600))
+            == .holdUntil(Instant(secondsSince1970: day + 30 * 3600)))
+        let skip = LocalDeliveryPlanner(rules: LocalTimeDelivery(quietHours: quiet, quietHoursAction: .skip))
+        #expect(skip.quietHours(timeZone: "UTC", at: Instant(secondsSince1970: day + 23 * 3600)) == .skip)
+        #expect(LocalDeliveryPlanner(rules: LocalTimeDelivery()).quietHours(timeZone: "UTC", at: Instant(secondsSince1970: day)) == nil)
+    }
+
     private func time(_ text: String) throws -> LocalTime {
         try #require(LocalTime(parsing: text))
     }

@@ -10,6 +10,17 @@ public enum LocalDelivery: Sendable, Equatable {
     case skipQuietHours
 }
 
+/// What a device's quiet hours say of a send at one instant (``LocalDeliveryPlanner/quietHours(timeZone:at:)``).
+public enum QuietHoursCheck: Sendable, Equatable {
+    /// Outside them: the send may go, and must be written before this instant, when they next begin.
+    case openUntil(Instant)
+    /// Inside them under `hold`: due again when they end (exact, not floored to a window: the window holding that
+    /// instant began inside the quiet hours).
+    case holdUntil(Instant)
+    /// Inside them under `skip`: not sent.
+    case skip
+}
+
 /// Computes, per device, when a campaign with `deliver_at_local` and/or `quiet_hours` may send to it.
 ///
 /// A pure function of the rules, the device's time zone and an injected `now` (the run's start); it reads no clock.
@@ -90,32 +101,23 @@ public struct LocalDeliveryPlanner: Sendable {
         return .at(Instant(secondsSince1970: start))
     }
 
-    /// Whether quiet hours cover `now` on the device's own clock, checked again when a claimed recipient is about to be
-    /// sent: ``plan(timeZone:now:)`` runs when the audience is read, and a slow paced run, a retry's backoff or a run
-    /// resumed hours later can reach a device after its quiet hours began.
-    ///
-    /// - Returns: nil when the send may go out now (no quiet hours, or `now` outside them); ``LocalDelivery/skipQuietHours``
-    ///   under `quiet_hours_action: skip`; otherwise `.at` the instant the quiet hours end — exact, not floored to a
-    ///   window, since the window holding that instant began inside the quiet hours.
-    public func quietHoursNow(timeZone: String?, now: Instant) -> LocalDelivery? {
+    /// Quiet hours by the device's own clock at `now`, checked again when a claimed recipient is about to be sent:
+    /// ``plan(timeZone:now:)`` runs when the audience is read, and a slow paced run, a retry's backoff or a run resumed
+    /// hours later can reach a device after its quiet hours began. One zone lookup answers both what to do now and,
+    /// when the send may go, by when it must be on the wire.
+    /// - Returns: nil without quiet hours (or for an instant out of range).
+    public func quietHours(timeZone: String?, at now: Instant) -> QuietHoursCheck? {
         guard let quietHours = rules.quietHours else { return nil }
         let seconds = now.secondsSince1970
         guard seconds.isFinite, abs(seconds) < Self.supportedSeconds else { return nil }
         let clock = WallClock(zone: zone(for: timeZone))
-        guard Self.isQuiet(minuteOfDay: clock.minuteOfDay(at: seconds), quietHours) else { return nil }
-        switch rules.quietHoursAction {
-        case .skip: return .skipQuietHours
-        case .hold: return .at(Instant(secondsSince1970: clock.next(quietHours.end, after: seconds)))
+        guard Self.isQuiet(minuteOfDay: clock.minuteOfDay(at: seconds), quietHours) else {
+            return .openUntil(Instant(secondsSince1970: clock.next(quietHours.start, after: seconds)))
         }
-    }
-
-    /// When the device's next quiet hours begin after `now` (nil without quiet hours): the instant a send claimed
-    /// outside them must have been written by (``PushRequest/sendBy``).
-    public func nextQuietStart(timeZone: String?, after now: Instant) -> Instant? {
-        guard let quietHours = rules.quietHours else { return nil }
-        let seconds = now.secondsSince1970
-        guard seconds.isFinite, abs(seconds) < Self.supportedSeconds else { return nil }
-        return Instant(secondsSince1970: WallClock(zone: zone(for: timeZone)).next(quietHours.start, after: seconds))
+        switch rules.quietHoursAction {
+        case .skip: return .skip
+        case .hold: return .holdUntil(Instant(secondsSince1970: clock.next(quietHours.end, after: seconds)))
+        }
     }
 
     /// The zone of a device: `TimeZone(identifier:)`, or the fallback zone for nil, empty or unknown identifiers.
