@@ -72,6 +72,23 @@ struct LostAnswerBreakerTests {
         for seq in Int64(0)..<25 { #expect(healthy.observe(Self.lost, lane: .apns, seq: seq) == nil) }
     }
 
+    @Test("connections cut together: a burst of resends lost again before any is answered does not trip while most requests are answered")
+    func cutsTogether() {
+        let delivered = SendOutcome.delivered(providerMessageID: nil)
+        var breaker = LostAnswerBreaker(window: 400)
+        for seq in Int64(0)..<1_300 { #expect(breaker.observe(delivered, lane: .apns, seq: seq) == nil) }
+        // Connection A is cut with 50 open; their resends go to connection B, cut with them open, before any is answered.
+        for seq in Int64(2_000)..<2_050 { #expect(breaker.observe(Self.lost, lane: .apns, seq: seq) == nil) }
+        for seq in Int64(2_000)..<2_050 { #expect(breaker.observe(Self.lost, lane: .apns, seq: seq) == nil) }
+        // The same burst on a lane losing most of what it sends trips.
+        var failing = LostAnswerBreaker(window: 400)
+        for seq in Int64(0)..<10 { #expect(failing.observe(delivered, lane: .apns, seq: seq) == nil) }
+        var message: String?
+        for seq in Int64(2_000)..<2_050 { message = failing.observe(Self.lost, lane: .apns, seq: seq) ?? message }
+        for seq in Int64(2_000)..<2_050 where message == nil { message = failing.observe(Self.lost, lane: .apns, seq: seq) }
+        #expect(message?.hasPrefix("20 APNs requests sent again after a lost answer were lost again") == true, "\(message ?? "nil")")
+    }
+
     @Test("probing (a resume after lost answers): a lane trips at the probe's size lost in a row until its first answer, then at 2 W")
     func probe() {
         var stillFailing = LostAnswerBreaker(window: 100, probe: 20)
