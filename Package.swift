@@ -179,6 +179,7 @@ let package = Package(
                 "BugleSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "tools/bugle-sim",
             swiftSettings: swiftSettings

@@ -4,6 +4,8 @@ import BugleSimulator
 import BugleTesting
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import Testing
 
 #if canImport(Glibc)
@@ -50,6 +52,30 @@ struct BugleSimCLITests {
         #expect(output.status != 0, "\(output.stdout)")
         #expect(output.stderr.contains(message), "\(output.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory), "the simulator directory was written")
+    }
+
+    @Test(
+        "a port already in use exits 1 naming the option and the port, not the networking library's bind error",
+        arguments: ["--apns-port", "--counters-port", "legacy --port"]
+    )
+    func portInUse(option: String) async throws {
+        let directory = try TestScratch.directory(prefix: "bugle-sim-cli") + "/sim"
+        let taken = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(taken.localAddress?.port)
+        let words = option.split(separator: " ").map(String.init)
+        let command = words.count == 2 ? words[0] : "serve"
+        let flag = words.last ?? option
+        var arguments = [command, "--dir", directory, flag, String(port)]
+        if command == "serve", flag != "--apns-port" { arguments += ["--apns-port", "0"] }
+        if command == "legacy" { arguments += ["--feedback-port", "0"] }
+        let output = await SimulatorProcess.run(Self.executable, arguments)
+        try await taken.close()
+        #expect(output.status == 1, "\(output.stderr)")
+        let expected = command == "legacy"
+            ? "--port \(port) or --feedback-port 0: one of these ports is already in use; choose another port (0 picks a free one)"
+            : "\(flag) \(port): 127.0.0.1:\(port) is already in use; choose another port (0 picks a free one)"
+        #expect(output.stderr.contains(expected), "\(output.stderr)")
+        #expect(!output.stderr.contains("bind(descriptor"), "\(output.stderr)")
     }
 
     @Test("certs refuses a port out of range")

@@ -83,13 +83,14 @@ extension BugleSim {
             configuration.keepRecordsInMemory = false
             configuration.threads = threads
             let simulator = LegacyAPNsSimulator(configuration: configuration)
-            let ports = try await simulator.start()
+            let ports = try await ListenerStart.run([("--port", port), ("--feedback-port", feedbackPort)]) { try await simulator.start() }
             var countersServer: SimulatorCountersServer?
             var lines = "legacy 127.0.0.1:\(ports.gateway)\nfeedback 127.0.0.1:\(ports.feedback)\n"
             if let countersPort {
                 let server = SimulatorCountersServer(port: countersPort) { SimulatorCountersSnapshot(legacy: simulator.counters()) }
                 do {
-                    lines += "counters \(SimulatorCountersServer.url(port: try await server.start()))\n"
+                    let bound = try await ListenerStart.run([("--counters-port", countersPort)]) { try await server.start() }
+                    lines += "counters \(SimulatorCountersServer.url(port: bound))\n"
                 } catch {
                     try? await simulator.stop()
                     throw error

@@ -264,14 +264,14 @@ extension BugleSim {
                 seed: seed
             )
             let simulator = APNsSimulator(configuration: configuration)
-            let port = try await simulator.start()
+            let port = try await ListenerStart.run([("--apns-port", apnsPort)]) { try await simulator.start() }
 
             var fcmSimulator: FCMSimulator?
             var boundFCMPort: Int?
             if let fcmPort {
                 let fcm = FCMSimulator(configuration: fcmConfiguration(material: material, port: fcmPort))
                 do {
-                    boundFCMPort = try await fcm.start()
+                    boundFCMPort = try await ListenerStart.run([("--fcm-port", fcmPort)]) { try await fcm.start() }
                 } catch {
                     try? await simulator.stop()
                     throw error
@@ -285,7 +285,7 @@ extension BugleSim {
                 metadataConfiguration.accessTokenLifetime = .seconds(fcmTokenLifetime)
                 let server = MetadataServerSimulator(configuration: metadataConfiguration)
                 do {
-                    boundMetadataPort = try await server.start()
+                    boundMetadataPort = try await ListenerStart.run([("--metadata-port", metadataPort)]) { try await server.start() }
                 } catch {
                     try? await simulator.stop()
                     try? await fcmSimulator?.stop()
@@ -301,7 +301,7 @@ extension BugleSim {
                     SimulatorCountersSnapshot(apns: simulator.counters(), fcm: fcm?.counters(), metadata: metadata?.counters())
                 }
                 do {
-                    boundCountersPort = try await server.start()
+                    boundCountersPort = try await ListenerStart.run([("--counters-port", countersPort)]) { try await server.start() }
                 } catch {
                     try? await simulator.stop()
                     try? await fcmSimulator?.stop()
