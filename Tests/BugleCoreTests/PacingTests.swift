@@ -211,13 +211,15 @@ struct LanePacerTests {
         let lane = ScriptedLane { _ in .delivered(providerMessageID: nil) }
         let pacer = LanePacer(limits: .init(perSecond: 0.5, burst: 1, concurrency: 10))
         let paced = PacedProvider(lane, pacer: pacer)
-        let quietFrom = Date().timeIntervalSince1970 + 0.9
+        // The second's token comes 2 s after the first's grant, so past this whatever the first waited; the first has
+        // 1.8 s to be granted (a loaded CI machine can stall for a while).
+        let quietFrom = Date().timeIntervalSince1970 + 1.8
         var first = Self.request(1)
         first.sendBy = quietFrom
         var second = Self.request(2)
         second.sendBy = quietFrom
         #expect(await paced.send(first) == .delivered(providerMessageID: nil))
-        // Its token comes 2 s after the first, past the quiet hours' start.
+        // Its token comes 2 s after the first's, past the quiet hours' start.
         #expect(await paced.send(second) == .quietHoursBegan)
         #expect(lane.sends == 1)
         #expect(pacer.snapshot.inFlight == 0)

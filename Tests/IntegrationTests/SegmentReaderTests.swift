@@ -32,6 +32,29 @@ struct SegmentReaderTests {
         }
     }
 
+    /// Bugle's sessions end a transaction idle for 15 s. The segment's read-only transaction waits between pages while
+    /// the pages fetched ahead wait to be handled: a handler slower than that (the ledger's writes on a starved
+    /// machine) had the server end the reader's connection, and postgres-nio then waited forever for the next page
+    /// (a CI run hung so, its run left `materializing` with every row written). Bounded here, so a regression fails.
+    @Test("a page handler slower than the sessions' 15 s idle-in-transaction limit: the reader still reads every page")
+    func slowHandlerOutlastsIdleLimit() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 3000)
+            let segment = LedgerTestSupport.campaign(pageSize: 1000).segment
+            let scan = try await OperationDeadline.run(within: .seconds(60)) {
+                let reader = SegmentReader(client: client, segment: segment, useReaderRole: true, logger: LedgerTestSupport.logger)
+                var pages = 0
+                return try await reader.read { _ in
+                    pages += 1
+                    // Meanwhile the next pages are fetched and the transaction waits, idle, for this one.
+                    if pages == 1 { try await Task.sleep(for: .seconds(17)) }
+                }
+            }
+            #expect(scan.rowsRead == 3000)
+            #expect(scan.pages == 3)
+        }
+    }
+
     @Test("devices added after the scan starts are not included (upper bound fixed at start)")
     func upperBoundIsFixed() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in

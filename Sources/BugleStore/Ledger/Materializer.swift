@@ -22,6 +22,10 @@ public struct Materializer: Sendable {
     private let logger: Logger
     /// Pages written at once. The copy into the ledger, not the segment's read, bounds materialization.
     static let concurrentWrites = 2
+    /// Longest wait for one page's write before the materialization fails (the run can be resumed): a connection the
+    /// server ended under its transaction can leave postgres-nio waiting forever for an answer
+    /// (``OperationDeadline``), which hung the materialization instead of failing it.
+    static let pageWriteDeadline: Duration = .seconds(300)
 
     /// Every token written passes through a copy of it, to find the tokens written twice.
     private let sieve: RepeatedTokenSieve
@@ -112,7 +116,12 @@ public struct Materializer: Sendable {
                 // its own connection): wait for the oldest write only when that many are under way.
                 if writing.count >= Self.concurrentWrites { count(try await writing.removeFirst().value) }
                 let page = batch
-                writing.append(Task { [self] in PageWrite(rows: page.rows, valid: page.validCount, written: try await insert(runID: runID, page, lease: lease)) })
+                writing.append(Task { [self] in
+                    let written = try await OperationDeadline.run(within: Self.pageWriteDeadline) {
+                        try await insert(runID: runID, page, lease: lease)
+                    }
+                    return PageWrite(rows: page.rows, valid: page.validCount, written: written)
+                })
             }
             for write in writing { count(try await write.value) }
         } catch {

@@ -373,7 +373,14 @@ public struct SegmentReader: Sendable {
             }
         }
         let timeout = "\(segment.statementTimeoutSeconds)s"
-        _ = try await connection.query("SELECT set_config('statement_timeout', \(timeout), true)", logger: logger).collect()
+        // The transaction waits between pages by design (the next pages are fetched only while at most two wait to be
+        // handled, and handling one waits for the ledger's writes): Bugle's sessions end a transaction idle for 15 s
+        // (a frozen worker's row locks), which here killed the reader of a slow materialization, and postgres-nio then
+        // waited forever for its next page. This transaction holds no lock of Bugle's, only its snapshot.
+        _ = try await connection.query(
+            "SELECT set_config('statement_timeout', \(timeout), true), set_config('idle_in_transaction_session_timeout', '0', true)",
+            logger: logger
+        ).collect()
         if useReaderRole {
             try await exec(connection, "SET LOCAL ROLE bugle_segment_reader")
         }
