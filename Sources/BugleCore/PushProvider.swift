@@ -1,3 +1,10 @@
+/// Whether requests may still be written: a worker frozen (SIGSTOP, a suspended VM) past its lease wakes with sends
+/// it held for its lane's rate; another worker has taken their recipients over, so they must not go out.
+public protocol SendGate: Sendable {
+    /// True while requests may be written.
+    var isOpen: Bool { get }
+}
+
 /// One notification ready for the wire: the body bytes were rendered and size-checked by BugleCore.
 public struct PushRequest: Sendable {
     /// Ledger sequence number of the recipient (unique within a run).
@@ -16,6 +23,9 @@ public struct PushRequest: Sendable {
     /// UNIX seconds after which the request must not be written: the device's quiet hours begin then. A lane's pacer
     /// that grants the request later hands it back unsent (``SendOutcome/quietHoursBegan``). Nil: no limit.
     public var sendBy: Double?
+    /// Asked just before the request is written after waiting for its lane: closed, the request is handed back
+    /// unsent (``SendOutcome/withdrawn``). The runner's says whether its lease is still its own. Nil: always open.
+    public var gate: (any SendGate)?
 
     public init(
         seq: Int64,

@@ -99,7 +99,10 @@ public struct CampaignRunner: Sendable {
         self.configuration = configuration
         self.control = control
         self.progress = progress
-        self.sender = RecipientSender(campaign: campaign, composer: composer, mapper: mapper, providers: providers)
+        self.sender = RecipientSender(
+            campaign: campaign, composer: composer, mapper: mapper, providers: providers,
+            gate: LeaseGate(control: control, limitSeconds: Double(configuration.leaseTTLSeconds) / 2)
+        )
         self.quietHours = QuietHoursGate(campaign: campaign)
         var logger = logger
         logger[metadataKey: "run_id"] = "\(runID)"

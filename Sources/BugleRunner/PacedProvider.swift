@@ -38,6 +38,11 @@ public struct PacedProvider: PushProvider {
     /// Waits for the pacer, then sends; ``SendOutcome/withdrawn`` when the wait was withdrawn (nothing sent).
     public func send(_ request: PushRequest) async -> SendOutcome {
         guard await pacer.acquire() else { return .withdrawn }
+        if let gate = request.gate, !gate.isOpen {
+            // The worker lost its lease while this send waited (frozen past it): its recipient is another's now.
+            pacer.cancelAcquire()
+            return .withdrawn
+        }
         if tooLate(request) {
             // The wait for the rate ran into the device's quiet hours: the token and the slot go to the next send.
             pacer.cancelAcquire()
@@ -55,6 +60,11 @@ public struct PacedProvider: PushProvider {
     public func withdrawWaitingSends() { pacer.withdrawWaiting() }
 
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
+        if let gate = request.gate, !gate.isOpen {
+            // A parked send of a worker that lost its lease while it waited: answered at once, unsent.
+            completion(.withdrawn)
+            return true
+        }
         if tooLate(request) {
             // A parked send whose quiet hours began while it waited: answered at once, unsent, taking no slot.
             completion(.quietHoursBegan)

@@ -23,7 +23,14 @@ final class RecipientSender: Sendable {
     /// recipient take minutes, and the breaker halts the run (nothing charged) before attempts run out.
     static let freeProviderRetries = 10
 
-    init(campaign: Campaign, composer: NotificationComposer, mapper: OutcomeMapper, providers: [ProviderKind: any PushProvider]) {
+    /// Set on every request (``PushRequest/gate``): the worker's lease is still its own.
+    private let gate: (any SendGate)?
+
+    init(
+        campaign: Campaign, composer: NotificationComposer, mapper: OutcomeMapper, providers: [ProviderKind: any PushProvider],
+        gate: (any SendGate)? = nil
+    ) {
+        self.gate = gate
         self.composer = composer
         self.mapper = mapper
         self.providers = providers
@@ -60,6 +67,7 @@ final class RecipientSender: Sendable {
             return .settled(.rejected(code: SkipReason.payloadTooLarge.rawValue))
         case .success(var request):
             request.sendBy = sendBy
+            request.gate = gate
             let kind = lane(for: recipient.platform)
             guard let provider = providers[kind] else {
                 return .settled(.halt(code: "provider_not_configured", message: "no \(kind.rawValue) provider is configured for \(recipient.platform.rawValue) devices"))

@@ -76,6 +76,13 @@ struct PacingTests {
 }
 
 /// A lane that answers from a script and tracks how many sends overlap.
+/// A ``SendGate`` a test closes.
+private final class SwitchGate: SendGate {
+    private let open = Mutex(true)
+    var isOpen: Bool { open.withLock { $0 } }
+    func close() { open.withLock { $0 = false } }
+}
+
 private final class ScriptedLane: PushProvider {
     private struct State {
         var inFlight = 0
@@ -195,10 +202,12 @@ struct LanePacerTests {
     @Test("a paced lane's withdrawn send comes back withdrawn, never reaching the lane")
     func withdrawnSend() async {
         let lane = ScriptedLane { _ in .delivered(providerMessageID: nil) }
-        let pacer = LanePacer(limits: .init(perSecond: 0.05, burst: 1, concurrency: 10))
+        // The second's token is 1,000 s away: a loaded CI machine that starts its task late (a CI run did, 20 s late
+        // with a 20 s token) cannot let it be granted before the withdrawal.
+        let pacer = LanePacer(limits: .init(perSecond: 0.001, burst: 1, concurrency: 10))
         let paced = PacedProvider(lane, pacer: pacer)
         #expect(await paced.send(Self.request(1)) == .delivered(providerMessageID: nil))
-        let second = Task { await paced.send(Self.request(2)) }  // waits 20 s for its token
+        let second = Task { await paced.send(Self.request(2)) }
         while pacer.snapshot.inFlight < 1 { await Task.yield() }
         paced.withdrawWaitingSends()
         #expect(await second.value == .withdrawn)
@@ -229,6 +238,33 @@ struct LanePacerTests {
         let answer = Mutex<SendOutcome?>(nil)
         #expect(paced.startSend(late) { outcome in answer.withLock { $0 = outcome } })
         #expect(answer.withLock { $0 } == .quietHoursBegan)
+        #expect(lane.sends == 1 && pacer.snapshot.inFlight == 0)
+    }
+
+    /// A worker frozen past its lease wakes with sends held for its lane's rate: they must not go out (another worker
+    /// has their recipients now). The gate closes while the second send waits for its token.
+    @Test("a send whose gate closes while it waits for the rate comes back withdrawn, unsent, its token and slot freed; a parked one too")
+    func gateClosesWhileWaiting() async {
+        let lane = ScriptedLane { _ in .delivered(providerMessageID: nil) }
+        let pacer = LanePacer(limits: .init(perSecond: 0.5, burst: 1, concurrency: 10))
+        let paced = PacedProvider(lane, pacer: pacer)
+        let gate = SwitchGate()
+        var first = Self.request(1)
+        first.gate = gate
+        var second = Self.request(2)
+        second.gate = gate
+        #expect(await paced.send(first) == .delivered(providerMessageID: nil))
+        // Its token comes 2 s after the first's; the gate closes meanwhile.
+        async let waiting = paced.send(second)
+        gate.close()
+        #expect(await waiting == .withdrawn)
+        #expect(lane.sends == 1)
+        #expect(pacer.snapshot.inFlight == 0)
+        var parked = Self.request(3)
+        parked.gate = gate
+        let answer = Mutex<SendOutcome?>(nil)
+        #expect(paced.startSend(parked) { outcome in answer.withLock { $0 = outcome } })
+        #expect(answer.withLock { $0 } == .withdrawn)
         #expect(lane.sends == 1 && pacer.snapshot.inFlight == 0)
     }
 
