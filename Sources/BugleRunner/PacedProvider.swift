@@ -38,36 +38,28 @@ public struct PacedProvider: PushProvider {
     /// Waits for the pacer, then sends; ``SendOutcome/withdrawn`` when the wait was withdrawn (nothing sent).
     public func send(_ request: PushRequest) async -> SendOutcome {
         guard await pacer.acquire() else { return .withdrawn }
-        if let gate = request.gate, !gate.isOpen {
-            // The worker lost its lease while this send waited (frozen past it): its recipient is another's now.
+        if let unsent = mayNotBeWritten(request) {
+            // The wait for the rate outlasted what the request allows: the token and the slot go to the next send.
             pacer.cancelAcquire()
-            return .withdrawn
-        }
-        if tooLate(request) {
-            // The wait for the rate ran into the device's quiet hours: the token and the slot go to the next send.
-            pacer.cancelAcquire()
-            return .quietHoursBegan
+            return unsent
         }
         return pacer.release(after: await inner.send(request))
     }
 
-    /// Whether the request's quiet hours have begun.
-    private func tooLate(_ request: PushRequest) -> Bool {
-        guard let sendBy = request.sendBy else { return false }
-        return Date().timeIntervalSince1970 >= sendBy
+    /// Why a request that waited may no longer be written, as its unsent outcome: the worker lost its lease meanwhile
+    /// (frozen past it: the recipient is another worker's now), or the device's quiet hours began. Nil: it may go.
+    private func mayNotBeWritten(_ request: PushRequest) -> SendOutcome? {
+        if let gate = request.gate, !gate.isOpen { return .withdrawn }
+        if let sendBy = request.sendBy, Date().timeIntervalSince1970 >= sendBy { return .quietHoursBegan }
+        return nil
     }
 
     public func withdrawWaitingSends() { pacer.withdrawWaiting() }
 
     public func startSend(_ request: PushRequest, completion: @escaping @Sendable (SendOutcome) -> Void) -> Bool {
-        if let gate = request.gate, !gate.isOpen {
-            // A parked send of a worker that lost its lease while it waited: answered at once, unsent.
-            completion(.withdrawn)
-            return true
-        }
-        if tooLate(request) {
-            // A parked send whose quiet hours began while it waited: answered at once, unsent, taking no slot.
-            completion(.quietHoursBegan)
+        if let unsent = mayNotBeWritten(request) {
+            // A parked send that may no longer go: answered at once, unsent, taking no slot.
+            completion(unsent)
             return true
         }
         guard pacer.tryAcquire() else { return false }
