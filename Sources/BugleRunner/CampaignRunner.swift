@@ -124,7 +124,7 @@ public struct CampaignRunner: Sendable {
             try await store.acquireLease(runID: runID, owner: owner, ttlSeconds: ttl, mode: mode)
         }
         guard let lease = granted else {
-            return RunResult(runID: runID, ending: .fenced(nil), attempted: 0)
+            return RunResult(runID: runID, ending: .notGranted, attempted: 0)
         }
         control.leaseRenewed()
         configuration.onWorkerCount?(lease.liveWorkers)

@@ -14,6 +14,9 @@ public struct RunResult: Sendable, Equatable {
         case scheduled(secondsUntilNextDue: Double)
         /// The lease was taken by another worker or the run was paused/cancelled elsewhere (exit 2).
         case fenced(RunStatus?)
+        /// The lease was not granted: another worker holds the run (``LeaseMode/exclusive``) or the run is not
+        /// `running` (``LeaseMode/join``). Nothing was claimed or sent.
+        case notGranted
     }
 
     public var runID: Int64

@@ -91,11 +91,8 @@ struct ResumeCommand: AsyncParsableCommand {
                 // Other workers coming back from the outage may join at any moment: join rather than take it alone.
                 if !live.isEmpty { Console(jsonOnStdout: output.json).say("run \(runID): \(live.count) other worker(s) send it; joining them") }
                 mode = .join
-            } else if let first = live.first {
-                throw UsageError(
-                    "run \(runID) is being sent by \(live.count) worker(s) (\(first.owner), lease for \(Int(first.expiresIn.rounded(.up))) s more); "
-                        + "join it with `bugle worker \(runID)` or resume once the lease has expired"
-                )
+            } else if !live.isEmpty {
+                throw UsageError(beingSent(runID, by: live))
             }
             let code = try await send(output, worker, mode)
             try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
@@ -105,6 +102,12 @@ struct ResumeCommand: AsyncParsableCommand {
 }
 
 extension ResumeCommand {
+    /// Why `resume` refuses a run that live workers send, and what to do instead.
+    static func beingSent(_ runID: Int64, by live: [RunRepository.Worker]) -> String {
+        let lease = live.first.map { " (\($0.owner), lease for \(Int($0.expiresIn.rounded(.up))) s more)" } ?? ""
+        return "run \(runID) is being sent by \(live.count) worker(s)\(lease); join it with `bugle worker \(runID)` or resume once the lease has expired"
+    }
+
     /// A run left `materializing`: when the process reading its segment is gone (its ``MaterializerLease`` lapsed, or
     /// its owner was a process of this host that no longer runs), the partial ledger is discarded and the segment read
     /// again from zero; nothing was sent from it.

@@ -200,7 +200,10 @@ enum RunExecution {
             }
         }
         if campaign.iosTransport == .legacy, let legacy = lanes.unpaced[.legacyAPNs] as? LegacyAPNSProvider {
-            if case .fenced = result.ending {} else { await pollFeedback(legacy, runID: runID, client: client, console: console, logger: logger) }
+            switch result.ending {
+            case .fenced, .notGranted: break
+            default: await pollFeedback(legacy, runID: runID, client: client, console: console, logger: logger)
+            }
         }
         switch result.ending {
         case .completed:
@@ -227,7 +230,25 @@ enum RunExecution {
             let what = status.map { "the run is \($0.rawValue)" } ?? "this worker's lease was lost or is held by another worker"
             ExitCodes.printError("run \(runID): stopped: \(what)")
             return status == .paused ? ExitCodes.paused : ExitCodes.failed
+        case .notGranted:
+            return try await notGranted(runID, mode: mode, client: client, console: console, logger: logger)
         }
+    }
+
+    /// The lease was refused after this process's own checks passed: another process took the run in between (two
+    /// `bugle resume` of one run started together; a run completed as a worker joined). Refused as those checks would
+    /// have refused it (exit 1, nothing claimed), or exit 0 when the run is completed.
+    private static func notGranted(_ runID: Int64, mode: LeaseMode, client: PostgresClient, console: Console, logger: Logger) async throws -> Int32 {
+        let repository = RunRepository(client: client, logger: logger)
+        let status = try await repository.run(id: runID)?.status
+        if status == .completed {
+            console.say("run \(runID): completed (by another worker)")
+            return ExitCodes.completed
+        }
+        let live = try await repository.liveWorkers(runID: runID)
+        if mode == .exclusive, !live.isEmpty { throw UsageError(ResumeCommand.beingSent(runID, by: live)) }
+        if mode == .join, let status { throw UsageError(WorkerCommand.notRunning(runID, status)) }
+        throw UsageError("run \(runID) could not be taken: it is \(status?.rawValue ?? "gone"); see `bugle runs`")
     }
 
     /// The end-of-run feedback poll of a legacy campaign; a failure is reported but does not fail the run.

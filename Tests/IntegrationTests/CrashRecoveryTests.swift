@@ -112,6 +112,38 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// Several `bugle resume` of one paused run started together: one sends it, every other is refused as a resume of
+    /// a run with a live worker is (exit 1, "is being sent by", no report written), whether its own check found the
+    /// winner's lease or the lease itself was refused (the audit saw those exit 2 and write a report of a running run).
+    @Test("four resumes of one paused run at once: one sends it, the others are refused with exit 1 and write no report; nothing sent twice")
+    func concurrentResumes() async throws {
+        try await CrashFixture.with(devices: 3000) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 200, rate: 400)
+            let running = try fixture.start(["run", campaign, "--quiet"])
+            try await fixture.waitUntil("the first 400 deliveries") { fixture.delivered >= 400 }
+            kill(running.process.processIdentifier, SIGTERM)
+            let stopped = await running.finish()
+            #expect(stopped.status == 3, "\(stopped.stderr)")
+            let runID = try await fixture.latestRunID()
+            let reports = try (1...4).map { try CLITests.temporaryFile("resume-\($0).csv", "") }
+            for report in reports { try FileManager.default.removeItem(atPath: report) }
+            let resumes = try reports.map { try fixture.start(["resume", "\(runID)", "--quiet", "--csv", $0]) }
+            var ended: [CLITests.Output] = []
+            for resume in resumes { ended.append(await resume.finish()) }
+            let winners = ended.indices.filter { ended[$0].status == 0 }
+            #expect(winners.count == 1, "\(ended.map { "\($0.status): \($0.stderr)" })")
+            for (index, output) in ended.enumerated() where !winners.contains(index) {
+                #expect(output.status == 1, "\(output.stderr)")
+                #expect(output.stderr.contains("run \(runID) is being sent by"), "\(output.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: reports[index]), "a refused resume wrote \(reports[index])")
+            }
+            for index in winners { #expect(FileManager.default.fileExists(atPath: reports[index])) }
+            let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
+            #expect(duplicates == 0)
+            #expect(unknown == 0)
+        }
+    }
+
     /// §2.1 #4: killed while reading its segment (after its second page is in the ledger). Nothing is sent from a
     /// partial audience and nothing pauses it; `bugle resume` refuses while the segment's reader holds its lease (here a
     /// live process's, set by the test), and once its owner is a process of this host that no longer runs, takes it

@@ -557,6 +557,13 @@ struct RunLedgerTests {
                 // While w1's lease lives, nobody else may take the run alone.
                 let refused = try await store.acquireLease(runID: runID, owner: "w2", ttlSeconds: 30, mode: .exclusive)
                 #expect(refused == nil)
+                // A runner refused the lease ends `notGranted` (the CLI's exit 1), not fenced (exit 2), having sent nothing.
+                let provider = FakeProvider(kind: .apns)
+                let refusedRun = try await CampaignRunner(
+                    campaign: campaign, runID: runID, store: store, providers: [.apns: provider, .fcm: FakeProvider(kind: .fcm)], control: RunControl(),
+                    logger: logger
+                ).run(owner: "w3")
+                #expect(refusedRun.ending == .notGranted && refusedRun.attempted == 0 && provider.delivered.isEmpty)
                 // "kill -9": the lease expires without any outcome recorded.
                 _ = try await client.query("UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID)", logger: logger).collect()
                 let second = try await store.acquireLease(runID: runID, owner: "w2", ttlSeconds: 30, mode: .exclusive)
