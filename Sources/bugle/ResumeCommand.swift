@@ -71,8 +71,13 @@ struct ResumeCommand: AsyncParsableCommand {
                 try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
-                try await rematerialize(
+                let materialized = try await rematerialize(
                     record, client: client, repository: repository, global: global, output: output, leaseTTL: worker.leaseTTL, logger: logger)
+                if materialized.closed {
+                    try await RunExecution.sayClosedWhileReading(runID: runID, materialized, repository: repository)
+                    try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
+                    return ExitCodes.failed
+                }
             case .paused where afterOutage && record.pauseReason != "lease lost":
                 Console(jsonOnStdout: output.json).say(
                     "run \(runID): paused while the database was away (\(record.pauseReason ?? "no reason")); resume with `bugle resume \(runID)`")
@@ -114,7 +119,7 @@ extension ResumeCommand {
     static func rematerialize(
         _ record: RunRecord, client: PostgresClient, repository: RunRepository, global: GlobalOptions, output: RunOutputOptions, leaseTTL: Int,
         logger: Logger
-    ) async throws {
+    ) async throws -> Materializer.Report {
         let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
         let console = Console(jsonOnStdout: output.json)
         let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
@@ -122,7 +127,8 @@ extension ResumeCommand {
             let discarded = try await repository.discardPartialLedger(runID: record.id)
             console.say("run \(record.id): its segment was being read when its process ended (\(discarded) row(s) written, none sent); reading it again")
         }
-        console.say(RunExecution.describe(runID: record.id, materialized))
+        if !materialized.closed { console.say(RunExecution.describe(runID: record.id, materialized)) }
+        return materialized
     }
 }
 

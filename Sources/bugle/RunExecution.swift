@@ -40,6 +40,11 @@ enum RunExecution {
         var phases = PhaseTimer()
         let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, logger: logger)
         phases.end("materialize")
+        if materialized.closed {
+            try await sayClosedWhileReading(runID: runID, materialized, repository: repository)
+            try await report(runID: runID, client: client, csv: csv ?? defaultReport(runID), json: output.json, logger: logger, phases: phases)
+            return ExitCodes.failed
+        }
         if let requireRecipients, materialized.recipients == 0 {
             _ = try await repository.setStatus(runID: runID, to: .cancelled, reason: "no recipients")
             throw UsageError("run \(runID): \(requireRecipients)")
@@ -60,6 +65,12 @@ enum RunExecution {
             phases: phases
         )
         return code
+    }
+
+    /// Why a run's reading stopped when the run left `materializing` under it (`bugle cancel`): nothing was sent.
+    static func sayClosedWhileReading(runID: Int64, _ materialized: Materializer.Report, repository: RunRepository) async throws {
+        let status = try await repository.run(id: runID)?.status.rawValue ?? "gone"
+        ExitCodes.printError("run \(runID): stopped reading its segment after \(materialized.scan.rowsRead) row(s): the run is \(status); nothing was sent")
     }
 
     /// `run N: R recipient(s) from S row(s); skipped: …`.

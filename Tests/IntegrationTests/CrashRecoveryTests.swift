@@ -195,6 +195,46 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// `bugle cancel` of a run still reading its segment: the reader stops at its next page (it used to read the whole
+    /// segment, writing nothing, then say its lease was lost), says why (exit 2), sends nothing, and writes the report
+    /// of the cancelled run; `bugle runs` counts the recipients written before the cancel (it showed `-`).
+    @Test("cancelled while reading its segment: the reading stops, the run says it was cancelled (exit 2) and sends nothing; its recipients are counted")
+    func cancelledInMaterialization() async throws {
+        try await CrashFixture.with(devices: 20_000) { fixture in
+            // 2,000 pages of 10: seconds of reading, so the cancel lands in the middle of it.
+            let campaign = try fixture.campaign(policy: .drop, window: 200, pageSize: 10)
+            let report = try CLITests.temporaryFile("cancelled.csv", "")
+            try FileManager.default.removeItem(atPath: report)
+            let running = try fixture.start(["run", campaign, "--quiet", "--csv", report])
+            var runID: Int64 = -1
+            try await fixture.waitUntil("the first pages in the ledger") {
+                runID = try await fixture.latestRunID()
+                guard runID > 0 else { return false }
+                return try await fixture.states(runID: runID).values.reduce(0, +) > 0
+            }
+            let cancel = try await fixture.bugle(["cancel", "\(runID)"])
+            #expect(cancel.status == 0, "\(cancel.stderr)")
+            let ended = await running.finish()
+            #expect(ended.status == 2, "\(ended.stderr)")
+            #expect(ended.stderr.contains("run \(runID): stopped reading its segment after"), "\(ended.stderr)")
+            #expect(ended.stderr.contains("the run is cancelled; nothing was sent"), "\(ended.stderr)")
+            #expect(!ended.stderr.contains("lease"), "\(ended.stderr)")
+            // It read on only to the first page that found the run cancelled, not to the segment's end.
+            let read = ended.stderr.components(separatedBy: "stopped reading its segment after ").dropFirst().first
+                .flatMap { Int($0.prefix { $0.isNumber }) }
+            #expect(read.map { $0 < 20_000 } == true, "\(ended.stderr)")
+            #expect(fixture.delivered == 0)
+            let states = try await fixture.states(runID: runID)
+            #expect(states.values.reduce(0, +) < 20_000, "the cancel came after the whole segment was read: \(states)")
+            #expect(Set(states.keys).subtracting(["cancelled", "skipped_invalid"]).isEmpty, "\(states)")
+            let total = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(client, "SELECT recipients_total FROM bugle.runs WHERE id = \(runID)", as: Int64.self)
+            }
+            #expect(total != nil && total == states["cancelled"], "recipients_total \(String(describing: total)), states \(states)")
+            #expect(FileManager.default.fileExists(atPath: report))
+        }
+    }
+
     /// §2.1 #8 (the listmonk shape: a pause and resume that skipped recipients or sent them twice): `bugle pause` from
     /// another terminal five times mid-run, `bugle resume` each time. Each pause ends the worker paused (exit 3) with
     /// nothing in flight; the last resume completes with nobody sent twice and nobody skipped.

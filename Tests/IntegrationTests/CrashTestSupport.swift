@@ -60,7 +60,8 @@ struct CrashFixture {
     /// - Parameters:
     ///   - rate: Per-lane rate (per second) for APNs and FCM, to make a run last; nil for the providers file's.
     ///   - notAfter: `delivery.not_after` (ISO 8601), if any.
-    func campaign(policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil) throws -> String {
+    ///   - pageSize: `segment.page_size`.
+    func campaign(policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil, pageSize: Int = 500) throws -> String {
         try CLITests.temporaryFile(
             "crash.yaml",
             """
@@ -69,7 +70,7 @@ struct CrashFixture {
             dedupe: none
             providers: \(environment.material.providersFile)
             segment:
-              page_size: 500
+              page_size: \(pageSize)
               sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices
             message:
               default_locale: en

@@ -63,6 +63,12 @@ struct RunLedgerTests {
             let other = try await repository.createRun(campaign: campaign, yaml: "name: other", periodKey: nil)
             #expect(try await repository.setStatus(runID: other, to: .cancelled, reason: "operator"))
             #expect(try await repository.run(id: other)?.status == .cancelled)
+            // Its reader writes nothing, says it found the run closed, and leaves it cancelled (not ready).
+            let closed = try await Materializer(client: client, logger: Support.logger).materialize(runID: other, campaign: campaign, reader: reader)
+            #expect(closed.closed && closed.recipients == 0)
+            #expect(try await repository.run(id: other)?.status == .cancelled)
+            #expect(try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(other)", as: Int64.self) == 0)
+            #expect(!report.closed)
         }
     }
 

@@ -16,6 +16,9 @@ public struct Materializer: Sendable {
         public var scan: SegmentScan
         public var recipients: Int64
         public var skipped: [SkipReason: Int64]
+        /// The run left `materializing` while its segment was read (`bugle cancel`): the reading stopped at the first
+        /// page that found it so, nothing more was written, and the run was not made `ready`.
+        public var closed = false
     }
 
     private let client: PostgresClient
@@ -67,15 +70,24 @@ public struct Materializer: Sendable {
         // candidates, so the collapse below reads only the candidates' rows, and none when there are none.
         var sieve = self.sieve
         var pages = 0
+        // Set once a page found the run no longer `materializing`: nothing more is read or written.
+        var closed = false
+        var rowsHandled: Int64 = 0
         func count(_ write: PageWrite) {
             // Every row of the page is written (invalid ones as skipped), unless the run left `materializing`.
-            inserted += max(0, write.written - Int64(write.rows - write.valid))
+            guard let written = write.written else {
+                closed = true
+                return
+            }
+            inserted += written - Int64(write.rows - write.valid)
             pages += 1
             pageWritten(pages)
         }
-        let scan: SegmentScan
+        var scan: SegmentScan
         do {
             scan = try await reader.read { rows in
+                if closed { throw RunClosed() }
+                rowsHandled += Int64(rows.count)
                 var batch = LedgerCopyPage(runID: runID, capacity: rows.count)
                 var tokens: [String] = []
                 tokens.reserveCapacity(rows.count)
@@ -124,12 +136,17 @@ public struct Materializer: Sendable {
                 })
             }
             for write in writing { count(try await write.value) }
+        } catch is RunClosed {
+            for write in writing { count(try await write.value) }
+            scan = SegmentScan()
+            scan.rowsRead = rowsHandled
         } catch {
             for write in writing { write.cancel() }
             for write in writing { _ = try? await write.value }
             try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
             throw error
         }
+        if closed { return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped, closed: true) }
         if scan.nullDeviceIDs > 0 { skipped[.missingDeviceID, default: 0] += scan.nullDeviceIDs }
         // Fresh statistics: without them the planner takes a run's new rows for one row and picks nested loops
         // that make every claim scan the whole run (measured: 600 ms per claim at 10,000 recipients).
@@ -159,15 +176,16 @@ public struct Materializer: Sendable {
         if ready.isEmpty, lease != nil {
             try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: ()) { _, _ in }
         }
-        return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped)
+        return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped, closed: ready.isEmpty)
     }
 
-    /// Writes one page, all of its rows, if the run is still `materializing`; returns the rows written.
+    /// Writes one page, all of its rows, if the run is still `materializing`; returns the rows written, or nil when
+    /// the run is no longer `materializing`.
     ///
     /// One transaction: it locks the run row against a concurrent cancel (the ledger has no foreign key to `runs`,
     /// whose per-row check was half the cost of an insert), then copies the page's rows in with `COPY`.
-    private func insert(runID: Int64, _ page: LedgerCopyPage, lease: MaterializerLease?) async throws -> Int64 {
-        try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: 0) { connection, now in
+    private func insert(runID: Int64, _ page: LedgerCopyPage, lease: MaterializerLease?) async throws -> Int64? {
+        try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: nil) { connection, now in
             // COPY quotes the table name whole, so the schema comes from the search path, for this transaction only;
             // and a reader frozen inside it is ended after 15 s, so its lock on the run row cannot stall a cancel or a
             // takeover (also when a connection pooler refused that setting at connection time).
@@ -182,7 +200,7 @@ public struct Materializer: Sendable {
                     try await writer.write(finished)
                 }
             }
-            return Int64(page.rows)
+            return Int64(page.rows) as Int64?
         }
     }
 
@@ -278,5 +296,9 @@ public struct Materializer: Sendable {
 private struct PageWrite: Sendable {
     var rows: Int
     var valid: Int
-    var written: Int64
+    /// Nil when the run was no longer `materializing`: nothing written.
+    var written: Int64?
 }
+
+/// Ends the segment's read once a page found the run no longer `materializing`.
+private struct RunClosed: Error {}

@@ -184,6 +184,17 @@ public struct RunRepository: Sendable {
                 """,
                 logger: logger
             ).collect()
+            // A run cancelled while reading its segment was never made `ready`: its recipients are the rows written
+            // before the cancel (its reader writes nothing after it: each page locks the run row and checks the status).
+            _ = try await connection.query(
+                """
+                UPDATE bugle.runs
+                   SET recipients_total = (SELECT count(*) FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'cancelled'),
+                       materializer = NULL, materializer_expires_at = NULL
+                 WHERE id = \(runID) AND recipients_total IS NULL
+                """,
+                logger: logger
+            ).collect()
             try await RunSummaries.releaseUnusedReservations(runID: runID, connection, logger: logger)
             try await RunSummaries.rebuild(runID: runID, connection, logger: logger)
             return true
