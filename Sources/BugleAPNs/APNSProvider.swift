@@ -207,7 +207,11 @@ public final class APNSProvider: PushProvider {
             )
             let response: HTTP2Response
             do {
-                response = try await pool.execute(headers: headers, body: body, deadline: deadline)
+                // A request that waited for a stream is not written once its worker's lease gate closed meanwhile.
+                guard let answer = try await pool.execute(headers: headers, body: body, deadline: deadline, stillWanted: { request.gateIsOpen }) else {
+                    return .withdrawn
+                }
+                response = answer
             } catch let error as HTTP2TransportError {
                 if let halt = Self.goAwayHalt(error) { return halt }
                 if error.isSafeToRetry && safeRetries < options.safeRetryLimit && NIODeadline.now() < deadline {

@@ -23,9 +23,13 @@ public struct PushRequest: Sendable {
     /// UNIX seconds after which the request must not be written: the device's quiet hours begin then. A lane's pacer
     /// that grants the request later hands it back unsent (``SendOutcome/quietHoursBegan``). Nil: no limit.
     public var sendBy: Double?
-    /// Asked just before the request is written after waiting for its lane: closed, the request is handed back
-    /// unsent (``SendOutcome/withdrawn``). The runner's says whether its lease is still its own. Nil: always open.
+    /// Asked just before the request is written after waiting for its lane or for a stream: closed, the request is
+    /// handed back unsent (``SendOutcome/withdrawn``). The runner's says whether its lease is still its own. Nil: always
+    /// open.
     public var gate: (any SendGate)?
+
+    /// Whether ``gate`` lets the request be written now.
+    public var gateIsOpen: Bool { gate?.isOpen ?? true }
 
     public init(
         seq: Int64,

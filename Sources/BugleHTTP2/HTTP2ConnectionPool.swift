@@ -185,6 +185,19 @@ public final class HTTP2ConnectionPool: Sendable {
         return try await connection.execute(headers: headers, body: body, deadline: deadline)
     }
 
+    /// ``execute(headers:body:deadline:)`` for a request that may stop being wanted while it waits for a stream (its
+    /// worker lost its lease meanwhile): `stillWanted` is asked once a stream is leased, before anything is written.
+    /// - Returns: The answer, or nil when `stillWanted` said no: the stream was released and nothing was sent.
+    /// - Throws: ``HTTP2TransportError``.
+    public func execute(
+        headers: HTTP2HeaderBlock, body: ByteBuffer, deadline: NIODeadline, stillWanted: () -> Bool
+    ) async throws -> HTTP2Response? {
+        let connection = try await lease(deadline: deadline)
+        defer { release(connection) }
+        guard stillWanted() else { return nil }
+        return try await connection.execute(headers: headers, body: body, deadline: deadline)
+    }
+
     /// Opens the connections ahead of the first request (waits for the first one, up to `deadline`).
     /// - Parameter deadline: How long to wait.
     public func warmUp(deadline: NIODeadline) async {

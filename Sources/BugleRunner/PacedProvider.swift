@@ -49,7 +49,7 @@ public struct PacedProvider: PushProvider {
     /// Why a request that waited may no longer be written, as its unsent outcome: the worker lost its lease meanwhile
     /// (frozen past it: the recipient is another worker's now), or the device's quiet hours began. Nil: it may go.
     private func mayNotBeWritten(_ request: PushRequest) -> SendOutcome? {
-        if let gate = request.gate, !gate.isOpen { return .withdrawn }
+        if !request.gateIsOpen { return .withdrawn }
         if let sendBy = request.sendBy, Date().timeIntervalSince1970 >= sendBy { return .quietHoursBegan }
         return nil
     }

@@ -1,5 +1,6 @@
 import BugleCore
 import BugleRunner
+import BugleTesting
 import Foundation
 import Synchronization
 import Testing
@@ -76,13 +77,6 @@ struct PacingTests {
 }
 
 /// A lane that answers from a script and tracks how many sends overlap.
-/// A ``SendGate`` a test closes.
-private final class SwitchGate: SendGate {
-    private let open = Mutex(true)
-    var isOpen: Bool { open.withLock { $0 } }
-    func close() { open.withLock { $0 = false } }
-}
-
 private final class ScriptedLane: PushProvider {
     private struct State {
         var inFlight = 0
