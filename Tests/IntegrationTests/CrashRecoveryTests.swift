@@ -85,18 +85,24 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// Runs a 3,000-device campaign (`drop`, W 200, 400/s per lane) and stops it with SIGTERM after 400 deliveries;
+    /// expects the graceful stop's exit 3 and returns the run.
+    static func stoppedBySIGTERM(_ fixture: CrashFixture) async throws -> Int64 {
+        let campaign = try fixture.campaign(policy: .drop, window: 200, rate: 400)
+        let running = try fixture.start(["run", campaign, "--quiet"])
+        try await fixture.waitUntil("the first 400 deliveries") { fixture.delivered >= 400 }
+        kill(running.process.processIdentifier, SIGTERM)
+        let stopped = await running.finish()
+        #expect(stopped.status == 3, "\(stopped.stderr)")
+        return try await fixture.latestRunID()
+    }
+
     /// §2.1 #3: SIGTERM stops claiming, waits for the answers in flight and records them, exits 3 with the run
     /// paused and nothing in flight; the resume then completes with 0 duplicates and 0 unknown.
     @Test("SIGTERM mid-run: exit 3, nothing in flight; resume gives 0 duplicates and 0 unknown")
     func sigterm() async throws {
         try await CrashFixture.with(devices: 3000) { fixture in
-            let campaign = try fixture.campaign(policy: .drop, window: 200, rate: 400)
-            let running = try fixture.start(["run", campaign, "--quiet"])
-            try await fixture.waitUntil("the first 400 deliveries") { fixture.delivered >= 400 }
-            kill(running.process.processIdentifier, SIGTERM)
-            let stopped = await running.finish()
-            #expect(stopped.status == 3, "\(stopped.stderr)")
-            let runID = try await fixture.latestRunID()
+            let runID = try await Self.stoppedBySIGTERM(fixture)
             let states = try await fixture.states(runID: runID)
             #expect(states["in_flight", default: 0] == 0)
             #expect(states["pending", default: 0] > 0, "the run finished before the signal; nothing was interrupted")
@@ -118,13 +124,7 @@ struct CrashRecoveryTests {
     @Test("four resumes of one paused run at once: one sends it, the others are refused with exit 1 and write no report; nothing sent twice")
     func concurrentResumes() async throws {
         try await CrashFixture.with(devices: 3000) { fixture in
-            let campaign = try fixture.campaign(policy: .drop, window: 200, rate: 400)
-            let running = try fixture.start(["run", campaign, "--quiet"])
-            try await fixture.waitUntil("the first 400 deliveries") { fixture.delivered >= 400 }
-            kill(running.process.processIdentifier, SIGTERM)
-            let stopped = await running.finish()
-            #expect(stopped.status == 3, "\(stopped.stderr)")
-            let runID = try await fixture.latestRunID()
+            let runID = try await Self.stoppedBySIGTERM(fixture)
             let reports = try (1...4).map { try CLITests.temporaryFile("resume-\($0).csv", "") }
             for report in reports { try FileManager.default.removeItem(atPath: report) }
             let resumes = try reports.map { try fixture.start(["resume", "\(runID)", "--quiet", "--csv", $0]) }
