@@ -180,7 +180,7 @@ public struct Migrator: Sendable {
 
     private func bootstrap() async throws {
         do {
-            try await self.client.withTransaction(logger: self.logger) { connection in
+            try await self.client.withOpenTransaction(logger: self.logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
                 let rows = try await connection.query(
                     "SELECT to_regnamespace('bugle') IS NOT NULL, to_regclass('bugle.schema_migrations') IS NOT NULL",
@@ -234,7 +234,7 @@ public struct Migrator: Sendable {
     /// Applies one migration under the lock; returns `false` when another process applied it meanwhile.
     private func apply(_ migration: Migration) async throws -> Bool {
         do {
-            let applied = try await self.client.withTransaction(logger: self.logger) { connection -> Bool in
+            let applied = try await self.client.withOpenTransaction(logger: self.logger) { connection -> Bool in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
                 let rows = try await connection.query(
                     "SELECT count(*) FROM bugle.schema_migrations WHERE version = \(migration.version)",

@@ -10,13 +10,18 @@ extension PostgresConnection {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        try requireOpen()
         try await query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
         do {
             let result = try await body(self)
+            try requireOpen()
             try await query("COMMIT", logger: logger)
             return result
         } catch {
-            do { try await query("ROLLBACK", logger: logger) } catch { try? await close() }
+            // Not on a closed connection: the statement would never be answered (see `requireOpen()`).
+            if !isClosed && !Self.endedSession(error) {
+                do { try await query("ROLLBACK", logger: logger) } catch { try? await close() }
+            }
             throw error
         }
     }

@@ -158,7 +158,7 @@ public struct MaterializerLease: Sendable, Equatable {
         _ lease: MaterializerLease?, runID: Int64, client: PostgresClient, logger: Logger, closed: T,
         _ body: (PostgresConnection, String) async throws -> T
     ) async throws -> T {
-        let result = try await client.withTransaction(logger: logger) { connection -> T? in
+        let result = try await client.withOpenTransaction(logger: logger) { connection -> T? in
             switch try await fence(lease, runID: runID, connection, logger: logger) {
             case .open(let now): return try await body(connection, now)
             case .closed: return closed

@@ -46,7 +46,7 @@ public struct PostgresCampaignStore: CampaignStore {
     /// ``DatabaseConfiguration/postgresClientConfiguration()``).
     private func ledgerTransaction<T>(_ body: (PostgresConnection) async throws -> sending T) async throws -> sending T {
         let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
+        return try await client.withOpenTransaction(logger: logger) { connection in
             try await connection.query(
                 """
                 SELECT set_config('lock_timeout', '\(unescaped: Self.lockTimeout)', true),

@@ -92,7 +92,7 @@ public struct RunRepository: Sendable {
     public func summary(runID: Int64, rebuild: Bool = true) async throws -> [SummaryLine] {
         if rebuild {
             let logger = self.logger
-            try await client.withTransaction(logger: logger) { connection in
+            try await client.withOpenTransaction(logger: logger) { connection in
                 try await RunSummaries.rebuild(runID: runID, connection, logger: logger)
             }
         }
@@ -163,7 +163,7 @@ public struct RunRepository: Sendable {
     ///   `status` is not `cancelled`: a run paused mid-materialization would later be resumed with part of its audience.
     public func setStatus(runID: Int64, to status: RunStatus, reason: String) async throws -> Bool {
         let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection -> Bool in
+        return try await client.withOpenTransaction(logger: logger) { connection -> Bool in
             let rows = try await connection.query(
                 """
                 UPDATE bugle.runs SET status = \(status.rawValue), pause_reason = \(reason),

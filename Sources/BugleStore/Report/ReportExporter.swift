@@ -89,6 +89,7 @@ public struct ReportExporter: Sendable {
         let logger = self.logger
         let limit = pageRows
         return Task {
+            try connection.requireOpen()
             let rows = try await connection.query(
                 """
                 SELECT \(unescaped: ReportPage.selectList)

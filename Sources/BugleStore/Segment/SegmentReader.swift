@@ -141,7 +141,7 @@ public struct SegmentReader: Sendable {
             try await exec(connection, "ROLLBACK")
             return result
         } catch {
-            try? await exec(connection, "ROLLBACK")
+            if !connection.isClosed { try? await exec(connection, "ROLLBACK") }
             if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
             throw error
         }
@@ -327,6 +327,9 @@ public struct SegmentReader: Sendable {
             binds.append(upper)
             binds.append(Int64(size))
             let rows: PostgresRowSequence
+            // Between pages the server may have ended the session (a restart): a page asked of it would never be
+            // answered (`requireOpen()`).
+            try connection.requireOpen()
             do {
                 rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             } catch {
@@ -400,10 +403,12 @@ public struct SegmentReader: Sendable {
     }
 
     private func exec(_ connection: PostgresConnection, _ sql: String) async throws {
+        try connection.requireOpen()
         _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
     }
 
     private func userQuery(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRowSequence {
+        try connection.requireOpen()
         do {
             return try await connection.query(query, logger: logger)
         } catch {

@@ -1,0 +1,97 @@
+import BugleCore
+@testable import BugleStore
+import BugleTesting
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+/// postgres-nio 1.33.2 never answers a statement written to a connection the server has already closed (its write
+/// fails with no promise to fail). Bugle's transactions and held connections check first; these end the session under
+/// them and expect an error within seconds. A hang shows as `OperationDeadline.Exceeded` after 30 s.
+@Suite("Sessions the server ends under a transaction or a held connection (real PostgreSQL)", .serialized)
+struct OpenConnectionTests {
+    static let logger = LedgerTestSupport.logger
+
+    @Test("a transaction whose session is ended during a statement fails at once, and the client goes on (postgres-nio's own hung in its ROLLBACK)")
+    func transactionSessionEnded() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            let outcome = try await OperationDeadline.run(within: .seconds(30)) { () -> String in
+                do {
+                    try await client.withOpenTransaction(logger: Self.logger) { connection in
+                        var pid: Int32 = 0
+                        for try await (value,) in try await connection.query("SELECT pg_backend_pid()", logger: Self.logger).decode((Int32,).self) {
+                            pid = value
+                        }
+                        // Another pooled connection ends this session while its statement runs.
+                        async let ended: Void = {
+                            try? await Task.sleep(for: .milliseconds(300))
+                            _ = try? await client.query("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
+                        }()
+                        do {
+                            _ = try await connection.query("SELECT pg_sleep(5)", logger: Self.logger).collect()
+                        } catch {
+                            await ended
+                            throw error
+                        }
+                        await ended
+                    }
+                    return "committed"
+                } catch {
+                    return StoreError.sqlState(of: error) ?? "\(error)"
+                }
+            }
+            #expect(outcome == "57P01", "\(outcome)")
+            // The pool may hand the ended session's connection out once more (its next query fails at once): it goes
+            // on within a few attempts.
+            #expect(await Self.answers(client))
+        }
+    }
+
+    @Test("the segment's reader whose session is ended between pages fails at once instead of waiting for ever for the next page")
+    func readerSessionEnded() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 5000)
+            let segment = LedgerTestSupport.campaign(pageSize: 250).segment
+            let outcome = try await OperationDeadline.run(within: .seconds(30)) { () -> String in
+                let reader = SegmentReader(client: client, segment: segment, useReaderRole: true, logger: Self.logger)
+                var pages = 0
+                do {
+                    _ = try await reader.read { _ in
+                        pages += 1
+                        guard pages == 1 else { return }
+                        // The reader's transaction waits, idle, while this page is handled: end it, and wait until the
+                        // session is gone before the reader asks for its next page.
+                        _ = try await client.query(
+                            """
+                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                             WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'
+                            """,
+                            logger: Self.logger
+                        ).collect()
+                        while try await LedgerTestSupport.scalar(
+                            client,
+                            "SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+                            as: Int64.self
+                        ) ?? 0 > 0 {
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                    }
+                    return "read \(pages) pages"
+                } catch {
+                    return "failed after \(pages) page(s): \(error)"
+                }
+            }
+            #expect(outcome.hasPrefix("failed after"), "\(outcome)")
+            #expect(await Self.answers(client))
+        }
+    }
+
+    /// Whether `client` answers a query within five attempts.
+    static func answers(_ client: PostgresClient) async -> Bool {
+        for _ in 1...5 {
+            if let one = try? await LedgerTestSupport.scalar(client, "SELECT 1::bigint", as: Int64.self), one == 1 { return true }
+        }
+        return false
+    }
+}
