@@ -592,6 +592,18 @@ struct CampaignFeatureLoaderTests {
             yaml: deliveryYAML("  send_at: 2026-11-22T09:00:00\n"),
             at: "2026", keyPath: "delivery.send_at", message: "expected an ISO 8601 instant with a zone"),
         .init(
+            name: "send_at on a day the month lacks",
+            yaml: deliveryYAML("  send_at: 2027-02-29T09:00:00Z\n"),
+            at: "2027-02-29", keyPath: "delivery.send_at", message: "2027-02-29 is not a date: that month has 28 days"),
+        .init(
+            name: "not_after on 31 April",
+            yaml: deliveryYAML("  not_after: 2027-04-31T09:00:00+02:00\n"),
+            at: "2027-04-31", keyPath: "delivery.not_after", message: "2027-04-31 is not a date: that month has 30 days"),
+        .init(
+            name: "send_at with a 25-hour offset",
+            yaml: deliveryYAML("  send_at: 2027-01-01T09:00:00+25:00\n"),
+            at: "2027-01-01", keyPath: "delivery.send_at", message: "the zone offset +25:00 is out of range (at most ±23:59)"),
+        .init(
             name: "misspelt delivery key",
             yaml: deliveryYAML("  deliver_at_locl: \"20:00\"\n"),
             at: "deliver_at_locl", keyPath: "delivery.deliver_at_locl",

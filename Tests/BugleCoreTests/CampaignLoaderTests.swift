@@ -90,6 +90,20 @@ struct CampaignLoaderTests {
         #expect(error.description == "\(path):\(bad.line):\(bad.column): \(prefix)\(error.message)")
     }
 
+    @Test("a key file given as the campaign is refused without quoting it (the audit saw 17 characters of an EC key printed); a PEM block as a value is not quoted either")
+    func keyFileNotQuoted() throws {
+        let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIECCSX8jNN7sq46GQUsecretsecretsecretsecretAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n"
+        let whole = try #require(configurationError { try CampaignLoader.load(yaml: key, path: "ec.key") })
+        #expect(whole.message == "expected a mapping, got a string", "\(whole)")
+        #expect(!whole.description.contains("MHcCAQEE") && !whole.description.contains("BEGIN"), "\(whole)")
+        let pasted = "name: \"-----BEGIN PRIVATE KEY----- MIGHAgEAMBMGByqGSM49AgEGCCqGSM49\"\nnotification_type: [x]\n"
+        let value = try #require(configurationError { try CampaignLoader.load(yaml: pasted.replacingOccurrences(of: "name:", with: "segment:"), path: "c.yaml") })
+        #expect(!value.description.contains("MIGHAgEA"), "\(value)")
+        // Any document that is one scalar reads as a string, whatever its text.
+        let plain = try #require(configurationError { try CampaignLoader.load(yaml: "just text", path: "c.yaml") })
+        #expect(plain.message == "expected a mapping, got a string", "\(plain)")
+    }
+
     @Test("decodes the complete fixture to an exact Campaign")
     func decodesGoodFixture() throws {
         let path = Paths.fixture("campaign-good.yaml")

@@ -581,7 +581,31 @@ public enum CampaignLoader {
             date = formatter.date(from: text)
         }
         guard let date else { throw node.typeError("an ISO 8601 instant with a zone, like 2026-11-22T18:00:00Z") }
+        // Foundation's parser takes 2027-02-30 for 2 March and +25:00 for an offset: the day must exist, the offset be
+        // at most 23:59.
+        if let problem = impossibleFields(text) { throw node.error(problem) }
         return Instant(secondsSince1970: date.timeIntervalSince1970)
+    }
+
+    /// What is impossible in the date or zone offset of an instant Foundation parsed (`YYYY-MM-DDThh:mm:ss…`), or nil.
+    static func impossibleFields(_ text: String) -> String? {
+        let characters = Array(text)
+        guard characters.count >= 10, let year = Int(String(characters[0..<4])), let month = Int(String(characters[5..<7])),
+            let day = Int(String(characters[8..<10]))
+        else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
+        if let first = calendar.date(from: DateComponents(year: year, month: month, day: 1)),
+            let days = calendar.range(of: .day, in: .month, for: first)?.count, day > days {
+            return "\(String(characters[0..<10])) is not a date: that month has \(days) days"
+        }
+        if let last = characters.last, last != "Z", last != "z", characters.count >= 6 {
+            let offset = String(characters[(characters.count - 6)...])
+            if let hours = Int(offset.dropFirst().prefix(2)), let minutes = Int(offset.suffix(2)), hours > 23 || minutes > 59 {
+                return "the zone offset \(offset) is out of range (at most ±23:59)"
+            }
+        }
+        return nil
     }
 
     // MARK: - Values

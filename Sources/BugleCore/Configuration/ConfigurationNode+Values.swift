@@ -24,7 +24,9 @@ extension ConfigurationNode {
         case .sequence: return "a list"
         case .scalar(let scalar):
             if isNull { return "null" }
-            if origin.redactsValues {
+            // Never quoted: a whole file that is one scalar (a key file given as the campaign would have its key's
+            // first characters printed), and anything that looks like a PEM block.
+            if origin.redactsValues || keyPath.isEmpty || scalar.text.contains("-----BEGIN") {
                 if scalar.isPlain, Double(scalar.text.replacingOccurrences(of: "_", with: "")) != nil {
                     return "a number"
                 }
