@@ -25,7 +25,10 @@ enum CSVOption {
     ///   moved aside.
     static func destination(_ argument: String?, json: Bool) throws -> ReportDestination? {
         guard let argument else { return nil }
-        guard argument == "-" || isStandardOutput(argument) else { return .path(argument) }
+        guard argument == "-" || isStandardOutput(argument) else {
+            try requireWritable(argument)
+            return .path(argument)
+        }
         if json { throw UsageError("--csv \(argument) is standard output, where --json writes too; give --csv a path") }
         fflush(nil)
         let report = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
@@ -33,6 +36,24 @@ enum CSVOption {
             throw FileWriteError(path: "standard output", reason: String(cString: strerror(errno)))
         }
         return .standardOutput(descriptor: report)
+    }
+
+    /// Refuses, before anything is sent or written, a report path that cannot be created: a directory, a missing or
+    /// unwritable parent directory, an unwritable file. (A write that fails later, a full disk, is reported then.)
+    /// - Throws: ``UsageError`` naming the path and the reason.
+    private static func requireWritable(_ path: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            if isDirectory.boolValue { throw UsageError("--csv \(path): it is a directory; give the report's file path") }
+            if access(path, W_OK) != 0 { throw UsageError("--csv \(path): cannot write it: \(String(cString: strerror(errno)))") }
+            return
+        }
+        let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory) else {
+            throw UsageError("--csv \(path): the directory \(parent) does not exist")
+        }
+        if !isDirectory.boolValue { throw UsageError("--csv \(path): \(parent) is not a directory") }
+        if access(parent, W_OK) != 0 { throw UsageError("--csv \(path): cannot create it in \(parent): \(String(cString: strerror(errno)))") }
     }
 
     /// Whether `path` is the file this process's standard output is (`/dev/stdout`, `/proc/self/fd/1`, or the file

@@ -399,7 +399,7 @@ struct CLITests {
         return (configuration, try Self.url(configuration), runID)
     }
 
-    @Test("--csv: a symlink's target is written (the link kept), an existing file keeps its mode, - and /dev/stdout give pure CSV on stdout and the summary on stderr; '' and - with --json exit 1")
+    @Test("--csv: a symlink's target is written (the link kept), an existing file keeps its mode, - and /dev/stdout give pure CSV on stdout and the summary on stderr; '' and - with --json exit 1, as does a path that cannot be created (before anything is sent)")
     func csvDestinations() async throws {
         let (_, url, runID) = try await Self.completedRun(devices: 12, name: "csv")
         let env = ["BUGLE_DATABASE_URL": url]
@@ -440,6 +440,14 @@ struct CLITests {
         #expect(both.status == 1, "\(both.stderr)")
         #expect(both.stdout.isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == before)
+        // A path that cannot be created is refused before anything is sent (it was found after the whole campaign).
+        let runsBefore = try await Self.bugle(["runs", "--json"], environment: env).stdout
+        for (path, reason) in [(directory + "/missing/x.csv", "the directory \(directory)/missing does not exist"), (directory, "it is a directory")] {
+            let refused = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--csv", path], environment: env)
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stderr.contains("--csv \(path): \(reason)"), "\(refused.stderr)")
+        }
+        #expect(try await Self.bugle(["runs", "--json"], environment: env).stdout == runsBefore, "a refused run left a run behind")
     }
 
     @Test("dry run --csv -: the preview alone on stdout, the counts on stderr; --csv FIFO: a reading thread gets the preview, the FIFO stays a FIFO")
