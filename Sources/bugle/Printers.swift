@@ -69,11 +69,17 @@ enum DryRunPrinter {
 
 /// Terminal output of a run summary.
 enum SummaryPrinter {
+    /// The statuses of recipients a provider answered (the view's `rate_per_second` counts the same).
+    static let answeredStatuses: Set<String> = ["sent", "invalid_token", "failed_permanent", "unknown"]
+
     static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = []) {
         if let record {
             var header = "run \(runID) · \(record.campaign) · \(record.status.rawValue)"
-            if let duration = record.durationSeconds, let total = record.recipientsTotal, duration > 0 {
-                header += String(format: " · %.1fs · ", duration) + ProgressRenderer.rate(Double(total) / duration) + "/s"
+            if let duration = record.durationSeconds, duration > 0 {
+                // Answered notifications per second, as `bugle.run_overview.rate_per_second` counts them: skipped and
+                // cancelled recipients were never sent (a run cancelled early read as 214,908/s).
+                let answered = lines.filter { answeredStatuses.contains($0.status) }.reduce(Int64(0)) { $0 + $1.count }
+                header += String(format: " · %.1fs · ", duration) + ProgressRenderer.rate(Double(answered) / duration) + "/s"
             }
             Swift.print(header)
             if let reason = record.pauseReason { Swift.print("  reason: \(reason)") }

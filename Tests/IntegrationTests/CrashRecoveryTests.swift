@@ -312,6 +312,21 @@ struct CrashRecoveryTests {
             case .cancel:
                 #expect(states["pending", default: 0] + states["retry_wait", default: 0] == 0, "\(states)")
                 #expect(states["cancelled", default: 0] >= 200, "\(states)")
+                // The summary's rate counts answered notifications, as bugle.run_overview does, not the cancelled ones
+                // (it read about 20 times the view's rate here).
+                let csv = try CLITests.temporaryFile("cancelled-\(runID).csv", "")
+                let summary = try await fixture.bugle(["report", "\(runID)", "--csv", csv]).stdout
+                let printed = summary.split(separator: "\n").first.flatMap { $0.components(separatedBy: "s · ").last }
+                    .flatMap { Double($0.replacingOccurrences(of: "/s", with: "").replacingOccurrences(of: ",", with: "")) }
+                let view = try await fixture.withClient { client in
+                    try await LedgerTestSupport.scalar(client, "SELECT rate_per_second FROM bugle.run_overview WHERE run_id = \(runID)", as: Double.self)
+                }
+                if let printed, let view {
+                    // Printed whole from 10/s up, to a tenth below.
+                    #expect(abs(printed - view) <= (view >= 9.95 ? 0.5 : 0.05) + 1e-9, "summary \(printed)/s, run_overview \(view)/s: \(summary)")
+                } else {
+                    Issue.record("no rate: \(summary), view \(String(describing: view))")
+                }
             case .pause, .sigint, .sigtermTwice:
                 #expect(stopped.status == 3, "\(stopped.stderr)")
                 #expect(!stopped.stderr.contains("exiting now"), "\(stopped.stderr)")
