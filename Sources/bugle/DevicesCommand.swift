@@ -32,7 +32,9 @@ struct DevicesCommand: AsyncParsableCommand {
                 if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
                     throw UsageError("\(path): is a directory, not a CSV file")
                 }
-                guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError("\(path): cannot read the file") }
+                guard FileManager.default.isReadableFile(atPath: path) else {
+                    throw UsageError("\(path): cannot read the file: \(FileManager.default.fileExists(atPath: path) ? "permission denied" : "no such file")")
+                }
                 let report: DeviceImportReport
                 do {
                     report = try await DatabaseSession.with(global, logger: logger) { client in

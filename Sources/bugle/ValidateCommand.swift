@@ -88,12 +88,7 @@ extension ValidateCommand {
 /// Reads a campaign file for a sending command: its text (stored with the run) and the validated campaign.
 enum CampaignFile {
     static func read(_ path: String) throws -> (yaml: String, campaign: Campaign) {
-        let yaml: String
-        do {
-            yaml = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw UsageError("\(path): cannot read the campaign file")
-        }
+        let yaml = try CampaignLoader.readText(path: path)
         return (yaml, try CampaignLoader.load(yaml: yaml, path: path))
     }
 }

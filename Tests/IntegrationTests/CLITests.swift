@@ -450,6 +450,24 @@ struct CLITests {
         #expect(try await Self.bugle(["runs", "--json"], environment: env).stdout == runsBefore, "a refused run left a run behind")
     }
 
+    @Test("a campaign that is a directory, missing or not UTF-8 is refused by run with the reason and position, as validate does (run said only 'cannot read the campaign file')")
+    func unreadableCampaign() async throws {
+        let directory = try TestScratch.directory(prefix: "bugle-unreadable")
+        let latin1 = directory + "/latin1.yaml"
+        try Data([0x6E, 0x61, 0x6D, 0x65, 0x3A, 0x20, 0xE9, 0x0A]).write(to: URL(fileURLWithPath: latin1))
+        for (path, expected) in [
+            (directory, "\(directory):1:1: is a directory, expected a YAML file"),
+            (directory + "/missing.yaml", "\(directory)/missing.yaml:1:1: file not found"),
+            (latin1, "\(latin1):1:7: the file is not valid UTF-8 text"),
+        ] {
+            for command in ["run", "send-test"] {
+                let refused = try await Self.bugle([command, path] + (command == "send-test" ? ["--token", "abc"] : []))
+                #expect(refused.status == 1, "\(command) \(path): \(refused.stderr)")
+                #expect(refused.stderr.contains(expected), "\(command) \(path): \(refused.stderr)")
+            }
+        }
+    }
+
     @Test("dry run --csv -: the preview alone on stdout, the counts on stderr; --csv FIFO: a reading thread gets the preview, the FIFO stays a FIFO")
     func dryRunCSVToStreams() async throws {
         let (_, url) = try await Self.demoDatabase(devices: 40)

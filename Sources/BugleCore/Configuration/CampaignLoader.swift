@@ -98,8 +98,14 @@ public enum CampaignLoader {
     /// - Returns: The validated campaign, with `sourcePath` set to `path`.
     /// - Throws: ``ConfigurationError`` (file:line:column, key path and message) for any problem.
     public static func load(path: String) throws -> Campaign {
-        let yaml = try ConfigurationDocument.readText(atPath: path)
-        return try load(yaml: yaml, path: path)
+        try load(yaml: try readText(path: path), path: path)
+    }
+
+    /// A campaign file's text (kept with its run), or why it cannot be read: not found, a directory, over 1 MiB, or
+    /// not UTF-8 (with the first bad byte's line and column).
+    /// - Throws: ``ConfigurationError``.
+    public static func readText(path: String) throws -> String {
+        try ConfigurationDocument.readText(atPath: path)
     }
 
     /// Parses and validates campaign YAML that was read from `path`.
