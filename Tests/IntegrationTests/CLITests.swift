@@ -468,6 +468,22 @@ struct CLITests {
         }
     }
 
+    @Test("validate refuses copy too large for every payload of a platform (exit 1, naming the copy and the platforms); it said ok, and the run completed with those recipients failed")
+    func oversizedCopyRefused() async throws {
+        let title = String(repeating: "a", count: 5000)
+        let file = try Self.temporaryFile(
+            "huge.yaml",
+            "name: huge\nnotification_type: promo\nsegment: { sql: \"SELECT 1\" }\nmessage:\n  default_locale: en\n"
+                + "  locales:\n    en: { title: \"\(title)\", body: b }\n    de: { title: kurz, body: b }\n")
+        let refused = try await Self.bugle(["validate", "--offline", file])
+        #expect(refused.status == 1, "\(refused.stderr)")
+        for platform in ["ios", "android", "web"] {
+            #expect(refused.stderr.contains("\(file): message.locales.en: at least "), "\(refused.stderr)")
+            #expect(refused.stderr.contains("every \(platform) recipient given this copy would fail payload_too_large"), "\(refused.stderr)")
+        }
+        #expect(!refused.stderr.contains("message.locales.de"), "\(refused.stderr)")
+    }
+
     @Test("dry run --csv -: the preview alone on stdout, the counts on stderr; --csv FIFO: a reading thread gets the preview, the FIFO stays a FIFO")
     func dryRunCSVToStreams() async throws {
         let (_, url) = try await Self.demoDatabase(devices: 40)

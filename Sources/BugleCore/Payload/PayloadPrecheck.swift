@@ -1,0 +1,45 @@
+/// Copy too large for a platform's payload whatever the recipient: every configured locale, variant and rotated copy,
+/// rendered with every template variable empty (a value only adds bytes), for each platform. Such a copy fails every
+/// recipient it reaches with `payload_too_large`; the run used to find that one recipient at a time and complete.
+public enum PayloadPrecheck {
+    /// One copy over a platform's limit.
+    public struct Oversize: Sendable, Equatable, CustomStringConvertible {
+        /// The copy's key path (`message.locales.en`, `variants.B.locales.de`, `message.locales.en[1]` for a rotated copy).
+        public var keyPath: String
+        public var platform: Platform
+        /// Its smallest payload, in bytes.
+        public var size: Int
+        /// The platform's limit, in bytes.
+        public var limit: Int
+
+        public var description: String {
+            "\(keyPath): at least \(size) bytes for \(platform.rawValue) devices (with every template variable empty), over the "
+                + "\(limit)-byte limit: every \(platform.rawValue) recipient given this copy would fail payload_too_large"
+        }
+    }
+
+    /// The copies of `campaign` over a platform's limit, in key-path order.
+    public static func oversized(_ campaign: Campaign) -> [Oversize] {
+        let composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
+        var found: [Oversize] = []
+        let books: [(variant: String?, copies: [String: [LocalizedCopy]])] =
+            [(nil, campaign.message.localeCopies)] + campaign.variants.map { ($0.name, $0.localeCopies) }
+        for (variant, copies) in books {
+            for (locale, list) in copies.sorted(by: { $0.key < $1.key }) {
+                for index in list.indices {
+                    let selection = MessageSelection(locale: locale, variant: variant, copyIndex: index)
+                    let keyPath = (variant.map { "variants.\($0).locales.\(locale)" } ?? "message.locales.\(locale)")
+                        + (list.count > 1 ? "[\(index)]" : "")
+                    for platform in Platform.allCases {
+                        let composed = composer.compose(seq: 0, deviceID: 0, token: "", platform: platform, selection: selection, attempt: 1, now: 0)
+                        // A limit of 0 is not a size (a copy a missing variable leaves out): only sizes are judged here.
+                        if case .failure(let tooLarge) = composed, tooLarge.limit > 0 {
+                            found.append(Oversize(keyPath: keyPath, platform: platform, size: tooLarge.size, limit: tooLarge.limit))
+                        }
+                    }
+                }
+            }
+        }
+        return found
+    }
+}

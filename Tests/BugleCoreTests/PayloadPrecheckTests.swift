@@ -1,0 +1,30 @@
+import BugleCore
+import Foundation
+import Testing
+
+@Suite("Copy too large for every payload, found before sending")
+struct PayloadPrecheckTests {
+    static func campaign(_ message: String, variants: String = "") throws -> Campaign {
+        try CampaignLoader.load(
+            yaml: "name: big\nnotification_type: promo\nsegment: { sql: \"SELECT 1\" }\nmessage:\n  default_locale: en\n" + message + variants,
+            path: "big.yaml")
+    }
+
+    @Test("a 5,000-character title is over every platform's limit for its locale only; a variant's copy is named by its path; ordinary and templated copy pass")
+    func oversizedCopy() throws {
+        let long = String(repeating: "a", count: 5000)
+        let big = try Self.campaign("  locales:\n    en: { title: \"\(long)\", body: b }\n    de: { title: kurz, body: b }\n")
+        let found = PayloadPrecheck.oversized(big)
+        #expect(Set(found.map(\.platform)) == Set(Platform.allCases), "\(found)")
+        #expect(found.allSatisfy { $0.keyPath == "message.locales.en" && $0.size > $0.limit }, "\(found)")
+        #expect(found.first?.description.contains("every ios recipient given this copy would fail payload_too_large") == true || found.contains {
+            $0.description.hasPrefix("message.locales.en: at least ")
+        })
+        let variant = try Self.campaign(
+            "  locales: { en: { title: t, body: b } }\n",
+            variants: "variants:\n  - { name: A, weight: 1 }\n  - { name: B, weight: 1, locales: { en: { title: \"\(long)\", body: b } } }\n")
+        #expect(Set(PayloadPrecheck.oversized(variant).map(\.keyPath)) == ["variants.B.locales.en"])
+        #expect(PayloadPrecheck.oversized(try Self.campaign("  locales: { en: { title: \"Hi {{first_name}}\", body: b } }\n")).isEmpty)
+        #expect(PayloadPrecheck.oversized(try Self.campaign("  locales: { en: { title: t, body: b } }\n")).isEmpty)
+    }
+}
