@@ -141,6 +141,11 @@ public final class APNSProvider: PushProvider {
         } catch let error as ProxyConfigurationError {
             throw .proxy(error)
         } catch {
+            if case .certificate(let certFile, let keyFile, _) = settings.auth {
+                // Both loaded on their own: what TLS refuses is the pair (a key that is not the certificate's).
+                let pair = keyFile.map { "the client certificate \(certFile) with the key \($0)" } ?? "the client certificate bundle \(certFile)"
+                throw .unsupported("TLS refused \(pair) (\(error)); is the key the certificate's own?")
+            }
             throw .unsupported("TLS configuration rejected: \(error)")
         }
     }

@@ -58,7 +58,8 @@ enum LegacyAPNSClientTLS {
         do {
             return try NIOSSLContext(configuration: tls)
         } catch {
-            throw .tls("\(type(of: error))")
+            // The certificate and the key each loaded: what TLS refuses is the pair.
+            throw .tls("the certificate \(settings.certFile) with the key \(settings.keyFile) (\(error)); is the key the certificate's own?")
         }
     }
 

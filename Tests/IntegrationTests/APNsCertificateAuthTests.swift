@@ -129,6 +129,21 @@ struct APNsCertificateAuthTests {
         }
     }
 
+    @Test("a PEM certificate with a key that is not its own is refused naming both files (it said only failedToLoadCertificate)")
+    func mismatchedKeyNamesTheFiles() async throws {
+        try await Fixture.with { fixture in
+            let other = fixture.environment.directory + "/other.key"
+            try fixture.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", other])
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: other)
+            let auth = APNsSettings.Auth.certificate(certFile: fixture.certificateFile, keyFile: other, passphraseEnv: nil)
+            let refused = #expect(throws: APNSConfigurationError.self) {
+                _ = try APNSProvider(settings: fixture.settings(auth), tokenSource: nil, options: .init(environment: [:]), logger: APNsTestEnvironment.logger)
+            }
+            let message = refused.map { String(describing: $0) } ?? ""
+            #expect(message.contains(fixture.certificateFile) && message.contains(other) && message.contains("is the key the certificate's own?"), "\(message)")
+        }
+    }
+
     @Test("an expired or not-yet-valid client certificate, PEM or PKCS#12, is refused when the lane is built, naming the file and the date")
     func outOfDateCertificatesAreRefused() async throws {
         try await Fixture.with { fixture in
