@@ -41,7 +41,7 @@ struct RunsCommand: AsyncParsableCommand {
             if runs.isEmpty { print("no runs yet") }
             for run in runs {
                 let total = run.recipientsTotal.map(String.init) ?? "-"
-                let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)"
+                let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)\(run.kind == "test" ? " (test send)" : "")"
                 print(line + (alive[run.id].map { Self.describe($0, runID: run.id) } ?? Self.reason(of: run)))
             }
             return ExitCodes.completed

@@ -4,8 +4,8 @@ import Foundation
 
 /// `bugle runs --json`: the listed runs as one JSON array on stdout, newest first, for scripts and monitoring.
 ///
-/// Each run: `{"run_id", "campaign", "notification_type", "status", "reason", "created_at", "started_at",
-/// "finished_at", "recipients", "live_workers"}` — keys sorted, absent values `null`; `live_workers` is given for a
+/// Each run: `{"run_id", "campaign", "kind", "notification_type", "status", "reason", "created_at", "started_at",
+/// "finished_at", "recipients", "live_workers"}` (`kind`: `campaign`, or `test` for `bugle send-test`) — keys sorted, absent values `null`; `live_workers` is given for a
 /// `running` run only (leases of gone processes of this host not counted), so `0` means nobody sends it.
 enum RunsJSON {
     static func render(_ runs: [RunRecord], liveWorkers: [Int64: Int]) -> String {
@@ -13,6 +13,7 @@ enum RunsJSON {
             [
                 "run_id": run.id,
                 "campaign": run.campaign,
+                "kind": run.kind,
                 "notification_type": run.notificationType,
                 "status": run.status.rawValue,
                 "reason": (run.pauseReason ?? run.failureReason).map { $0 as Any } ?? NSNull(),

@@ -145,6 +145,12 @@ struct CLIFeatureTests {
                 )
             }
             #expect(realRuns == 1)
+            // `bugle runs` tells the test send from the campaign run (it listed both alike).
+            let listed = try await CLITests.bugle(["runs"], environment: env).stdout.split(separator: "\n")
+            #expect(listed.filter { $0.hasSuffix("send-test-feature (test send)") }.count == 1, "\(listed)")
+            #expect(listed.filter { $0.hasSuffix("send-test-feature") }.count == 1, "\(listed)")
+            let json = try await CLITests.bugle(["runs", "--json"], environment: env).stdout
+            #expect(json.contains("\"kind\":\"test\"") && json.contains("\"kind\":\"campaign\""), "\(json)")
             #expect(logged == 20)
             #expect(loggedUsers == 20)
             #expect(realSent == 21)

@@ -20,6 +20,8 @@ public struct RunRecord: Sendable, Equatable {
     public var finishedAt: String?
     /// finished − started, seconds.
     public var durationSeconds: Double?
+    /// `campaign`, or `test` for a `bugle send-test` run.
+    public var kind: String
 }
 
 /// One summary line: run × platform × status × reason.
