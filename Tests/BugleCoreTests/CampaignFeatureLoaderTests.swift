@@ -604,6 +604,14 @@ struct CampaignFeatureLoaderTests {
             yaml: deliveryYAML("  send_at: 2027-01-01T09:00:00+25:00\n"),
             at: "2027-01-01", keyPath: "delivery.send_at", message: "the zone offset +25:00 is out of range (at most ±23:59)"),
         .init(
+            name: "an integer with a leading zero",
+            yaml: deliveryYAML("  in_flight_window: 0100\n"),
+            at: "0100", keyPath: "delivery.in_flight_window", message: "has a leading zero, which some YAML readers take for octal"),
+        .init(
+            name: "an integer with a doubled separator",
+            yaml: deliveryYAML("  in_flight_window: 1__000\n"),
+            at: "1__000", keyPath: "delivery.in_flight_window", message: "expected an integer"),
+        .init(
             name: "misspelt delivery key",
             yaml: deliveryYAML("  deliver_at_locl: \"20:00\"\n"),
             at: "deliver_at_locl", keyPath: "delivery.deliver_at_locl",

@@ -81,9 +81,13 @@ extension ConfigurationNode {
         guard let scalar, scalar.isPlain, !isNull else { throw typeError("an integer") }
         let digits = scalar.text.replacingOccurrences(of: "_", with: "")
         let body = digits.hasPrefix("-") || digits.hasPrefix("+") ? digits.dropFirst() : Substring(digits)
-        guard !body.isEmpty, body.allSatisfy({ $0.isASCII && $0.isNumber }), !scalar.text.hasPrefix("_") else {
+        // `_` only between digits (`1_000`, not `1__0` or `10_`).
+        let separated = !scalar.text.hasPrefix("_") && !scalar.text.hasSuffix("_") && !scalar.text.contains("__")
+        guard !body.isEmpty, body.allSatisfy({ $0.isASCII && $0.isNumber }), separated else {
             throw typeError("an integer")
         }
+        // YAML 1.1 reads `0100` as octal 64: refused rather than guessed.
+        if body.count > 1, body.hasPrefix("0") { throw error("\(valueDescription) has a leading zero, which some YAML readers take for octal; write it without") }
         guard let value = Int(digits) else { throw error("\(valueDescription) is too large") }
         return value
     }
