@@ -17,9 +17,17 @@ extension PostgresConnection {
         }
     }
 
+    /// `ROLLBACK` after `error` ended a transaction's body, unless the connection has closed or `error` is the server
+    /// ending the session (57P0x, 25P03, 08xxx: the connection is closing): the server rolled that transaction back, and
+    /// the statement would never be answered.
+    func rollBack(after error: any Error, logger: Logger) async throws {
+        guard !isClosed, !Self.endedSession(error) else { return }
+        try await query("ROLLBACK", logger: logger)
+    }
+
     /// Whether `error` is the server ending the session (an administrator's or a shutdown's 57P0x, an
     /// idle-in-transaction limit's 25P03, a connection exception's 08xxx): its connection is closing, if not closed yet.
-    static func endedSession(_ error: any Error) -> Bool {
+    private static func endedSession(_ error: any Error) -> Bool {
         guard let state = StoreError.sqlState(of: error) else { return false }
         return state.hasPrefix("57P") || state.hasPrefix("08") || state == "25P03"
     }
@@ -41,7 +49,7 @@ extension PostgresClient {
             do {
                 result = try await body(connection)
             } catch {
-                if !connection.isClosed && !PostgresConnection.endedSession(error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
+                try? await connection.rollBack(after: error, logger: logger)
                 throw error
             }
             try connection.requireOpen()

@@ -18,10 +18,7 @@ extension PostgresConnection {
             try await query("COMMIT", logger: logger)
             return result
         } catch {
-            // Not on a closed connection: the statement would never be answered (see `requireOpen()`).
-            if !isClosed && !Self.endedSession(error) {
-                do { try await query("ROLLBACK", logger: logger) } catch { try? await close() }
-            }
+            do { try await rollBack(after: error, logger: logger) } catch { try? await close() }
             throw error
         }
     }

@@ -70,7 +70,7 @@ enum DryRunPrinter {
 /// Terminal output of a run summary.
 enum SummaryPrinter {
     /// The statuses of recipients a provider answered (the view's `rate_per_second` counts the same).
-    static let answeredStatuses: Set<String> = ["sent", "invalid_token", "failed_permanent", "unknown"]
+    static let answeredStatuses = Set([RecipientState.sent, .invalidToken, .failedPermanent, .unknown].map(\.rawValue))
 
     static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = []) {
         if let record {

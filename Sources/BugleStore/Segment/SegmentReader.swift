@@ -141,7 +141,7 @@ public struct SegmentReader: Sendable {
             try await exec(connection, "ROLLBACK")
             return result
         } catch {
-            if !connection.isClosed { try? await exec(connection, "ROLLBACK") }
+            try? await connection.rollBack(after: error, logger: logger)
             if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
             throw error
         }
