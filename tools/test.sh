@@ -39,6 +39,9 @@ phase() {
       if command -v gdb >/dev/null 2>&1; then
         gdb -p "$pid" -batch -ex 'thread apply all bt 30' 2>&1 | grep -E '^Thread|^#' | head -n 600 >&2 || true
       fi
+      # Its children first (bugle processes a test started): orphaned, they would go on using the CPU the next
+      # phases need.
+      pkill -KILL -P "$pid" 2>/dev/null || true
       kill "$pid" 2>/dev/null || true
     done
   ) &

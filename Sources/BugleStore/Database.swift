@@ -106,7 +106,7 @@ public enum Database {
         try await Self.withClient(configuration, logger: logger) { client in
             do {
                 // Safe: `name` was checked above to be a plain lower-case identifier.
-                try await client.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+                try await client.answeredQuery("CREATE DATABASE \(unescaped: name)", logger: logger)
             } catch {
                 throw StoreError(.query, "cannot create database \(name)", underlying: error)
             }

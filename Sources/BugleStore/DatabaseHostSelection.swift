@@ -46,7 +46,7 @@ public enum DatabaseHostSelection {
     private static func unsuitability(of candidate: DatabaseConfiguration, logger: Logger) async throws -> String? {
         let (connection, _) = try await Database.connect(candidate, logger: logger)
         do {
-            let writability = try await ServerWritability.read(connection.query(ServerWritability.query, logger: logger))
+            let writability = try await ServerWritability.read(connection.answeredQuery(ServerWritability.query, logger: logger))
             try? await connection.close()
             switch candidate.targetSessionAttributes {
             case .readWrite where writability.readOnly: return "its sessions are read-only (target_session_attrs=read-write)"

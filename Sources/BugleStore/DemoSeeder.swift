@@ -30,7 +30,7 @@ public struct DemoSeeder: Sendable {
         var start = 1
         while start <= count {
             let end = min(count, start + batch - 1)
-            let rows = try await client.query(
+            let rows = try await client.answeredQuery(
                 """
                 WITH inserted AS (
                 INSERT INTO bugle.devices (id, user_id, token, platform, locale, timezone, app_version)
@@ -54,10 +54,10 @@ public struct DemoSeeder: Sendable {
             for try await (added,) in rows.decode((Int64,).self) { inserted += added }
             start = end + 1
         }
-        _ = try await client.query("SELECT setval(pg_get_serial_sequence('bugle.devices', 'id'), greatest((SELECT max(id) FROM bugle.devices), 1))", logger: logger).collect()
-        _ = try await client.query("ANALYZE bugle.devices", logger: logger).collect()
+        _ = try await client.answeredQuery("SELECT setval(pg_get_serial_sequence('bugle.devices', 'id'), greatest((SELECT max(id) FROM bugle.devices), 1))", logger: logger).collect()
+        _ = try await client.answeredQuery("ANALYZE bugle.devices", logger: logger).collect()
         var devices: Int64 = 0
-        for try await (total,) in try await client.query("SELECT count(*)::bigint FROM bugle.devices", logger: logger).decode((Int64,).self) {
+        for try await (total,) in try await client.answeredQuery("SELECT count(*)::bigint FROM bugle.devices", logger: logger).decode((Int64,).self) {
             devices = total
         }
         return Seeded(inserted: inserted, devices: devices)

@@ -339,9 +339,9 @@ public struct DeviceStore: Sendable {
         return Int(total)
     }
 
-    private func run(_ query: PostgresQuery, what: String) async throws -> PostgresRowSequence {
+    private func run(_ query: PostgresQuery, what: String) async throws -> AnsweredRows {
         do {
-            return try await self.client.query(query, logger: self.logger)
+            return try await self.client.answeredQuery(query, logger: self.logger)
         } catch {
             throw StoreError(.query, "\(what) failed", underlying: error)
         }

@@ -300,7 +300,7 @@ public struct EmbeddedCluster: Sendable, Hashable {
     private func ensureDatabase(logger: Logger) async throws {
         let admin = self.databaseConfiguration().with(database: "postgres")
         try await Database.withClient(admin, logger: logger) { client in
-            let rows = try await client.query(
+            let rows = try await client.answeredQuery(
                 "SELECT count(*) FROM pg_database WHERE datname = \(Self.databaseName)",
                 logger: logger
             )
@@ -310,7 +310,7 @@ public struct EmbeddedCluster: Sendable, Hashable {
             }
             guard !exists else { return }
             do {
-                try await client.query("CREATE DATABASE bugle", logger: logger)
+                try await client.answeredQuery("CREATE DATABASE bugle", logger: logger)
                 logger.info("created database bugle in the embedded cluster")
             } catch {
                 // 42P04 duplicate_database: a concurrent start created it first.

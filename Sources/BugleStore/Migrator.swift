@@ -86,7 +86,7 @@ public struct Migrator: Sendable {
     /// - Returns: `true` when the role exists and the current user is a member of it (superusers always are).
     /// - Throws: Query errors.
     public func segmentReaderRoleAvailable() async throws -> Bool {
-        let rows = try await self.client.query(
+        let rows = try await self.client.answeredQuery(
             """
             SELECT COALESCE((SELECT pg_has_role(current_user, r.oid, 'MEMBER') \
             FROM pg_roles r WHERE r.rolname = \(Self.segmentReaderRole)), false)
@@ -105,7 +105,7 @@ public struct Migrator: Sendable {
     /// set, so a server that asks for one still refuses the login.
     /// - Returns: Whether the role exists and can log in.
     public func allowSegmentReaderLogin() async throws -> Bool {
-        _ = try await self.client.query(
+        _ = try await self.client.answeredQuery(
             """
             DO $$
             BEGIN
@@ -128,7 +128,7 @@ public struct Migrator: Sendable {
 
     /// Whether the current login is a superuser (a segment read through `SET LOCAL ROLE` can take its role back).
     public func loginIsSuperuser() async throws -> Bool {
-        let rows = try await self.client.query(
+        let rows = try await self.client.answeredQuery(
             "SELECT COALESCE((SELECT rolsuper FROM pg_roles WHERE rolname = session_user), false)", logger: self.logger)
         var superuser = false
         for try await value in rows.decode(Bool.self) { superuser = value }
@@ -137,7 +137,7 @@ public struct Migrator: Sendable {
 
     /// Whether `bugle_segment_reader` exists and can log in (nothing is changed).
     public func segmentReaderCanLogIn() async throws -> Bool {
-        let rows = try await self.client.query(
+        let rows = try await self.client.answeredQuery(
             "SELECT COALESCE((SELECT rolcanlogin FROM pg_roles WHERE rolname = \(Self.segmentReaderRole)), false)",
             logger: self.logger
         )
@@ -175,14 +175,14 @@ public struct Migrator: Sendable {
 
     /// Why this login cannot write, or nil when it can.
     private func readOnlyReason() async throws -> String? {
-        try await ServerWritability.read(self.client.query(ServerWritability.query, logger: self.logger)).reason
+        try await ServerWritability.read(self.client.answeredQuery(ServerWritability.query, logger: self.logger)).reason
     }
 
     private func bootstrap() async throws {
         do {
             try await self.client.withOpenTransaction(logger: self.logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
-                let rows = try await connection.query(
+                try await connection.answeredQuery("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
+                let rows = try await connection.answeredQuery(
                     "SELECT to_regnamespace('bugle') IS NOT NULL, to_regclass('bugle.schema_migrations') IS NOT NULL",
                     logger: self.logger
                 )
@@ -193,10 +193,10 @@ public struct Migrator: Sendable {
                     tableExists = table
                 }
                 if !schemaExists {
-                    try await connection.query("CREATE SCHEMA IF NOT EXISTS bugle", logger: self.logger)
+                    try await connection.answeredQuery("CREATE SCHEMA IF NOT EXISTS bugle", logger: self.logger)
                 }
                 if !tableExists {
-                    try await connection.query(
+                    try await connection.answeredQuery(
                         """
                         CREATE TABLE IF NOT EXISTS bugle.schema_migrations (
                           version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
@@ -211,7 +211,7 @@ public struct Migrator: Sendable {
     }
 
     private func appliedVersions() async throws -> [Int: (name: String, appliedAt: Date)] {
-        let exists = try await self.client.query(
+        let exists = try await self.client.answeredQuery(
             "SELECT to_regclass('bugle.schema_migrations') IS NOT NULL",
             logger: self.logger
         )
@@ -220,7 +220,7 @@ public struct Migrator: Sendable {
             tableExists = value
         }
         guard tableExists else { return [:] }
-        let rows = try await self.client.query(
+        let rows = try await self.client.answeredQuery(
             "SELECT version, name, applied_at FROM bugle.schema_migrations",
             logger: self.logger
         )
@@ -235,8 +235,8 @@ public struct Migrator: Sendable {
     private func apply(_ migration: Migration) async throws -> Bool {
         do {
             let applied = try await self.client.withOpenTransaction(logger: self.logger) { connection -> Bool in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
-                let rows = try await connection.query(
+                try await connection.answeredQuery("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
+                let rows = try await connection.answeredQuery(
                     "SELECT count(*) FROM bugle.schema_migrations WHERE version = \(migration.version)",
                     logger: self.logger
                 )
@@ -246,9 +246,9 @@ public struct Migrator: Sendable {
                 }
                 guard count == 0 else { return false }
                 for statement in migration.statements {
-                    try await connection.query(statement, logger: self.logger)
+                    try await connection.answeredQuery(statement, logger: self.logger)
                 }
-                try await connection.query(
+                try await connection.answeredQuery(
                     "INSERT INTO bugle.schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
                     logger: self.logger
                 )
@@ -273,7 +273,7 @@ public struct Migrator: Sendable {
     /// Best effort: creates `bugle_segment_reader` when the server and our privileges allow it.
     private func ensureSegmentReaderRole() async {
         do {
-            let rows = try await self.client.query(
+            let rows = try await self.client.answeredQuery(
                 """
                 SELECT current_setting('server_version_num')::int >= 140000, \
                 COALESCE((SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user), false)
@@ -291,7 +291,7 @@ public struct Migrator: Sendable {
                 return
             }
             // Races with other databases of the same cluster migrating at once are absorbed by the handlers.
-            try await self.client.query(
+            try await self.client.answeredQuery(
                 """
                 DO $bugle$
                 BEGIN

@@ -1,12 +1,17 @@
 import Logging
+import NIOCore
 import PostgresNIO
+import Synchronization
 
 // postgres-nio 1.33.2 never answers a statement written to a connection that has already closed (the server ended
 // the session: a restart, a failover, `pg_terminate_backend`, an idle-in-transaction limit). The write fails with no
 // promise to fail, and the caller waits for ever, cancellation included. A statement in flight when the session ends
 // fails as it should, so its `withTransaction` hung in the `ROLLBACK` it sends after that failure, holding the pooled
 // connection. Bugle's transactions and the connections it holds across statements go through these instead: each
-// asks whether the connection is still open before writing, and a closed one is an error at once.
+// asks whether the connection is still open before writing, and a closed one is an error at once. The connection can
+// still close between that question and the write (the server killed, all sessions ending at once): a statement then
+// also watches its connection while it waits, and ends with an error once the connection has stayed closed without
+// an answer (``PostgresConnection/answeredQuery(_:logger:file:line:)``).
 
 extension PostgresConnection {
     /// Throws ``StoreError/Code/connectionFailed`` when the connection has closed, instead of a statement that would
@@ -17,12 +22,51 @@ extension PostgresConnection {
         }
     }
 
+    /// How often a statement waiting for its answer looks whether its connection has closed; one closed at two looks
+    /// in a row without an answer was never going to get one (postgres-nio fails a statement in flight as the
+    /// connection closes, at once).
+    static let closeCheckInterval = TimeAmount.milliseconds(500)
+
+    /// `query(_:logger:)` that cannot wait for ever on a closed connection: it throws
+    /// ``StoreError/Code/connectionFailed`` at once when the connection has closed, and within about a second when it
+    /// closes before the statement reached it. A statement left unanswered that way stays behind, waiting; it holds
+    /// nothing but its own memory.
+    @discardableResult
+    func answeredQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        try requireOpen()
+        return try await watchedQuery(query, logger: logger, file: file, line: line)
+    }
+
+    /// The statement of ``answeredQuery(_:logger:file:line:)`` past its check that the connection is open.
+    func watchedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        let answer = PendingAnswer()
+        return try await withCheckedThrowingContinuation { continuation in
+            answer.wait(continuation)
+            let interval = Self.closeCheckInterval
+            let watch = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] task in
+                guard isClosed, answer.closedTwice() else { return }
+                task.cancel()
+                if answer.finish(.failure(StoreError(.connectionFailed, "the database ended this session before answering (a restart, a failover or a terminated backend)"))) {
+                    logger.warning("a statement was left unanswered on a closed database connection; it failed instead of waiting")
+                }
+            }
+            Task {
+                do {
+                    answer.finish(.success(try await self.query(query, logger: logger, file: file, line: line)))
+                } catch {
+                    answer.finish(.failure(error))
+                }
+                watch.cancel()
+            }
+        }
+    }
+
     /// `ROLLBACK` after `error` ended a transaction's body, unless the connection has closed or `error` is the server
     /// ending the session (57P0x, 25P03, 08xxx: the connection is closing): the server rolled that transaction back, and
     /// the statement would never be answered.
     func rollBack(after error: any Error, logger: Logger) async throws {
         guard !isClosed, !Self.endedSession(error) else { return }
-        try await query("ROLLBACK", logger: logger)
+        try await answeredQuery("ROLLBACK", logger: logger)
     }
 
     /// Whether `error` is the server ending the session (an administrator's or a shutdown's 57P0x, an
@@ -34,6 +78,16 @@ extension PostgresConnection {
 }
 
 extension PostgresClient {
+    /// One statement on a leased connection through ``PostgresConnection/answeredQuery(_:logger:file:line:)``, instead
+    /// of `query(_:logger:)`, whose pool may hand out a connection that has just closed (and then never answers). The
+    /// rows are read before the connection goes back to the pool: for statements with small answers.
+    @discardableResult
+    func answeredQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> AnsweredRows {
+        try await withConnection { connection in
+            AnsweredRows(rows: try await connection.answeredQuery(query, logger: logger, file: file, line: line).collect())
+        }
+    }
+
     /// `BEGIN`, `body` and `COMMIT` on one leased connection, as postgres-nio's `withTransaction`, except that after a
     /// failure `ROLLBACK` is sent only while the connection is open (the server rolls back a session it ended), and
     /// errors come as thrown, not wrapped in `PostgresTransactionError`.
@@ -43,8 +97,7 @@ extension PostgresClient {
         _ body: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
         try await withConnection(isolation: isolation) { connection in
-            try connection.requireOpen()
-            try await connection.query("BEGIN", logger: logger)
+            try await connection.answeredQuery("BEGIN", logger: logger)
             let result: Result
             do {
                 result = try await body(connection)
@@ -52,9 +105,59 @@ extension PostgresClient {
                 try? await connection.rollBack(after: error, logger: logger)
                 throw error
             }
-            try connection.requireOpen()
-            try await connection.query("COMMIT", logger: logger)
+            try await connection.answeredQuery("COMMIT", logger: logger)
             return result
         }
+    }
+}
+
+/// The rows of ``PostgresClient/answeredQuery(_:logger:file:line:)``, read already; iterated and decoded as
+/// postgres-nio's row sequence is.
+struct AnsweredRows: AsyncSequence, Sendable {
+    let rows: [PostgresRow]
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var rows: IndexingIterator<[PostgresRow]>
+
+        mutating func next() async throws -> PostgresRow? { rows.next() }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rows: rows.makeIterator()) }
+
+    func collect() -> [PostgresRow] { rows }
+}
+
+/// The one answer of an ``PostgresConnection/answeredQuery(_:logger:file:line:)``: the statement's, or the watch's
+/// finding that its connection closed, whichever comes first.
+private final class PendingAnswer: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<PostgresRowSequence, any Error>?
+        var closedLooks = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Set before the statement starts and the watch begins.
+    func wait(_ continuation: CheckedContinuation<PostgresRowSequence, any Error>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    /// Counts a look that found the connection closed; true from the second.
+    func closedTwice() -> Bool {
+        state.withLock { state in
+            state.closedLooks += 1
+            return state.closedLooks >= 2
+        }
+    }
+
+    /// Answers the statement's caller, unless it has its answer already; returns whether this did.
+    @discardableResult
+    func finish(_ result: Result<PostgresRowSequence, any Error>) -> Bool {
+        let waiting = state.withLock { state in
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        waiting?.resume(with: result)
+        return waiting != nil
     }
 }

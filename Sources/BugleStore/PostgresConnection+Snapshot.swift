@@ -10,12 +10,10 @@ extension PostgresConnection {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try requireOpen()
-        try await query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+        try await answeredQuery("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
         do {
             let result = try await body(self)
-            try requireOpen()
-            try await query("COMMIT", logger: logger)
+            try await answeredQuery("COMMIT", logger: logger)
             return result
         } catch {
             do { try await rollBack(after: error, logger: logger) } catch { try? await close() }

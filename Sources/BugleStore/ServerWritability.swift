@@ -13,7 +13,7 @@ struct ServerWritability {
     static let query: PostgresQuery = "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'"
 
     /// Reads it from the answer to ``query``.
-    static func read(_ rows: PostgresRowSequence) async throws -> ServerWritability {
+    static func read<Rows: AsyncSequence>(_ rows: Rows) async throws -> ServerWritability where Rows.Element == PostgresRow {
         var writability = ServerWritability(standby: false, readOnly: false)
         for try await (standby, readOnly) in rows.decode((Bool, Bool).self) {
             writability = ServerWritability(standby: standby, readOnly: readOnly)

@@ -22,8 +22,11 @@ struct CLIRunTests {
     /// A running `bugle` process whose stdout and stderr are collected in the background.
     final class RunningBugle: Sendable {
         let process: Process
+        private let arguments: [String]
         private let stdoutTask: Task<Data, Never>
         private let stderrTask: Task<Data, Never>
+        /// Finishes when the process has exited.
+        private let exited: AsyncStream<Void>
 
         init(executable: String, arguments: [String], environment: [String: String]) throws {
             let process = Process()
@@ -35,8 +38,12 @@ struct CLIRunTests {
             let err = Pipe()
             process.standardOutput = out
             process.standardError = err
+            let (exited, exit) = AsyncStream<Void>.makeStream()
+            process.terminationHandler = { _ in exit.finish() }
             try process.run()
             self.process = process
+            self.arguments = arguments
+            self.exited = exited
             stdoutTask = Self.drain(out)
             stderrTask = Self.drain(err)
         }
@@ -53,11 +60,38 @@ struct CLIRunTests {
             }
         }
 
-        func finish() async -> CLITests.Output {
+        /// Waits for the process to exit and returns what it printed. A process still running after `limit` is a hung
+        /// one: it is killed and recorded as an issue with its output so far, instead of holding the suite until its
+        /// time limit (or CI's) with nothing to show.
+        func finish(within limit: Duration = .seconds(240)) async -> CLITests.Output {
+            let hung = process.isRunning ? await !exits(within: limit) : false
+            if hung { kill(process.processIdentifier, SIGKILL) }
             let stdout = await stdoutTask.value
             let stderr = await stderrTask.value
             process.waitUntilExit()
-            return CLITests.Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+            let output = CLITests.Output(
+                status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+            if hung {
+                Issue.record("bugle \(arguments.joined(separator: " ")) was still running after \(limit): killed\nstdout:\n\(output.stdout)\nstderr:\n\(output.stderr)")
+            }
+            return output
+        }
+
+        /// Whether the process exits within `limit`.
+        private func exits(within limit: Duration) async -> Bool {
+            await withTaskGroup(of: Bool.self) { group in
+                group.addTask { [exited] in
+                    for await _ in exited {}
+                    return !Task.isCancelled
+                }
+                group.addTask {
+                    try? await Task.sleep(for: limit)
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
         }
     }
 

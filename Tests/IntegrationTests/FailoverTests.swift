@@ -51,7 +51,7 @@ struct FailoverTests {
             let (running, joining, runID) = try await Self.startTwoWorkers(listed)
             try await listed.waitUntil("600 deliveries") { listed.delivered >= 600 }
             try await pair.failOver()
-            let (run, worker) = (await running.finish(), await joining.finish())
+            let (run, worker) = await Self.finishBoth(running, joining)
             #expect(run.status == 0, "\(run.stderr)")
             #expect(worker.status == 0, "\(worker.stderr)")
             let standby = try StreamingStandby.location(pair.standby)
@@ -84,7 +84,7 @@ struct FailoverTests {
             // The outage itself: longer than half the 4 s lease, so both workers stop sending for want of renewals.
             try await Task.sleep(for: .seconds(5))
             _ = try await cluster.start(logger: TestDatabase.logger)
-            let (run, worker) = (await running.finish(), await joining.finish())
+            let (run, worker) = await Self.finishBoth(running, joining)
             #expect(run.status == 0, "\(run.stderr)")
             #expect(worker.status == 0, "\(worker.stderr)")
             for output in [run, worker] {
@@ -120,6 +120,19 @@ struct FailoverTests {
             throw error
         }
         return (running, joining, runID)
+    }
+
+    /// How long a process may take to end once the failover or outage is under way (its runs last about 20 s); one
+    /// still running then is hung, killed and recorded with its output.
+    private static let ending = Duration.seconds(120)
+
+    /// Waits for both processes together, each for at most ``ending``.
+    private static func finishBoth(
+        _ first: CLIRunTests.RunningBugle, _ second: CLIRunTests.RunningBugle
+    ) async -> (CLITests.Output, CLITests.Output) {
+        async let one = first.finish(within: ending)
+        async let other = second.finish(within: ending)
+        return await (one, other)
     }
 
     /// One of the two processes ended before both held a live lease.
@@ -171,7 +184,7 @@ struct FailoverTests {
             kill(running.process.processIdentifier, SIGTERM)
             try await Task.sleep(for: .seconds(2))
             _ = try await cluster.start(logger: TestDatabase.logger)
-            let stopped = await running.finish()
+            let stopped = await running.finish(within: Self.ending)
             #expect(stopped.status == 3, "\(stopped.stderr)")
             #expect(stopped.stderr.contains("SIGTERM: stopping"), "\(stopped.stderr)")
             #expect(!stopped.stdout.contains("resuming the run"), "\(stopped.stdout)")
@@ -248,7 +261,7 @@ struct FailoverTests {
         let running = try listed.start(["run", try listed.campaign(policy: .resend, window: 200, rate: 150), "--lease-ttl", "4"])
         try await listed.waitUntil("600 deliveries") { listed.delivered >= 600 }
         try await pair.failOver()
-        let run = await running.finish()
+        let run = await running.finish(within: Self.ending)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("the database stopped answering"), "\(run.stdout)")
         #expect(run.stdout.contains("the database answers again (\(try StreamingStandby.location(pair.standby))); resuming the run"), "\(run.stdout)")

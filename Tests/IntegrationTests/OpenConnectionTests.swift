@@ -87,6 +87,33 @@ struct OpenConnectionTests {
         }
     }
 
+    /// The race the open check cannot close: the connection closes after the check, before the statement is written.
+    /// Here the statement is sent (past the check) on a connection already closed, which postgres-nio would leave
+    /// unanswered for ever; the watch fails it.
+    @Test("a statement that reaches its connection after the connection closed fails within seconds instead of waiting for ever")
+    func statementAfterClose() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            let outcome = try await OperationDeadline.run(within: .seconds(30)) { () -> String in
+                try await client.withConnection { connection in
+                    var pid: Int32 = 0
+                    for try await (value,) in try await connection.query("SELECT pg_backend_pid()", logger: Self.logger).decode((Int32,).self) {
+                        pid = value
+                    }
+                    _ = try await client.query("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
+                    try? await connection.closeFuture.get()
+                    do {
+                        _ = try await connection.watchedQuery("SELECT 1", logger: Self.logger).collect()
+                        return "answered"
+                    } catch let error as StoreError {
+                        return "\(error.code)"
+                    }
+                }
+            }
+            #expect(outcome == "\(StoreError.Code.connectionFailed)", "\(outcome)")
+            #expect(await Self.answers(client))
+        }
+    }
+
     /// Whether `client` answers a query within five attempts.
     static func answers(_ client: PostgresClient) async -> Bool {
         for _ in 1...5 {

@@ -150,7 +150,7 @@ public struct Materializer: Sendable {
         if scan.nullDeviceIDs > 0 { skipped[.missingDeviceID, default: 0] += scan.nullDeviceIDs }
         // Fresh statistics: without them the planner takes a run's new rows for one row and picks nested loops
         // that make every claim scan the whole run (measured: 600 ms per claim at 10,000 recipients).
-        _ = try await client.query("ANALYZE bugle.run_recipients", logger: logger).collect()
+        _ = try await client.answeredQuery("ANALYZE bugle.run_recipients", logger: logger).collect()
         let duplicates: Int64
         do {
             duplicates = try await collapseDuplicateTokens(
@@ -162,7 +162,7 @@ public struct Materializer: Sendable {
         }
         inserted -= duplicates
         if duplicates > 0 { skipped[.duplicateToken, default: 0] += duplicates }
-        let ready = try await client.query(
+        let ready = try await client.answeredQuery(
             """
             UPDATE bugle.runs SET status = 'ready', recipients_total = \(inserted), rows_scanned = \(scan.rowsRead + scan.nullDeviceIDs),
                    duplicates_collapsed = \(duplicates), upper_device_id = \(scan.upperDeviceID),
@@ -189,7 +189,7 @@ public struct Materializer: Sendable {
             // COPY quotes the table name whole, so the schema comes from the search path, for this transaction only;
             // and a reader frozen inside it is ended after 15 s, so its lock on the run row cannot stall a cancel or a
             // takeover (also when a connection pooler refused that setting at connection time).
-            try await connection.query(
+            try await connection.answeredQuery(
                 "SELECT set_config('search_path', 'bugle', true), set_config('idle_in_transaction_session_timeout', '\(unescaped: PostgresCampaignStore.idleInTransactionTimeout)', true)",
                 logger: logger)
             try await connection.copyFrom(table: "run_recipients", columns: LedgerCopyPage.columns, logger: logger) { writer in
@@ -247,8 +247,8 @@ public struct Materializer: Sendable {
         // Hash or merge joins only: a nested loop over the repeated hashes would cost rows × repeated hashes when a
         // segment lists every device twice.
         return try await MaterializerLease.inFencedTransaction(lease, runID: runID, client: client, logger: logger, closed: 0) { connection, _ in
-            try await connection.query("SET LOCAL enable_nestloop = off", logger: logger)
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+            try await connection.answeredQuery("SET LOCAL enable_nestloop = off", logger: logger)
+            let rows = try await connection.answeredQuery(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             var count: Int64 = 0
             for try await (deleted,) in rows.decode((Int64,).self) { count = deleted }
             return count
@@ -259,7 +259,7 @@ public struct Materializer: Sendable {
     private func lastCopyIndexes(notificationType: String, rows: [SegmentRow]) async throws -> [String: Int] {
         let users = Array(Set(rows.compactMap(\.userID)))
         guard !users.isEmpty else { return [:] }
-        let result = try await client.query(
+        let result = try await client.answeredQuery(
             "SELECT user_id, last_index FROM bugle.copy_rotation WHERE notification_type = \(notificationType) AND user_id = ANY(\(users)::text[])",
             logger: logger
         )
@@ -270,7 +270,7 @@ public struct Materializer: Sendable {
 
     /// Marks the run failed, unless another reader holds its lease now (one that lost it changes nothing).
     private func markFailed(runID: Int64, lease: MaterializerLease?, reason: String) async throws {
-        _ = try await client.query(
+        _ = try await client.answeredQuery(
             """
             UPDATE bugle.runs SET status = 'failed', failure_reason = \(reason), finished_at = now(), materializer = NULL, materializer_expires_at = NULL
              WHERE id = \(runID) AND (\(lease?.owner)::text IS NULL OR materializer = \(lease?.owner))

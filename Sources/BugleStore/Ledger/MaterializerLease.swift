@@ -82,7 +82,7 @@ public struct MaterializerLease: Sendable, Equatable {
     /// Takes the lease: the run must be `materializing` and its lease free, lapsed or held by a process that is gone.
     /// A compare-and-set on the holder seen, so two resumes never both take it.
     private func take(ttlSeconds: Int, client: PostgresClient, logger: Logger, ownerIsGone: (String) -> Bool) async throws {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT status, materializer, coalesce(extract(epoch FROM materializer_expires_at - now())::float8, 0)
               FROM bugle.runs WHERE id = \(runID)
@@ -95,7 +95,7 @@ public struct MaterializerLease: Sendable, Equatable {
         if let holder = seen.holder, holder != owner, seen.expiresIn > 0, !ownerIsGone(holder) {
             throw Held(runID: runID, owner: holder, expiresIn: seen.expiresIn)
         }
-        let taken = try await client.query(
+        let taken = try await client.answeredQuery(
             """
             UPDATE bugle.runs SET materializer = \(owner), materializer_expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
              WHERE id = \(runID) AND status = 'materializing' AND materializer IS NOT DISTINCT FROM \(seen.holder)
@@ -113,7 +113,7 @@ public struct MaterializerLease: Sendable, Equatable {
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: interval)
-                let renewed = try await client.query(
+                let renewed = try await client.answeredQuery(
                     """
                     UPDATE bugle.runs SET materializer_expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
                      WHERE id = \(runID) AND materializer = \(owner) RETURNING 1
@@ -131,7 +131,7 @@ public struct MaterializerLease: Sendable, Equatable {
 
     /// Gives the lease up, if still held.
     private func release(client: PostgresClient, logger: Logger) async throws {
-        _ = try await client.query(
+        _ = try await client.answeredQuery(
             "UPDATE bugle.runs SET materializer = NULL, materializer_expires_at = NULL WHERE id = \(runID) AND materializer = \(owner)",
             logger: logger
         ).collect()
@@ -170,7 +170,7 @@ public struct MaterializerLease: Sendable, Equatable {
     }
 
     private static func fence(_ lease: MaterializerLease?, runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Fence {
-        let rows = try await connection.query(
+        let rows = try await connection.answeredQuery(
             "SELECT now()::text, status, materializer FROM bugle.runs WHERE id = \(runID) FOR SHARE",
             logger: logger
         )

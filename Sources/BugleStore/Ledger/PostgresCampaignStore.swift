@@ -47,7 +47,7 @@ public struct PostgresCampaignStore: CampaignStore {
     private func ledgerTransaction<T>(_ body: (PostgresConnection) async throws -> sending T) async throws -> sending T {
         let logger = self.logger
         return try await client.withOpenTransaction(logger: logger) { connection in
-            try await connection.query(
+            try await connection.answeredQuery(
                 """
                 SELECT set_config('lock_timeout', '\(unescaped: Self.lockTimeout)', true),
                        set_config('idle_in_transaction_session_timeout', '\(unescaped: Self.idleInTransactionTimeout)', true),
@@ -66,7 +66,7 @@ public struct PostgresCampaignStore: CampaignStore {
         try await endExpiredSessions(runID: runID)
         return try await ledgerTransaction { connection -> Lease? in
             // The run row's FOR UPDATE serialises lease acquisitions and waits out claims in progress.
-            let current = try await connection.query("SELECT status FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger)
+            let current = try await connection.answeredQuery("SELECT status FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger)
             var status: RunStatus?
             for try await (raw,) in current.decode((String,).self) { status = RunStatus(rawValue: raw) }
             guard let status else { return nil }
@@ -80,7 +80,7 @@ public struct PostgresCampaignStore: CampaignStore {
             case .join:
                 guard status == .running else { return nil }
             }
-            let rows = try await connection.query(
+            let rows = try await connection.answeredQuery(
                 """
                 UPDATE bugle.runs
                    SET lease_owner = \(owner), lease_epoch = lease_epoch + 1,
@@ -94,7 +94,7 @@ public struct PostgresCampaignStore: CampaignStore {
             var granted: Int64?
             for try await (epoch,) in rows.decode((Int64,).self) { granted = epoch }
             guard let epoch = granted else { return nil }
-            _ = try await connection.query(
+            _ = try await connection.answeredQuery(
                 """
                 INSERT INTO bugle.run_workers (run_id, epoch, owner, expires_at, session_tag)
                 VALUES (\(runID), \(epoch), \(owner), now() + make_interval(secs => \(Double(ttlSeconds))), \(sessionTag))
@@ -111,7 +111,7 @@ public struct PostgresCampaignStore: CampaignStore {
         let logger = self.logger
         try await endExpiredSessions(runID: lease.runID)
         return try await ledgerTransaction { connection -> LeaseRenewal in
-            let rows = try await connection.query(
+            let rows = try await connection.answeredQuery(
                 """
                 UPDATE bugle.run_workers w SET expires_at = now() + make_interval(secs => \(Double(ttlSeconds)))
                   FROM bugle.runs r
@@ -140,7 +140,7 @@ public struct PostgresCampaignStore: CampaignStore {
     /// run's row locks beyond `idle_in_transaction_session_timeout`'s reach, and the reaping below would wait on it.
     /// Its transaction rolls back; anything it had committed was fenced already.
     private func endExpiredSessions(runID: Int64) async throws {
-        _ = try await client.query(
+        _ = try await client.answeredQuery(
             """
             SELECT pg_terminate_backend(a.pid)
               FROM pg_stat_activity a
@@ -154,7 +154,7 @@ public struct PostgresCampaignStore: CampaignStore {
 
     /// Deletes the run's worker rows whose leases expired. - Returns: their epochs.
     private static func reapExpired(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
-        let rows = try await connection.query(
+        let rows = try await connection.answeredQuery(
             "DELETE FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at < now() RETURNING epoch",
             logger: logger
         )
@@ -164,7 +164,7 @@ public struct PostgresCampaignStore: CampaignStore {
     }
 
     private static func liveWorkers(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.query(
+        let rows = try await connection.answeredQuery(
             "SELECT count(*)::int FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at >= now()",
             logger: logger
         )
@@ -175,7 +175,7 @@ public struct PostgresCampaignStore: CampaignStore {
 
     /// In-flight rows whose epoch has no worker row: `retry_wait` under `resend`, `unknown` under `drop`.
     private static func recoverUnheld(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws -> Int64 {
-        let rows = try await connection.query(
+        let rows = try await connection.answeredQuery(
             """
             UPDATE bugle.run_recipients r
                SET state = CASE WHEN run.ambiguous_policy = 'resend' THEN 'retry_wait' ELSE 'unknown' END,
@@ -195,7 +195,7 @@ public struct PostgresCampaignStore: CampaignStore {
 
     public func releaseUnheld(_ lease: Lease, claimIDs: [Int64]) async throws -> Int64 {
         guard !claimIDs.isEmpty else { return 0 }
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             UPDATE bugle.run_recipients
                SET state = 'retry_wait', next_attempt_at = now(), attempts = attempts - 1, outcome_code = 'claim_answer_lost'
@@ -226,7 +226,7 @@ public struct PostgresCampaignStore: CampaignStore {
         let (result, firstImmediate) = try await ledgerTransaction { connection -> (ClaimResult, [String: Int64]) in
             // Statement 1: fence and serialise claimers of this run. FOR NO KEY UPDATE does not conflict with the
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
-            let fence = try await connection.query(
+            let fence = try await connection.answeredQuery(
                 """
                 SELECT in_flight_window, notification_type, period_key, cap_count, cap_seconds FROM bugle.runs
                  WHERE id = \(lease.runID) AND status = 'running'
@@ -242,7 +242,7 @@ public struct PostgresCampaignStore: CampaignStore {
             }
             // This worker's own lease must be live; FOR KEY SHARE makes a reaper wait until this claim commits, so
             // it recovers the rows claimed here too.
-            let mine = try await connection.query(
+            let mine = try await connection.answeredQuery(
                 """
                 SELECT 1 FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch) AND expires_at > now()
                 FOR KEY SHARE
@@ -256,7 +256,7 @@ public struct PostgresCampaignStore: CampaignStore {
             // locks: statement 1 already serialises this run's claimers, and the UPDATE re-checks each row's state, so
             // a row another writer (a cancel) moved meanwhile is left alone. `FOR UPDATE SKIP LOCKED` here wrote a
             // lock into every picked row before the UPDATE rewrote it.
-            let rows = try await connection.query(
+            let rows = try await connection.answeredQuery(
                 """
                 WITH room AS (
                   SELECT greatest(0, \(window) - count(*)) AS n FROM bugle.run_recipients
@@ -300,7 +300,7 @@ public struct PostgresCampaignStore: CampaignStore {
             // answers for the whole claim (one probe per device, no ledger or device row read for active ones), and
             // only the rows it names are written. Probing `devices` and the ledger for every claimed row instead was
             // about 6 µs per recipient at 1,000,000 devices.
-            let inactiveDevices = try await connection.query(
+            let inactiveDevices = try await connection.answeredQuery(
                 "SELECT d.id, d.token FROM bugle.devices d WHERE NOT d.is_active AND d.id = ANY(\(claimed.map(\.deviceID)))",
                 logger: logger
             )
@@ -308,7 +308,7 @@ public struct PostgresCampaignStore: CampaignStore {
             for try await (id, token) in inactiveDevices.decode((Int64, String).self) { inactiveTokens[id] = token }
             let inactiveSeqs = claimed.filter { inactiveTokens[$0.deviceID] == $0.token }.map(\.seq)
             if !inactiveSeqs.isEmpty {
-                let inactive = try await connection.query(
+                let inactive = try await connection.answeredQuery(
                     """
                     UPDATE bugle.run_recipients r
                        SET state = 'skipped_inactive', outcome_code = 'device_inactive', finished_at = now(), attempts = r.attempts - 1
@@ -322,7 +322,7 @@ public struct PostgresCampaignStore: CampaignStore {
             if let periodKey {
                 // Reserve the notification log for these users in this transaction; the primary key arbitrates
                 // between concurrent campaigns. Users reserved by another run are skipped.
-                _ = try await connection.query(
+                _ = try await connection.answeredQuery(
                     """
                     INSERT INTO bugle.notification_log (user_id, notification_type, period_key, run_id, status)
                     SELECT u.user_id, \(notificationType), \(periodKey), \(lease.runID), 'reserved'
@@ -333,7 +333,7 @@ public struct PostgresCampaignStore: CampaignStore {
                     """,
                     logger: logger
                 ).collect()
-                let deduped = try await connection.query(
+                let deduped = try await connection.answeredQuery(
                     """
                     UPDATE bugle.run_recipients r
                        SET state = 'skipped_dedup', outcome_code = 'already_notified', finished_at = now(), attempts = r.attempts - 1
@@ -371,7 +371,7 @@ public struct PostgresCampaignStore: CampaignStore {
     /// once cannot both take the last slot.
     /// - Returns: the skipped rows' seqs.
     private static func applyFrequencyCap(_ lease: Lease, seqs: [Int64], count: Int, seconds: Int, _ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
-        _ = try await connection.query(
+        _ = try await connection.answeredQuery(
             """
             SELECT pg_advisory_xact_lock(hashtextextended('bugle.user_sends:' || u.user_id, 0))
               FROM (SELECT DISTINCT r.user_id FROM bugle.run_recipients r
@@ -379,7 +379,7 @@ public struct PostgresCampaignStore: CampaignStore {
             """,
             logger: logger
         ).collect()
-        let capped = try await connection.query(
+        let capped = try await connection.answeredQuery(
             """
             UPDATE bugle.run_recipients r
                SET state = 'skipped_frequency', outcome_code = 'frequency_cap', finished_at = now(), attempts = r.attempts - 1
@@ -401,7 +401,7 @@ public struct PostgresCampaignStore: CampaignStore {
         )
         var skipped: [Int64] = []
         for try await (seq,) in capped.decode((Int64,).self) { skipped.append(seq) }
-        _ = try await connection.query(
+        _ = try await connection.answeredQuery(
             """
             INSERT INTO bugle.user_sends (user_id, run_id, status)
             SELECT DISTINCT r.user_id, \(lease.runID), 'reserved' FROM bugle.run_recipients r
@@ -414,7 +414,7 @@ public struct PostgresCampaignStore: CampaignStore {
     }
 
     private func status(of runID: Int64, _ connection: PostgresConnection) async throws -> RunStatus? {
-        let rows = try await connection.query("SELECT status FROM bugle.runs WHERE id = \(runID)", logger: logger)
+        let rows = try await connection.answeredQuery("SELECT status FROM bugle.runs WHERE id = \(runID)", logger: logger)
         var status: RunStatus?
         for try await (raw,) in rows.decode((String,).self) { status = RunStatus(rawValue: raw) }
         return status
@@ -452,7 +452,7 @@ public struct PostgresCampaignStore: CampaignStore {
         return try await ledgerTransaction { connection -> Bool in
             // The worker row's FOR KEY SHARE conflicts with a reaper's DELETE: a takeover waits for this commit,
             // and once this worker is reaped nothing it writes lands.
-            let fence = try await connection.query(
+            let fence = try await connection.answeredQuery(
                 """
                 SELECT r.notification_type, r.period_key, r.rotates_copy FROM bugle.runs r
                   JOIN bugle.run_workers w ON w.run_id = r.id AND w.epoch = \(lease.epoch)
@@ -469,7 +469,7 @@ public struct PostgresCampaignStore: CampaignStore {
             // at one row and rescanned the outcome array for each row it returned (340 ms for 1,000 outcomes late in a
             // 10,000,000-recipient run), and that index also holds an entry for every row answered since the last
             // vacuum. The count comes back as one row, not a row per outcome.
-            let updated = try await connection.query(
+            let updated = try await connection.answeredQuery(
                 """
                 WITH updated AS (
                   UPDATE bugle.run_recipients r
@@ -493,7 +493,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 // The device the segment named, and only while it still holds the token the provider refused: a segment
                 // whose `device_id` is wrong (a join on the wrong key, a constant) must not switch off another
                 // device. The 410 rule: a token that re-registered after the provider's timestamp stays active.
-                _ = try await connection.query(
+                _ = try await connection.answeredQuery(
                     """
                     UPDATE bugle.devices d
                        SET is_active = false, deactivated_at = now(), deactivation_reason = v.reason
@@ -507,7 +507,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 ).collect()
             }
             if let periodKey, !sentSeqs.isEmpty {
-                _ = try await connection.query(
+                _ = try await connection.answeredQuery(
                     """
                     UPDATE bugle.notification_log l SET status = 'sent', updated_at = now()
                      WHERE l.user_id = ANY(ARRAY(SELECT r.user_id FROM bugle.run_recipients r
@@ -519,7 +519,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 ).collect()
             }
             if rotates, !sentSeqs.isEmpty {
-                _ = try await connection.query(
+                _ = try await connection.answeredQuery(
                     """
                     INSERT INTO bugle.copy_rotation (user_id, notification_type, last_index, run_id)
                     SELECT DISTINCT ON (r.user_id) r.user_id, \(notificationType), r.copy_index, \(lease.runID)
@@ -549,7 +549,7 @@ public struct PostgresCampaignStore: CampaignStore {
             // The count may take seconds at 10,000,000 recipients; the snapshot it reads is fixed first, so the sends
             // that start once `snapshotTaken` is called are not already missing from it.
             try await connection.inReadOnlySnapshot(logger: logger) { connection in
-                try await connection.query("SELECT pg_current_snapshot()", logger: logger)
+                try await connection.answeredQuery("SELECT pg_current_snapshot()", logger: logger)
                 await snapshotTaken()
                 return try await progress(runID: runID, on: connection)
             }
@@ -558,7 +558,7 @@ public struct PostgresCampaignStore: CampaignStore {
 
     private func progress(runID: Int64, on connection: PostgresConnection) async throws -> RunProgress {
         let clock = scheduleClock?()
-        let rows = try await connection.query(
+        let rows = try await connection.answeredQuery(
             """
             SELECT count(*) FILTER (WHERE state = 'pending')::bigint,
                    count(*) FILTER (WHERE state = 'in_flight')::bigint,
@@ -589,7 +589,7 @@ public struct PostgresCampaignStore: CampaignStore {
         let clock = scheduleClock?()
         let lanes = ProviderKind.allCases.map(\.rawValue)
         let floors = ProviderKind.allCases.map { claimFloors.floor(runID: runID, lane: $0) }
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT EXISTS (SELECT 1 FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'in_flight'),
                    -- greatest() skips NULLs: no due row must stay NULL, not become "due now".
@@ -618,15 +618,15 @@ public struct PostgresCampaignStore: CampaignStore {
     public func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool {
         let logger = self.logger
         return try await ledgerTransaction { connection -> Bool in
-            _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
-            _ = try await connection.query(
+            _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
+            _ = try await connection.answeredQuery(
                 "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",
                 logger: logger
             ).collect()
             if lastWorkerOnly, try await Self.liveWorkers(runID: lease.runID, connection, logger: logger) > 0 {
                 return false
             }
-            let rows = try await connection.query(
+            let rows = try await connection.answeredQuery(
                 """
                 UPDATE bugle.runs
                    SET status = \(status.rawValue), pause_reason = \(reason),
@@ -644,7 +644,7 @@ public struct PostgresCampaignStore: CampaignStore {
             } else if !changed, try await self.status(of: lease.runID, connection) == .cancelled {
                 // `bugle cancel` moved the waiting recipients to `cancelled` while this worker held some in flight: those
                 // it handed back unsent (now `retry_wait`) are cancelled too, and their users' reservations released.
-                _ = try await connection.query(
+                _ = try await connection.answeredQuery(
                     """
                     UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = 'run_cancelled', finished_at = now()
                      WHERE run_id = \(lease.runID) AND state IN ('pending', 'retry_wait')

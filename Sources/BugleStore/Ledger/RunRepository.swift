@@ -25,7 +25,7 @@ public struct RunRepository: Sendable {
         let scheduled = !isTest && (campaign.delivery.localTime.isActive || campaign.delivery.sendAt != nil)
         let sha = SHA256.hash(data: Array(yaml.utf8)).map { String(format: "%02x", $0) }.joined()
         let segmentSHA = SHA256.hash(data: Array(campaign.segment.sql.utf8)).map { String(format: "%02x", $0) }.joined()
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             INSERT INTO bugle.runs (campaign, notification_type, period_key, status, campaign_file, campaign_yaml, campaign_sha256,
                                     ambiguous_policy, in_flight_window, max_attempts, segment_sha256,
@@ -67,7 +67,7 @@ public struct RunRepository: Sendable {
     }
 
     private func fetch(_ query: PostgresQuery) async throws -> [RunRecord] {
-        let rows = try await client.query(query, logger: logger)
+        let rows = try await client.answeredQuery(query, logger: logger)
         var result: [RunRecord] = []
         for try await row in rows {
             let c = row.makeRandomAccess()
@@ -96,7 +96,7 @@ public struct RunRepository: Sendable {
                 try await RunSummaries.rebuild(runID: runID, connection, logger: logger)
             }
         }
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             "SELECT platform, status, reason, count FROM bugle.run_summary WHERE run_id = \(runID) ORDER BY platform, status, reason",
             logger: logger
         )
@@ -109,7 +109,7 @@ public struct RunRepository: Sendable {
 
     /// Per A/B variant and status counts of the run (rebuilt with the summary; empty without variants).
     public func variantSummary(runID: Int64) async throws -> [VariantSummaryLine] {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             "SELECT variant, status, count FROM bugle.run_variant_summary WHERE run_id = \(runID) ORDER BY variant, status",
             logger: logger
         )
@@ -123,7 +123,7 @@ public struct RunRepository: Sendable {
     /// Scheduled runs (`send_at`, local-time delivery) that no worker holds and that have recipients due now:
     /// what `bugle tick` sends. Runs paused by `bugle pause` or a halt are left alone.
     public func dueScheduledRuns() async throws -> [Int64] {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT r.id FROM bugle.runs r
              WHERE r.scheduled AND (r.status IN ('ready', 'running') OR (r.status = 'paused' AND r.pause_reason LIKE 'scheduled%'))
@@ -143,7 +143,7 @@ public struct RunRepository: Sendable {
     /// be materialized again from zero. The caller holds the run's ``MaterializerLease``.
     /// - Returns: The rows deleted.
     public func discardPartialLedger(runID: Int64) async throws -> Int64 {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             WITH gone AS (
               DELETE FROM bugle.run_recipients
@@ -164,7 +164,7 @@ public struct RunRepository: Sendable {
     public func setStatus(runID: Int64, to status: RunStatus, reason: String) async throws -> Bool {
         let logger = self.logger
         return try await client.withOpenTransaction(logger: logger) { connection -> Bool in
-            let rows = try await connection.query(
+            let rows = try await connection.answeredQuery(
                 """
                 UPDATE bugle.runs SET status = \(status.rawValue), pause_reason = \(reason),
                        finished_at = CASE WHEN \(status.rawValue) = 'cancelled' THEN now() ELSE finished_at END
@@ -177,7 +177,7 @@ public struct RunRepository: Sendable {
             var changed = false
             for try await _ in rows { changed = true }
             guard changed, status == .cancelled else { return changed }
-            _ = try await connection.query(
+            _ = try await connection.answeredQuery(
                 """
                 UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = 'run_cancelled', finished_at = now()
                  WHERE run_id = \(runID) AND state IN ('pending', 'retry_wait')
@@ -186,7 +186,7 @@ public struct RunRepository: Sendable {
             ).collect()
             // A run cancelled while reading its segment was never made `ready`: its recipients are the rows written
             // before the cancel (its reader writes nothing after it: each page locks the run row and checks the status).
-            _ = try await connection.query(
+            _ = try await connection.answeredQuery(
                 """
                 UPDATE bugle.runs
                    SET recipients_total = (SELECT count(*) FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'cancelled'),
@@ -206,7 +206,7 @@ public struct RunRepository: Sendable {
     /// a halt's reason is the diagnosis `bugle resume` needs acted on first.
     /// - Returns: true when this call paused the run.
     public func pause(runID: Int64, reason: String) async throws -> Bool {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             UPDATE bugle.runs SET status = 'paused', pause_reason = \(reason)
              WHERE id = \(runID) AND (status IN ('ready', 'running') OR (status = 'paused' AND pause_reason LIKE 'scheduled%'))
@@ -220,7 +220,7 @@ public struct RunRepository: Sendable {
 
     /// Unfinished recipients per provider lane (`apns`, `fcm`, `apns_legacy`), to check lanes before sending.
     public func unfinishedByProvider(runID: Int64) async throws -> [String: Int64] {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT provider, count(*)::bigint FROM bugle.run_recipients
              WHERE run_id = \(runID) AND state IN ('pending', 'in_flight', 'retry_wait')
@@ -249,7 +249,7 @@ public struct RunRepository: Sendable {
     /// The run's workers, also those whose lease has lapsed but who were not reaped yet (`expiresIn` below zero) when
     /// `includingLapsed`.
     public func workers(runID: Int64, includingLapsed: Bool) async throws -> [Worker] {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT epoch, owner, extract(epoch FROM expires_at - now())::float8 FROM bugle.run_workers
              WHERE run_id = \(runID) AND (\(includingLapsed) OR expires_at >= now()) ORDER BY epoch
@@ -265,7 +265,7 @@ public struct RunRepository: Sendable {
 
     /// Recipients of the run in flight under any of `epochs`.
     public func inFlight(runID: Int64, epochs: [Int64]) async throws -> Int64 {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT count(*)::bigint FROM bugle.run_recipients
              WHERE run_id = \(runID) AND state = 'in_flight' AND claim_epoch = ANY(\(epochs)::bigint[])
@@ -280,7 +280,7 @@ public struct RunRepository: Sendable {
     /// Ends one worker's lease now (its process is known to be gone); the next lease taken reaps it and
     /// recovers its in-flight recipients.
     public func expireWorker(runID: Int64, epoch: Int64) async throws -> Bool {
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             "UPDATE bugle.run_workers SET expires_at = now() - interval '1 second' WHERE run_id = \(runID) AND epoch = \(epoch) RETURNING epoch",
             logger: logger
         )

@@ -7,9 +7,9 @@ enum RunSummaries {
     static func rebuild(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
         // Rebuilds of one run take turns (two workers finishing at once, or a report beside a finish): the run row's
         // lock orders them, so each DELETE sees the other's INSERT.
-        _ = try await connection.query("SELECT 1 FROM bugle.runs WHERE id = \(runID) FOR NO KEY UPDATE", logger: logger).collect()
-        _ = try await connection.query("DELETE FROM bugle.run_summary WHERE run_id = \(runID)", logger: logger).collect()
-        _ = try await connection.query(
+        _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(runID) FOR NO KEY UPDATE", logger: logger).collect()
+        _ = try await connection.answeredQuery("DELETE FROM bugle.run_summary WHERE run_id = \(runID)", logger: logger).collect()
+        _ = try await connection.answeredQuery(
             """
             INSERT INTO bugle.run_summary (run_id, platform, status, reason, count)
             SELECT \(runID), platform, state, coalesce(outcome_code, ''), count(*)
@@ -18,8 +18,8 @@ enum RunSummaries {
             """,
             logger: logger
         ).collect()
-        _ = try await connection.query("DELETE FROM bugle.run_variant_summary WHERE run_id = \(runID)", logger: logger).collect()
-        _ = try await connection.query(
+        _ = try await connection.answeredQuery("DELETE FROM bugle.run_variant_summary WHERE run_id = \(runID)", logger: logger).collect()
+        _ = try await connection.answeredQuery(
             """
             INSERT INTO bugle.run_variant_summary (run_id, variant, status, count)
             SELECT \(runID), variant, state, count(*) FROM bugle.run_recipients
@@ -27,7 +27,7 @@ enum RunSummaries {
             """,
             logger: logger
         ).collect()
-        _ = try await connection.query(
+        _ = try await connection.answeredQuery(
             """
             UPDATE bugle.runs SET totals = coalesce(
                 (SELECT jsonb_object_agg(status, n) FROM
@@ -43,7 +43,7 @@ enum RunSummaries {
     /// campaign may reach them).
     static func releaseUnusedReservations(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
         for table in ["notification_log", "user_sends"] {
-            _ = try await connection.query(
+            _ = try await connection.answeredQuery(
                 PostgresQuery(
                     unsafeSQL: """
                         DELETE FROM bugle.\(table) l

@@ -89,8 +89,7 @@ public struct ReportExporter: Sendable {
         let logger = self.logger
         let limit = pageRows
         return Task {
-            try connection.requireOpen()
-            let rows = try await connection.query(
+            let rows = try await connection.answeredQuery(
                 """
                 SELECT \(unescaped: ReportPage.selectList)
                   FROM (SELECT seq, run_id, device_id, user_id, platform, provider, state, outcome_code, provider_message_id,

@@ -327,11 +327,10 @@ public struct SegmentReader: Sendable {
             binds.append(upper)
             binds.append(Int64(size))
             let rows: PostgresRowSequence
-            // Between pages the server may have ended the session (a restart): a page asked of it would never be
-            // answered (`requireOpen()`).
-            try connection.requireOpen()
+            // Between pages the server may have ended the session (a restart): `answeredQuery` fails such a page
+            // instead of waiting for an answer that never comes.
             do {
-                rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+                rows = try await connection.answeredQuery(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             } catch {
                 throw SegmentError(SegmentReader.serverMessage(error))
             }
@@ -370,7 +369,7 @@ public struct SegmentReader: Sendable {
     private func restrict(_ connection: PostgresConnection) async throws {
         for setting in options.settings {
             do {
-                _ = try await connection.query("SELECT set_config(\(setting.name), \(setting.value), true)", logger: logger).collect()
+                _ = try await connection.answeredQuery("SELECT set_config(\(setting.name), \(setting.value), true)", logger: logger).collect()
             } catch {
                 throw SegmentError("the database URL's options set \(setting.name), which the server refused: " + Self.serverMessage(error))
             }
@@ -380,7 +379,7 @@ public struct SegmentReader: Sendable {
         // handled, and handling one waits for the ledger's writes): Bugle's sessions end a transaction idle for 15 s
         // (a frozen worker's row locks), which here killed the reader of a slow materialization, and postgres-nio then
         // waited forever for its next page. This transaction holds no lock of Bugle's, only its snapshot.
-        _ = try await connection.query(
+        _ = try await connection.answeredQuery(
             "SELECT set_config('statement_timeout', \(timeout), true), set_config('idle_in_transaction_session_timeout', '0', true)",
             logger: logger
         ).collect()
@@ -403,14 +402,12 @@ public struct SegmentReader: Sendable {
     }
 
     private func exec(_ connection: PostgresConnection, _ sql: String) async throws {
-        try connection.requireOpen()
-        _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+        _ = try await connection.answeredQuery(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
     }
 
     private func userQuery(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRowSequence {
-        try connection.requireOpen()
         do {
-            return try await connection.query(query, logger: logger)
+            return try await connection.answeredQuery(query, logger: logger)
         } catch {
             throw SegmentError(Self.serverMessage(error))
         }

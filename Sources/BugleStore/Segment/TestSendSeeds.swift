@@ -23,7 +23,7 @@ public struct TestSendSeeds: Sendable {
     /// - Throws: The database's errors.
     public func unmatched(client: PostgresClient, logger: Logger) async throws -> (users: [String], tokens: [String]) {
         guard !users.isEmpty || !tokens.isEmpty else { return ([], []) }
-        let rows = try await client.query(
+        let rows = try await client.answeredQuery(
             """
             SELECT s.is_user, s.seed
               FROM (SELECT true AS is_user, seed, n FROM unnest(\(users)::text[]) WITH ORDINALITY AS u(seed, n)
