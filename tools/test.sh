@@ -47,7 +47,11 @@ phase() {
   ) &
   local watchdog=$!
   local status=0
-  "$@" 2>&1 | tee "$log_dir/$name.log" || status=${PIPESTATUS[0]}
+  # Line-buffered (stdbuf, when installed): into a pipe the test process's output is block-buffered, and a phase stopped
+  # by the watchdog lost its last lines, which would name the tests still running.
+  local unbuffered=()
+  if command -v stdbuf >/dev/null 2>&1; then unbuffered=(stdbuf -oL -eL); fi
+  "${unbuffered[@]}" "$@" 2>&1 | tee "$log_dir/$name.log" || status=${PIPESTATUS[0]}
   kill "$watchdog" 2>/dev/null || true
   wait "$watchdog" 2>/dev/null || true
   return "$status"

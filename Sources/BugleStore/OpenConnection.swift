@@ -78,15 +78,26 @@ extension PostgresConnection {
 }
 
 extension PostgresClient {
-    /// One statement on a leased connection through ``PostgresConnection/answeredQuery(_:logger:file:line:)``, instead
-    /// of `query(_:logger:)`, whose pool may hand out a connection that has just closed (and then never answers). The
-    /// rows are read before the connection goes back to the pool: for statements with small answers.
+    /// One statement on a leased connection through ``PostgresConnection/watchedQuery(_:logger:file:line:)``, instead
+    /// of `query(_:logger:)`. The pool may hand out a connection that has just closed (it learns of the close a moment
+    /// later), where postgres-nio would never answer: such a connection is given back unused and another leased, a
+    /// few times, a little later each time. The rows are read before the connection goes back to the pool: for
+    /// statements with small answers.
     @discardableResult
-    func answeredQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> AnsweredRows {
-        try await withConnection { connection in
-            AnsweredRows(rows: try await connection.answeredQuery(query, logger: logger, file: file, line: line).collect())
+    public func answeredQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> AnsweredRows {
+        for attempt in 1...Self.closedLeaseAttempts {
+            let rows = try await withConnection { connection -> [PostgresRow]? in
+                guard !connection.isClosed else { return nil }
+                return try await connection.watchedQuery(query, logger: logger, file: file, line: line).collect()
+            }
+            if let rows { return AnsweredRows(rows: rows) }
+            if attempt < Self.closedLeaseAttempts { try await Task.sleep(for: .milliseconds(20 * attempt)) }
         }
+        throw StoreError(.connectionFailed, "the database ended every session this client leased (a restart, a failover or a terminated backend)")
     }
+
+    /// How many closed connections in a row ``answeredQuery(_:logger:file:line:)`` gives back before failing.
+    static let closedLeaseAttempts = 5
 
     /// `BEGIN`, `body` and `COMMIT` on one leased connection, as postgres-nio's `withTransaction`, except that after a
     /// failure `ROLLBACK` is sent only while the connection is open (the server rolls back a session it ended), and
@@ -113,18 +124,18 @@ extension PostgresClient {
 
 /// The rows of ``PostgresClient/answeredQuery(_:logger:file:line:)``, read already; iterated and decoded as
 /// postgres-nio's row sequence is.
-struct AnsweredRows: AsyncSequence, Sendable {
-    let rows: [PostgresRow]
+public struct AnsweredRows: AsyncSequence, Sendable {
+    public let rows: [PostgresRow]
 
-    struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol {
         var rows: IndexingIterator<[PostgresRow]>
 
-        mutating func next() async throws -> PostgresRow? { rows.next() }
+        public mutating func next() async throws -> PostgresRow? { rows.next() }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rows: rows.makeIterator()) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rows: rows.makeIterator()) }
 
-    func collect() -> [PostgresRow] { rows }
+    public func collect() -> [PostgresRow] { rows }
 }
 
 /// The one answer of an ``PostgresConnection/answeredQuery(_:logger:file:line:)``: the statement's, or the watch's

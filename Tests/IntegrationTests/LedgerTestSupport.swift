@@ -36,7 +36,9 @@ enum LedgerTestSupport {
 
     /// Runs a single-value query.
     static func scalar<T: PostgresDecodable & Sendable>(_ client: PostgresClient, _ query: PostgresQuery, as: T.Type = T.self) async throws -> T? {
-        let rows = try await client.query(query, logger: logger)
+        // Watched: after a test ends sessions, postgres-nio's pool may hand out a closed connection, and its own
+        // `query` would never be answered there.
+        let rows = try await client.answeredQuery(query, logger: logger)
         for try await (value,) in rows.decode((T,).self) { return value }
         return nil
     }

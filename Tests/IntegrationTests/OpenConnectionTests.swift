@@ -23,13 +23,20 @@ struct OpenConnectionTests {
                         for try await (value,) in try await connection.query("SELECT pg_backend_pid()", logger: Self.logger).decode((Int32,).self) {
                             pid = value
                         }
-                        // Another pooled connection ends this session while its statement runs.
+                        // Another pooled connection ends this session while its statement runs: once the session is
+                        // seen running it (a fixed delay was once longer than the statement on a loaded machine).
                         async let ended: Void = {
-                            try? await Task.sleep(for: .milliseconds(300))
-                            _ = try? await client.query("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
+                            for _ in 0..<1500 {
+                                let running = try? await LedgerTestSupport.scalar(
+                                    client, "SELECT count(*)::bigint FROM pg_stat_activity WHERE pid = \(pid) AND query LIKE 'SELECT pg_sleep%'",
+                                    as: Int64.self)
+                                if running == 1 { break }
+                                try? await Task.sleep(for: .milliseconds(20))
+                            }
+                            _ = try? await client.answeredQuery("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
                         }()
                         do {
-                            _ = try await connection.query("SELECT pg_sleep(5)", logger: Self.logger).collect()
+                            _ = try await connection.query("SELECT pg_sleep(20)", logger: Self.logger).collect()
                         } catch {
                             await ended
                             throw error
@@ -60,18 +67,17 @@ struct OpenConnectionTests {
                     _ = try await reader.read { _ in
                         pages += 1
                         guard pages == 1 else { return }
-                        // The reader's transaction waits, idle, while this page is handled: end it, and wait until the
-                        // session is gone before the reader asks for its next page.
-                        _ = try await client.query(
-                            """
-                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                             WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'
-                            """,
-                            logger: Self.logger
-                        ).collect()
+                        // End the reader's session while this page is handled, and wait until it is gone before the
+                        // reader asks for its next page. Its producer may be fetching a page ahead at this moment (the
+                        // session active, not idle): every session of this database inside a transaction but this one
+                        // is ended, again, until none is left (an earlier version ended only idle ones, once, and
+                        // then waited for ever when the session had been active).
                         while try await LedgerTestSupport.scalar(
                             client,
-                            "SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+                            """
+                            SELECT count(pg_terminate_backend(pid))::bigint FROM pg_stat_activity
+                             WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+                            """,
                             as: Int64.self
                         ) ?? 0 > 0 {
                             try await Task.sleep(for: .milliseconds(20))
@@ -99,7 +105,7 @@ struct OpenConnectionTests {
                     for try await (value,) in try await connection.query("SELECT pg_backend_pid()", logger: Self.logger).decode((Int32,).self) {
                         pid = value
                     }
-                    _ = try await client.query("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
+                    _ = try await client.answeredQuery("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
                     try? await connection.closeFuture.get()
                     do {
                         _ = try await connection.watchedQuery("SELECT 1", logger: Self.logger).collect()
