@@ -128,11 +128,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
 
     /// The SQLSTATE of a server error, if `error` is one.
     /// - Parameter error: Any error.
-    /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction too), or `nil` when `error` is
-    ///   not a server error.
+    /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction, or under a ``StoreError``,
+    ///   too), or `nil` when `error` is not a server error.
     public static func sqlState(of error: any Error) -> String? {
         if let transaction = error as? PostgresTransactionError {
             return failure(in: transaction).flatMap(sqlState(of:))
+        }
+        if let store = error as? StoreError {
+            return store.underlying.flatMap(sqlState(of:))
         }
         return (error as? PSQLError)?.serverInfo?[.sqlState]
     }
