@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Runs an operation with a deadline, abandoning it when the deadline passes.
 ///
 /// A PostgreSQL backend killed in the middle of a transaction can leave the client's call waiting for an answer
@@ -27,32 +25,24 @@ public enum OperationDeadline {
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let pending = Mutex<CheckedContinuation<T, any Error>?>(continuation)
-            let finish: @Sendable (Result<T, any Error>) -> Bool = { result in
-                guard let waiting = pending.withLock({ state -> CheckedContinuation<T, any Error>? in
-                    defer { state = nil }
-                    return state
-                }) else { return false }
-                waiting.resume(with: result)
-                return true
-            }
+            let answer = FirstAnswer(continuation)
             let work = Task {
                 do {
-                    _ = finish(.success(try await operation()))
+                    answer.resume(with: .success(try await operation()))
                 } catch {
-                    _ = finish(.failure(error))
+                    answer.resume(with: .failure(error))
                 }
             }
             Task {
                 try? await Task.sleep(for: timeout)
                 let (seconds, attoseconds) = timeout.components
-                if finish(.failure(Exceeded(seconds: Double(seconds) + Double(attoseconds) / 1e18))) { work.cancel() }
+                if answer.resume(with: .failure(Exceeded(seconds: Double(seconds) + Double(attoseconds) / 1e18))) { work.cancel() }
             }
             if let abandonWhen {
                 Task {
-                    while pending.withLock({ $0 != nil }) {
+                    while answer.isPending {
                         try? await Task.sleep(for: .seconds(1))
-                        if pending.withLock({ $0 != nil }), await abandonWhen(), finish(.failure(Abandoned())) {
+                        if answer.isPending, await abandonWhen(), answer.resume(with: .failure(Abandoned())) {
                             work.cancel()
                             return
                         }

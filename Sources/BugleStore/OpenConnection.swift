@@ -1,7 +1,7 @@
+import BugleCore
 import Logging
 import NIOCore
 import PostgresNIO
-import Synchronization
 
 // postgres-nio 1.33.2 never answers a statement written to a connection that has already closed (the server ended
 // the session: a restart, a failover, `pg_terminate_backend`, an idle-in-transaction limit). The write fails with no
@@ -39,22 +39,24 @@ extension PostgresConnection {
 
     /// The statement of ``answeredQuery(_:logger:file:line:)`` past its check that the connection is open.
     func watchedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
-        let answer = PendingAnswer()
-        return try await withCheckedThrowingContinuation { continuation in
-            answer.wait(continuation)
+        try await withCheckedThrowingContinuation { continuation in
+            let answer = FirstAnswer(continuation)
             let interval = Self.closeCheckInterval
+            let closedLooks = NIOLoopBoundBox.makeBoxSendingValue(0, as: Int.self, eventLoop: eventLoop)
             let watch = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] task in
-                guard isClosed, answer.closedTwice() else { return }
+                guard isClosed else { return }
+                closedLooks.value += 1
+                guard closedLooks.value >= 2 else { return }
                 task.cancel()
-                if answer.finish(.failure(StoreError(.connectionFailed, "the database ended this session before answering (a restart, a failover or a terminated backend)"))) {
+                if answer.resume(with: .failure(StoreError(.connectionFailed, "the database ended this session before answering (a restart, a failover or a terminated backend)"))) {
                     logger.warning("a statement was left unanswered on a closed database connection; it failed instead of waiting")
                 }
             }
             Task {
                 do {
-                    answer.finish(.success(try await self.query(query, logger: logger, file: file, line: line)))
+                    answer.resume(with: .success(try await self.query(query, logger: logger, file: file, line: line)))
                 } catch {
-                    answer.finish(.failure(error))
+                    answer.resume(with: .failure(error))
                 }
                 watch.cancel()
             }
@@ -65,15 +67,8 @@ extension PostgresConnection {
     /// ending the session (57P0x, 25P03, 08xxx: the connection is closing): the server rolled that transaction back, and
     /// the statement would never be answered.
     func rollBack(after error: any Error, logger: Logger) async throws {
-        guard !isClosed, !Self.endedSession(error) else { return }
+        guard !isClosed, !StoreError.isEndedSession(error) else { return }
         try await answeredQuery("ROLLBACK", logger: logger)
-    }
-
-    /// Whether `error` is the server ending the session (an administrator's or a shutdown's 57P0x, an
-    /// idle-in-transaction limit's 25P03, a connection exception's 08xxx): its connection is closing, if not closed yet.
-    private static func endedSession(_ error: any Error) -> Bool {
-        guard let state = StoreError.sqlState(of: error) else { return false }
-        return state.hasPrefix("57P") || state.hasPrefix("08") || state == "25P03"
     }
 }
 
@@ -136,39 +131,4 @@ public struct AnsweredRows: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rows: rows.makeIterator()) }
 
     public func collect() -> [PostgresRow] { rows }
-}
-
-/// The one answer of an ``PostgresConnection/answeredQuery(_:logger:file:line:)``: the statement's, or the watch's
-/// finding that its connection closed, whichever comes first.
-private final class PendingAnswer: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<PostgresRowSequence, any Error>?
-        var closedLooks = 0
-    }
-
-    private let state = Mutex(State())
-
-    /// Set before the statement starts and the watch begins.
-    func wait(_ continuation: CheckedContinuation<PostgresRowSequence, any Error>) {
-        state.withLock { $0.continuation = continuation }
-    }
-
-    /// Counts a look that found the connection closed; true from the second.
-    func closedTwice() -> Bool {
-        state.withLock { state in
-            state.closedLooks += 1
-            return state.closedLooks >= 2
-        }
-    }
-
-    /// Answers the statement's caller, unless it has its answer already; returns whether this did.
-    @discardableResult
-    func finish(_ result: Result<PostgresRowSequence, any Error>) -> Bool {
-        let waiting = state.withLock { state in
-            defer { state.continuation = nil }
-            return state.continuation
-        }
-        waiting?.resume(with: result)
-        return waiting != nil
-    }
 }

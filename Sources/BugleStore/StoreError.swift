@@ -126,6 +126,13 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         transaction.beginError ?? transaction.closureError ?? transaction.commitError
     }
 
+    /// Whether `error` is the server ending the session (an administrator's or a shutdown's 57P0x, an
+    /// idle-in-transaction limit's 25P03, a connection exception's 08xxx): its connection is closing, if not closed yet.
+    public static func isEndedSession(_ error: any Error) -> Bool {
+        guard let state = sqlState(of: error) else { return false }
+        return state.hasPrefix("57P") || state.hasPrefix("08") || state == "25P03"
+    }
+
     /// The SQLSTATE of a server error, if `error` is one.
     /// - Parameter error: Any error.
     /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction, or under a ``StoreError``,

@@ -88,7 +88,7 @@ enum DatabaseOutageRecovery {
         if error.code == .connectionFailed || error.code == .query { return true }
         // The server ended the session under another step (the schema check as the command starts again): a worker
         // back first and taking the run over ends the sessions of this process's expired lease, new ones included.
-        return StoreError.sqlState(of: error).map { $0.hasPrefix("57P") || $0.hasPrefix("08") } ?? false
+        return StoreError.isEndedSession(error)
     }
 
     /// Returns once a session opens (the server chosen, connected, its schema current and writable through this
