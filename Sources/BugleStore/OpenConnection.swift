@@ -9,9 +9,10 @@ import PostgresNIO
 // fails as it should, so its `withTransaction` hung in the `ROLLBACK` it sends after that failure, holding the pooled
 // connection. Bugle's transactions and the connections it holds across statements go through these instead: each
 // asks whether the connection is still open before writing, and a closed one is an error at once. The connection can
-// still close between that question and the write (the server killed, all sessions ending at once): a statement then
-// also watches its connection while it waits, and ends with an error once the connection has stayed closed without
-// an answer (``PostgresConnection/answeredQuery(_:logger:file:line:)``).
+// still close between that question and the write (the server killed, all sessions ending at once): a statement (or a
+// `COPY`) then also watches its connection while it waits, and ends with an error once the connection has stayed
+// closed without an answer (``PostgresConnection/answeredQuery(_:logger:file:line:)``,
+// ``PostgresConnection/answeredCopy(table:columns:logger:writeData:)``).
 
 extension PostgresConnection {
     /// Throws ``StoreError/Code/connectionFailed`` when the connection has closed, instead of a statement that would
@@ -39,6 +40,29 @@ extension PostgresConnection {
 
     /// The statement of ``answeredQuery(_:logger:file:line:)`` past its check that the connection is open.
     func watchedQuery(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> PostgresRowSequence {
+        try await watched(logger: logger) { try await self.query(query, logger: logger, file: file, line: line) }
+    }
+
+    /// `copyFrom(table:columns:logger:writeData:)` that cannot wait for ever on a closed connection, as
+    /// ``answeredQuery(_:logger:file:line:)``: postgres-nio writes a `COPY` as it writes a statement, and one written to
+    /// a closed connection is never answered either.
+    func answeredCopy(
+        table: String, columns: [String], logger: Logger, writeData: @escaping @Sendable (PostgresCopyFromWriter) async throws -> Void
+    ) async throws {
+        try requireOpen()
+        try await watchedCopy(table: table, columns: columns, logger: logger, writeData: writeData)
+    }
+
+    /// The `COPY` of ``answeredCopy(table:columns:logger:writeData:)`` past its check that the connection is open.
+    func watchedCopy(
+        table: String, columns: [String], logger: Logger, writeData: @escaping @Sendable (PostgresCopyFromWriter) async throws -> Void
+    ) async throws {
+        try await watched(logger: logger) { try await self.copyFrom(table: table, columns: columns, logger: logger, writeData: writeData) }
+    }
+
+    /// `operation` (one statement or `COPY` on this connection), answered by its own result, or failed with
+    /// ``StoreError/Code/connectionFailed`` once the connection has stayed closed for two looks without an answer.
+    private func watched<T: Sendable>(logger: Logger, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             let answer = FirstAnswer(continuation)
             let interval = Self.closeCheckInterval
@@ -54,7 +78,7 @@ extension PostgresConnection {
             }
             Task {
                 do {
-                    answer.resume(with: .success(try await self.query(query, logger: logger, file: file, line: line)))
+                    answer.resume(with: .success(try await operation()))
                 } catch {
                     answer.resume(with: .failure(error))
                 }

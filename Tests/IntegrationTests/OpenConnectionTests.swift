@@ -94,11 +94,12 @@ struct OpenConnectionTests {
     }
 
     /// The race the open check cannot close: the connection closes after the check, before the statement is written.
-    /// Here the statement is sent (past the check) on a connection already closed, which postgres-nio would leave
-    /// unanswered for ever; the watch fails it.
-    @Test("a statement that reaches its connection after the connection closed fails within seconds instead of waiting for ever")
-    func statementAfterClose() async throws {
+    /// Here the statement (or the materialization's `COPY`) is sent past the check on a connection already closed,
+    /// which postgres-nio would leave unanswered for ever; the watch fails it.
+    @Test("a statement or a COPY that reaches its connection after the connection closed fails within seconds instead of waiting for ever", arguments: ["statement", "copy"])
+    func statementAfterClose(_ kind: String) async throws {
         try await LedgerTestSupport.withFreshDatabase { client in
+            _ = try await client.answeredQuery("CREATE TABLE bugle.copied (n int)", logger: Self.logger).collect()
             let outcome = try await OperationDeadline.run(within: .seconds(30)) { () -> String in
                 try await client.withConnection { connection in
                     var pid: Int32 = 0
@@ -108,7 +109,13 @@ struct OpenConnectionTests {
                     _ = try await client.answeredQuery("SELECT pg_terminate_backend(\(pid))", logger: Self.logger).collect()
                     try? await connection.closeFuture.get()
                     do {
-                        _ = try await connection.watchedQuery("SELECT 1", logger: Self.logger).collect()
+                        if kind == "copy" {
+                            try await connection.watchedCopy(table: "copied", columns: ["n"], logger: Self.logger) { writer in
+                                try await writer.write(ByteBuffer(string: "1\n"))
+                            }
+                        } else {
+                            _ = try await connection.watchedQuery("SELECT 1", logger: Self.logger).collect()
+                        }
                         return "answered"
                     } catch let error as StoreError {
                         return "\(error.code)"

@@ -192,7 +192,7 @@ public struct Materializer: Sendable {
             try await connection.answeredQuery(
                 "SELECT set_config('search_path', 'bugle', true), set_config('idle_in_transaction_session_timeout', '\(unescaped: PostgresCampaignStore.idleInTransactionTimeout)', true)",
                 logger: logger)
-            try await connection.copyFrom(table: "run_recipients", columns: LedgerCopyPage.columns, logger: logger) { writer in
+            try await connection.answeredCopy(table: "run_recipients", columns: LedgerCopyPage.columns, logger: logger) { writer in
                 try await writer.write(page.pendingLines)
                 if page.hasFinishedRows {
                     var finished = ByteBuffer()
