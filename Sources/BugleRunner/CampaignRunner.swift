@@ -267,6 +267,7 @@ public struct CampaignRunner: Sendable {
             var probing = configuration.probeFirst
             var lostAnswers = LostAnswerBreaker(window: window, probe: probing ? Self.probeWindow : nil)
             var outage = ProviderOutageBreaker(limit: configuration.providerOutageLimit)
+            var oversized = OversizedPayloadBreaker()
             // Claim attempts whose answers never arrived (failed or abandoned): their rows, if they committed, are
             // in flight under this lease and held by nobody.
             var lostClaims: [Int64] = []
@@ -527,6 +528,10 @@ public struct CampaignRunner: Sendable {
                         if let message = lostAnswers.observe(raw, lane: sender.lane(for: platform), seq: answered.seq), stop == nil {
                             logger.error("lost-answer breaker tripped", metadata: ["lane": "\(sender.lane(for: platform).rawValue)"])
                             stop = .halted(code: "AnswersLost", message: message)
+                        }
+                        if let message = oversized.observe(raw, platform: platform), stop == nil {
+                            logger.error("oversized-payload breaker tripped", metadata: ["platform": "\(platform.rawValue)"])
+                            stop = .halted(code: SkipReason.payloadTooLarge.rawValue, message: message)
                         }
                         if let message = outage.observe(raw, lane: sender.lane(for: platform), now: clock.now), stop == nil {
                             logger.error("provider-outage breaker tripped", metadata: ["limit": "\(configuration.providerOutageLimit)"])

@@ -456,6 +456,65 @@ struct RunLedgerTests {
         }
     }
 
+    /// A campaign whose copy fits (it validates) but whose segment values make payloads too large: `long` picks the
+    /// devices whose `blurb` column is 5,000 bytes, over the APNs and FCM limits.
+    static func oversizedValues(_ long: String) -> Campaign {
+        var campaign = Support.campaign(
+            sql: """
+                SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale,
+                       CASE WHEN \(long) THEN repeat('x', 5000) ELSE 'short' END AS blurb
+                  FROM bugle.devices d
+                """,
+            window: 4)
+        campaign.message = MessageTemplate(defaultLocale: "en", localeCopies: ["en": [LocalizedCopy(title: "News", body: "{{blurb}}")]])
+        return campaign
+    }
+
+    @Test("segment values that make every iOS payload too large halt the run after ten in a row: those fail payload_too_large, no iOS request is sent, the run is paused saying why")
+    func oversizedValuesHalt() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 200)
+            let apns = FakeProvider(kind: .apns)
+            let (runID, result) = try await Support.runCampaign(
+                client, Self.oversizedValues("d.platform = 'ios'"), providers: [.apns: apns, .fcm: FakeProvider(kind: .fcm)])
+            guard case .halted(let code, let message) = result.ending else {
+                Issue.record("expected a halt, got \(result.ending)")
+                return
+            }
+            #expect(code == "payload_too_large")
+            #expect(message.contains("the last 10 ios payloads rendered over the platform's size limit"), "\(message)")
+            #expect(apns.delivered.isEmpty)
+            let failed = try #require(try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'failed_permanent' AND outcome_code = 'payload_too_large'",
+                as: Int64.self))
+            // The tenth trips it; at most a window's worth more were already composed.
+            #expect(failed >= 10 && failed <= 10 + 4, "\(failed)")
+            let unsentIOS = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND platform = 'ios' AND state IN ('pending', 'retry_wait')",
+                as: Int64.self)
+            #expect(unsentIOS == 100 - failed)
+            let record = try await RunRepository(client: client, logger: Support.logger).run(id: runID)
+            #expect(record?.status == .paused)
+            #expect(record?.pauseReason?.hasPrefix("halted: payload_too_large: ") == true, "\(record?.pauseReason ?? "nil")")
+        }
+    }
+
+    @Test("a few values too long fail only their recipients: the run completes, every other device sent")
+    func fewOversizedValuesComplete() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 200)
+            let apns = FakeProvider(kind: .apns)
+            let fcm = FakeProvider(kind: .fcm)
+            // One iOS device in five does not fit (ids 1, 11, 21, …; odd ids are iOS): never ten in a row.
+            let (runID, result) = try await Support.runCampaign(client, Self.oversizedValues("d.id % 10 = 1"), providers: [.apns: apns, .fcm: fcm])
+            #expect(result.ending == .completed, "\(result.ending)")
+            let failed = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND outcome_code = 'payload_too_large'", as: Int64.self)
+            #expect(failed == 20)
+            #expect(apns.delivered.count + fcm.delivered.count == 180)
+        }
+    }
+
     /// One device the provider throttles on its own (FCM's per-device message rate is answered `QUOTA_EXCEEDED` too):
     /// its provider-level retries are free only up to ``RecipientSender/freeProviderRetries``, then charged, so it ends
     /// `attempts_exhausted` and the run completes instead of retrying it until the outage breaker fails the run.
