@@ -26,7 +26,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     @OptionGroup var output: RunOutputOptions
 
-    @Option(help: "How many demo devices to seed.")
+    @Option(parsing: .unconditional, help: "How many demo devices to seed.")
     var devices: Int = 2_000
 
     @Option(help: "The campaign sent for real to the simulators.")

@@ -48,7 +48,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Where to write the CSV report, - for standard output (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
     var csv: String?
 
-    @Option(help: "Sample payloads to print in a dry run (per platform, 0 to hide).")
+    @Option(parsing: .unconditional, help: "Sample payloads to print in a dry run (per platform, 0 to hide).")
     var samples: Int = 1
 
     @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")

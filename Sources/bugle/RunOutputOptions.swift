@@ -8,11 +8,12 @@ struct RunOutputOptions: ParsableArguments {
     @Flag(help: "Print the final summary as JSON on stdout (everything else goes to stderr).")
     var json = false
 
-    @Option(name: .customLong("metrics-port"), help: "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics during the run.")
+    @Option(name: .customLong("metrics-port"), parsing: .unconditional, help: "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics during the run.")
     var metricsPort: Int?
 
     @Option(
         name: .customLong("progress-interval"),
+        parsing: .unconditional,
         help: "Seconds between progress updates (default: 0.5 on a terminal, 5 otherwise)."
     )
     var progressInterval: Double?

@@ -9,7 +9,7 @@ struct RunsCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(help: "How many runs to list.")
+    @Option(parsing: .unconditional, help: "How many runs to list.")
     var limit: Int = 20
 
     @Flag(help: "Print the runs as one JSON array on stdout (keys sorted; live_workers for running runs).")

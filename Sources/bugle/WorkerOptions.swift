@@ -4,6 +4,7 @@ import ArgumentParser
 struct WorkerOptions: ParsableArguments {
     @Option(
         name: .customLong("lease-ttl"),
+        parsing: .unconditional,
         help: """
             Seconds a worker's lease lives without renewal (renewed every sixth of it). A worker that cannot renew \
             for half of it stops sending; a crashed worker's recipients are taken over after it.
@@ -13,6 +14,7 @@ struct WorkerOptions: ParsableArguments {
 
     @Option(
         name: .customLong("provider-outage-limit"),
+        parsing: .unconditional,
         help: """
             Seconds a lane may process no request (only provider errors, or requests the provider did not take: \
             connections refused or turned away) before the run halts, paused, with exit 2 (ProviderUnavailable); \
@@ -23,6 +25,7 @@ struct WorkerOptions: ParsableArguments {
 
     @Option(
         name: .customLong("database-outage-limit"),
+        parsing: .unconditional,
         help: """
             Seconds to wait for the database after it stopped answering mid-run (a restart, a failover) before \
             giving up. When it answers again (of a host list with target_session_attrs: the server that now will \

@@ -281,6 +281,14 @@ struct CLITests {
             (["devices", "prune", "--not-seen-for", "999999999999999999w"], "not 999999999999999999w"),
             (["devices", "prune", "--not-seen-for", "36501d"], "not 36501d"),
             (["run", "campaigns/spring-sale.yaml", "--dry-run", "--samples=-1"], "--samples must be 0 (none) or more"),
+            // A negative number after the option is its value (out of range), not a missing value and an option "-1".
+            (["runs", "--limit", "-1"], "--limit must be at least 1"),
+            (["run", "campaigns/spring-sale.yaml", "--dry-run", "--samples", "-1"], "--samples must be 0 (none) or more"),
+            (["run", "campaigns/spring-sale.yaml", "--provider-outage-limit", "-1"], "--provider-outage-limit must be within 1...604800 seconds"),
+            (["run", "campaigns/spring-sale.yaml", "--lease-ttl", "-30"], "--lease-ttl must be within 3...3600 seconds"),
+            (["worker", "--database-outage-limit", "-5"], "--database-outage-limit must be within 0...86400 seconds"),
+            (["run", "campaigns/spring-sale.yaml", "--progress-interval", "-0.5"], "--progress-interval must be within 0.05...3600 seconds"),
+            (["devices", "prune", "--not-seen-for", "-3d"], "--not-seen-for: expected a duration"),
         ]
         for (arguments, message) in refused {
             let output = try await Self.bugle(arguments, environment: unreachable)
