@@ -57,6 +57,10 @@ phase() {
   return "$status"
 }
 
+# At most 12 tests at a time: unbounded, every test starts at once (each with its own database, many with simulators)
+# and on a slow 2-core machine tests with a lease or deadline of their own starved past it (README, "Tests").
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-12}"
+
 swift build --build-tests
 phase parallel 1800 swift test --skip-build "$@" || failed+=("parallel phase")
 

@@ -17,6 +17,10 @@ import Testing
 /// (``ConnectProxy``) in front of the simulators, TLS and HTTP/2 inside the tunnel.
 @Suite("HTTP proxy (CONNECT tunnels to the simulators)")
 struct ProxyTests {
+    /// Each refusal here comes well within a second; the deadline only bounds a test that went wrong, and is long so a
+    /// loaded machine (the whole suite on two cores) is not mistaken for one.
+    static let refusalDeadline = TimeAmount.seconds(30)
+
     static let password = "pr0xy-CANARY-s3cret"
     static let credentials = "bugle:" + password
 
@@ -203,7 +207,7 @@ struct ProxyTests {
             configuration.proxy = HTTPProxy(host: "127.0.0.1", port: proxyPort)
             let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
             let error = await #expect(throws: HTTP2TransportError.self) {
-                _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + .seconds(5))
+                _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + Self.refusalDeadline)
             }
             await pool.shutdown()
             switch error {
@@ -246,7 +250,7 @@ struct ProxyTests {
         let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
         let headers = HPACKHeaders([(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
         let error = await #expect(throws: HTTP2TransportError.self) {
-            _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + .seconds(5))
+            _ = try await pool.execute(headers: headers, body: ByteBuffer(), deadline: .now() + Self.refusalDeadline)
         }
         await pool.shutdown()
         let requests = proxy.requests
@@ -276,7 +280,7 @@ struct ProxyTests {
         let pool = try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
         let headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", "x"), (":path", "/")])
         let error = await #expect(throws: HTTP2TransportError.self) {
-            _ = try await pool.execute(headers: headers, body: ByteBuffer(string: "{}"), deadline: .now() + .seconds(5))
+            _ = try await pool.execute(headers: headers, body: ByteBuffer(string: "{}"), deadline: .now() + Self.refusalDeadline)
         }
         await pool.shutdown()
         await proxy.stop()

@@ -209,7 +209,7 @@ struct RunLedgerTests {
             #expect(seen.map(\.6) == [false, false, true], "only the skipped row is finished, at the transaction's time")
             #expect(seen.map(\.7) == [true, true, true])
             // The claim returns its rows as one row of arrays (ClaimedColumns): the same text, NULLs in their places.
-            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 120, mode: .exclusive))
             guard case .claimed(let claimed) = try await store.claim(lease, limits: [.apns: 5, .fcm: 5], claimID: 1) else {
                 Issue.record("fenced")
                 return
@@ -756,7 +756,7 @@ struct RunLedgerTests {
             let logger = Support.logger
             let campaign = Support.campaign(name: "lost-claim", window: 20, policy: .resend)
             let (runID, store) = try await Support.materializedRun(client, campaign)
-            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 120, mode: .exclusive))
             // Claim 1 "answered" (held); claim 2's answer was lost.
             guard case .claimed(let held) = try await store.claim(lease, limits: [.apns: 4, .fcm: 4], claimID: 1),
                 case .claimed(let lost) = try await store.claim(lease, limits: [.apns: 3, .fcm: 3], claimID: 2)
@@ -787,7 +787,7 @@ struct RunLedgerTests {
             let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
             _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
             let store = PostgresCampaignStore(client: client, logger: logger)
-            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 120, mode: .exclusive))
             // The claim's dedupe reservation fails after its rows were picked and updated: the claim rolls back.
             _ = try await client.query(
                 """
@@ -853,7 +853,7 @@ struct RunLedgerTests {
             try await Support.seed(client, count: 20)
             let campaign = Support.campaign(name: "progress-snapshot", window: 20, policy: .resend)
             let (runID, store) = try await Support.materializedRun(client, campaign)
-            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 30, mode: .exclusive))
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 120, mode: .exclusive))
             let before = try #require(
                 try await Support.scalar(
                     client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'pending'", as: Int64.self
