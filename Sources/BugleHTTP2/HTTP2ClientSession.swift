@@ -551,6 +551,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
             complete(streamID, with: .failure(HTTP2TransportError.notWritten("connection closed")))
         }
         unflushedStreams.removeAll()
+        var unanswered = 0
         for streamID in Array(exchanges.keys) {
             let error: HTTP2TransportError
             if exchanges[streamID]?.refused == true {
@@ -559,9 +560,11 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
                 error = goingAway
             } else {
                 error = .lostAfterWrite("stream closed before an answer")
+                unanswered += 1
             }
             complete(streamID, with: .failure(error))
         }
+        if unanswered > 0 { context?.fireChannelRead(wrapInboundOut(.closedUnanswered(unanswered))) }
     }
 
     private func complete(_ streamID: UInt32) {

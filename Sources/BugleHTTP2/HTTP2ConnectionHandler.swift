@@ -24,6 +24,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         /// The connection answered its first request.
         var answered: @Sendable () -> Void
         var failed: @Sendable (String) -> Void
+        /// The connection closed with this many requests written and unanswered (after ``failed``, when a handler
+        /// said why).
+        var closedUnanswered: @Sendable (Int) -> Void
         /// The connection was refused in a way reconnecting cannot fix: a certificate in the TLS handshake (see
         /// ``TLSCertificateRejection``), or the HTTP proxy's tunnel (see ``HTTPProxyError/isConfiguration``). The error
         /// is ``HTTP2TransportError/certificateRejected(_:)`` or ``HTTP2TransportError/proxyRefused(_:)``.
@@ -103,6 +106,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
             events.goAway(lastStreamID, code, debugData)
         case .answered:
             events.answered()
+        case .closedUnanswered(let count):
+            events.closedUnanswered(count)
         case .pingAnswered(let data):
             if let pending = unanswered, pending.data == data {
                 pending.timeout.cancel()

@@ -459,6 +459,14 @@ public final class HTTP2ConnectionPool: Sendable {
                 failure.withLockedValue { $0 = message }
                 self.state.withLockedValue { $0.lastConnectError = message }
             },
+            closedUnanswered: { [self] count in
+                // Those requests come back lost after their write (maybe delivered): the run records them as its
+                // policy for lost answers says, and this says why.
+                let why = failure.withLockedValue { $0 } ?? "closed by the server or the network"
+                logger.warning(
+                    "\(configuration.serviceName) connection closed with requests written and unanswered",
+                    metadata: ["connection": "\(id)", "unanswered": "\(count)", "reason": "\(why)"])
+            },
             rejected: { [self] rejection in
                 self.state.withLockedValue { $0.rejection = rejection }
             }

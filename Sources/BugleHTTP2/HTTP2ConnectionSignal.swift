@@ -10,4 +10,7 @@ enum HTTP2ConnectionSignal {
     case answered
     /// The server acknowledged the PING carrying this data.
     case pingAnswered(UInt64)
+    /// The connection closed with this many requests written and not answered (each fails as lost after its write:
+    /// maybe delivered), sent once, as it closes.
+    case closedUnanswered(Int)
 }

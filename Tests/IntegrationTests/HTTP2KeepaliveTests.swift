@@ -1,6 +1,7 @@
 import BugleHTTP2
 import BugleSimulator
 import Foundation
+import Logging
 import NIOCore
 import NIOHPACK
 import NIOPosix
@@ -17,7 +18,7 @@ import Testing
 struct HTTP2KeepaliveTests {
     typealias Fixture = APNsCertificateAuthTests.Fixture
 
-    static func pool(_ fixture: Fixture, pingInterval: TimeAmount?) throws -> HTTP2ConnectionPool {
+    static func pool(_ fixture: Fixture, pingInterval: TimeAmount?, logger: Logger = APNsTestEnvironment.logger) throws -> HTTP2ConnectionPool {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.applicationProtocols = ["h2"]
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(fixture.environment.material.caFile))
@@ -29,7 +30,7 @@ struct HTTP2KeepaliveTests {
         // 300 ms timeout once closed the live connection under a request (`notWritten`); the silent peer is still
         // found within 2.2 s, well inside `waitUntilClosed`'s 10 s.
         configuration.pingTimeout = .seconds(2)
-        return try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: APNsTestEnvironment.logger)
+        return try HTTP2ConnectionPool(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
     }
 
     static func send(_ pool: HTTP2ConnectionPool, fixture: Fixture, index: Int, within seconds: Int64, token: String? = nil) async throws -> HTTP2Response {
@@ -65,6 +66,28 @@ struct HTTP2KeepaliveTests {
             #expect(try await Self.send(pool, fixture: fixture, index: 2, within: 10).status == 200)
             #expect(fixture.simulator.counters().connections == 2)
             #expect(fixture.simulator.accepted().count == 2)
+        }
+    }
+
+    @Test("a request written on a connection that then goes silent comes back lost after its write, and a warning says the connection closed with it unanswered, and why")
+    func unansweredRequestsAreLogged() async throws {
+        try await Fixture.with { fixture in
+            let lines = RecordingLogHandler.Lines()
+            let pool = try Self.pool(fixture, pingInterval: .milliseconds(200), logger: RecordingLogHandler.logger(lines))
+            defer { Task { await pool.shutdown() } }
+            #expect(try await Self.send(pool, fixture: fixture, index: 1, within: 10).status == 200)
+            await fixture.simulator.silenceOpenConnections()
+            // Written on the silent connection, which the PING closes about 2 s later.
+            let error = await #expect(throws: HTTP2TransportError.self) { _ = try await Self.send(pool, fixture: fixture, index: 2, within: 20) }
+            guard case .lostAfterWrite? = error else {
+                Issue.record("expected a request lost after its write, got \(String(describing: error))")
+                return
+            }
+            let warnings = lines.all.filter { $0.contains("connection closed with requests written and unanswered") }
+            #expect(warnings.count == 1, "\(lines.all)")
+            #expect(warnings.first?.hasPrefix("warning APNs connection closed") == true, "\(warnings)")
+            #expect(warnings.first?.contains("unanswered=1") == true, "\(warnings)")
+            #expect(warnings.first?.contains("reason=no answer to an HTTP/2 PING within 2000 ms") == true, "\(warnings)")
         }
     }
 
