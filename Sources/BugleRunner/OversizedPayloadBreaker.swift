@@ -12,8 +12,8 @@ import BugleCore
 struct OversizedPayloadBreaker: Sendable {
     /// Local `payload_too_large` failures of one platform in a row that trip it.
     let threshold: Int
-    /// Per platform, in ``Platform/allCases`` order.
-    private var inARow = [Int](repeating: 0, count: Platform.allCases.count)
+    /// Per platform, indexed by ``slot(_:)``: a counter update on every answer, so no search or hashing.
+    private var inARow = [Int](repeating: 0, count: 3)
     private var tripped = false
 
     init(threshold: Int = 10) {
@@ -22,7 +22,7 @@ struct OversizedPayloadBreaker: Sendable {
 
     /// Counts the outcome of one recipient of `platform`; returns the halt's message when it trips (once).
     mutating func observe(_ outcome: SendOutcome, platform: Platform) -> String? {
-        let slot = Platform.allCases.firstIndex(of: platform) ?? 0
+        let slot = Self.slot(platform)
         guard case .rejected(SkipReason.payloadTooLarge.rawValue) = outcome else {
             // A request was written (answered or not): its payload fit. A halt says nothing about the payload.
             if case .halt = outcome { return nil }
@@ -36,5 +36,13 @@ struct OversizedPayloadBreaker: Sendable {
             + "(payload_too_large), with none of that platform's fitting between them: the segment's template values make "
             + "most of its payloads too large. Those recipients failed and the run stopped (`bugle run FILE --dry-run` "
             + "counts payload_too_large); shorten the copy or the values, cancel this run and start a new one"
+    }
+
+    private static func slot(_ platform: Platform) -> Int {
+        switch platform {
+        case .ios: 0
+        case .android: 1
+        case .web: 2
+        }
     }
 }
