@@ -129,6 +129,7 @@ public final class APNSProvider: PushProvider {
         }
         var configuration = HTTP2ConnectionPool.Configuration(
             host: settings.endpoint.host, port: settings.endpoint.port, connections: max(1, settings.connections), tls: tls, serviceName: "APNs")
+        configuration.waitForPings(asLongAsRequests: timeout)
         do throws(ProxyConfigurationError) {
             configuration.proxy = try HTTPProxy.resolve(settings.proxy, caFile: settings.proxyCAFile, host: settings.endpoint.host, environment: options.environment)
         } catch {

@@ -150,7 +150,8 @@ public final class FCMProvider: PushProvider {
         self.logger = logger
         self.authority = settings.endpoint.port == 443 ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
         self.path = "/v1/projects/\(projectID)/messages:send"
-        self.timeout = .nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
+        let timeout = TimeAmount.nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
+        self.timeout = timeout
 
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
@@ -167,6 +168,7 @@ public final class FCMProvider: PushProvider {
         /// A pool to `host:port`, through the section's proxy (FCM's own, and each credentials endpoint's).
         func makePool(host: String, port: Int, connections: Int = 1, _ serviceName: String) throws(FCMConfigurationError) -> HTTP2ConnectionPool {
             var configuration = HTTP2ConnectionPool.Configuration(host: host, port: port, connections: connections, tls: tls, serviceName: serviceName)
+            configuration.waitForPings(asLongAsRequests: timeout)
             configuration.proxy = try Self.proxy(settings: settings, host: host, environment: options.environment)
             if let proxy = configuration.proxy { logger.info("\(serviceName) connections go through the proxy \(proxy)") }
             do {

@@ -62,6 +62,14 @@ public final class HTTP2ConnectionPool: Sendable {
             self.tls = tls
             self.serviceName = serviceName
         }
+
+        /// Lengthens ``pingTimeout`` to `requestTimeout` when requests may wait longer: a server slow to answer a PING
+        /// is slow to answer its requests too, and closing the connection sooner than a request on it would time out
+        /// loses every answer in flight on it (a lane given a 60 s timeout lost two connections' 100 requests each to
+        /// the 20 s PING timeout on a starved machine).
+        public mutating func waitForPings(asLongAsRequests requestTimeout: TimeAmount) {
+            pingTimeout = max(pingTimeout, requestTimeout)
+        }
     }
 
     private struct Entry {

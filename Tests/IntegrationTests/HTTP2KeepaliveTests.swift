@@ -133,3 +133,16 @@ struct HTTP2KeepaliveTests {
         }
     }
 }
+
+@Suite("HTTP/2 pool: PING timeout against the request timeout")
+struct HTTP2PingTimeoutTests {
+    @Test("a lane's connection is not judged dead by a PING sooner than a request on it may wait; a short request timeout keeps the 20 s PING timeout")
+    func pingTimeoutFollowsLongRequestTimeouts() {
+        var configuration = HTTP2ConnectionPool.Configuration(
+            host: "127.0.0.1", port: 1, connections: 1, tls: TLSConfiguration.makeClientConfiguration(), serviceName: "APNs")
+        configuration.waitForPings(asLongAsRequests: .seconds(10))
+        #expect(configuration.pingTimeout == .seconds(20))
+        configuration.waitForPings(asLongAsRequests: .seconds(60))
+        #expect(configuration.pingTimeout == .seconds(60))
+    }
+}
