@@ -126,8 +126,10 @@ struct FCMExecutableSubjectToken: Sendable {
             kill(process.processIdentifier, SIGKILL)
             finished.wait()
         }
-        // A grandchild that kept the pipe open must not hold the exchange: what arrived within a second is the output.
-        _ = read.wait(timeout: .now() + 1)
+        // A grandchild that kept the pipe open must not hold the exchange: what arrived within a few seconds is the
+        // output. Not one second: on a starved machine the reader had not yet run by then, and a program that had
+        // printed its whole response was read as printing nothing. Output closed at the program's exit ends the wait at once.
+        _ = read.wait(timeout: .now() + 5)
         return (process.terminationStatus, collected.data, timedOut)
     }
 
