@@ -17,7 +17,7 @@ enum DryRunExecution {
         validator: DryRunValidation? = nil,
         logger: Logger
     ) async throws -> (DryRunReport, DryRunValidation?) {
-        let reader = try await segments.reader(for: campaign.segment, logger: logger)
+        let reader = try await segments.reader(for: campaign.segment, variables: Set(campaign.templateVariables), logger: logger)
         let writer = try csv.map { try ReportFileWriter($0) }
         var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
         var validation = validator

@@ -89,7 +89,7 @@ enum RunExecution {
         first: () async throws -> Void = {}
     ) async throws -> Materializer.Report {
         let client = segments.client
-        let reader = try await segments.reader(for: campaign.segment, logger: logger)
+        let reader = try await segments.reader(for: campaign.segment, variables: Set(campaign.templateVariables), logger: logger)
         let failpoint = Failpoint.fromEnvironment()
         let materializer = Materializer(client: client, logger: logger) { pages in
             if failpoint.fires(.inMaterialize, count: pages) { failpoint.crash("\(pages) page(s) written") }

@@ -334,12 +334,14 @@ struct RunLedgerTests {
 
     /// A segment whose `device_id` column is wrong (here a join that pairs each dead token with the next device's id)
     /// must not switch off a device whose token the provider never refused: deactivation needs the id and the token.
+    /// (Each dead device swaps ids with the next: a device id on two tokens is refused.)
     @Test("a dead token listed under another device's id deactivates nothing: the device keeps its own live token")
     func deactivationMatchesTheToken() async throws {
         try await Support.withFreshDatabase { client in
             try await Support.seed(client, count: 100, deadEvery: 10)
             let sql = """
-                SELECT CASE WHEN d.token LIKE 'dead%' THEN d.id + 1 ELSE d.id END AS device_id, d.user_id, d.token, d.platform, d.locale
+                SELECT CASE WHEN d.token LIKE 'dead%' THEN d.id + 1 WHEN d.id % 10 = 1 AND d.id > 1 THEN d.id - 1 ELSE d.id END AS device_id,
+                       d.user_id, d.token, d.platform, d.locale
                   FROM bugle.devices d WHERE d.is_active
                 """
             let campaign = Support.campaign(sql: sql)

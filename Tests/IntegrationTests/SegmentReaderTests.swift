@@ -337,6 +337,106 @@ struct SegmentReaderTests {
         }
     }
 
+    /// A device id on rows of different tokens used to lose rows silently where a page ended (the keyset reads on
+    /// after the last id), and to keep them all inside a page.
+    @Test("a device id on rows with different tokens is refused, inside a page or across its end; a device a join lists twice is read", arguments: [500, 2])
+    func repeatedDeviceIDs(_ pageSize: Int) async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 10)
+            let clashing = "SELECT CASE WHEN d.id = 3 THEN 2 ELSE d.id END AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d"
+            let reader = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(sql: clashing, pageSize: pageSize).segment, useReaderRole: false,
+                logger: LedgerTestSupport.logger)
+            do {
+                _ = try await reader.read { _ in }
+                Issue.record("expected an error")
+            } catch let error as SegmentError {
+                #expect(error.description.contains("device_id 2 is on rows with different tokens"), "\(error.description)")
+            }
+            // Every device twice (a join that repeats rows): each device is read, once or twice, and nothing is refused.
+            let fanOut = "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d CROSS JOIN generate_series(1, 2)"
+            let twice = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(sql: fanOut, pageSize: pageSize + 1).segment, useReaderRole: false,
+                logger: LedgerTestSupport.logger)
+            var ids: [Int64] = []
+            _ = try await twice.read { ids += $0.compactMap(\.deviceID) }
+            #expect(Set(ids) == Set(1...10))
+        }
+    }
+
+    /// Each page runs the segment's SQL again. Here every run of it returns 5 rows fewer (a counter in a setting
+    /// stands in for random(), deterministically): the pages would silently hold another audience than the count.
+    @Test("a segment that returns other rows each time it runs is refused, saying why and what to write instead")
+    func unrepeatableSegment() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 100)
+            let sql = """
+                SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d
+                 WHERE d.id <= (SELECT 100 - 5 * set_config('bugle_test.runs',
+                                  (coalesce(nullif(current_setting('bugle_test.runs', true), ''), '0')::int + 1)::text, true)::int)
+                """
+            let reader = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(sql: sql, pageSize: 10).segment, useReaderRole: true, logger: LedgerTestSupport.logger)
+            do {
+                _ = try await reader.read { _ in }
+                Issue.record("expected an error")
+            } catch let error as SegmentError {
+                #expect(error.description.contains("returned 95 row(s) when counted and 60 when read page by page"), "\(error.description)")
+                #expect(error.description.contains("ORDER BY md5("))
+            }
+        }
+    }
+
+    @Test("a segment with two columns of one name is refused when prepared and when read")
+    func repeatedColumnName() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 5)
+            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.user_id AS token FROM bugle.devices d"
+            let reader = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(sql: sql).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            await #expect { _ = try await reader.columnNames() } throws: { "\($0)".contains("more than one column named token") }
+            await #expect { _ = try await reader.read { _ in } } throws: { "\($0)".contains("more than one column named token") }
+        }
+    }
+
+    @Test("a row's value the server quotes in a data error is withheld from the segment error")
+    func dataErrorWithholdsTheValue() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 5)
+            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.token::numeric > 0"
+            let reader = SegmentReader(
+                client: client, segment: LedgerTestSupport.campaign(sql: sql).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            do {
+                _ = try await reader.read { _ in }
+                Issue.record("expected an error")
+            } catch let error as SegmentError {
+                #expect(error.description.contains(#"invalid input syntax for type numeric: "(a row's value)" (SQLSTATE 22P02)"#), "\(error.description)")
+                #expect(!error.description.contains("abcd") && !error.description.contains("fcm-"))
+            }
+        }
+    }
+
+    @Test("a read for a campaign keeps only the columns its templates use, and registered_at")
+    func keepsOnlyUsedVariables() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 3)
+            let sql = """
+                SELECT d.id AS device_id, d.user_id, d.token, d.platform, 'Ana' AS first_name, 'sk_live_x' AS api_key,
+                       now() AS registered_at, NULL::text AS "it's"
+                  FROM bugle.devices d
+                """
+            let segment = LedgerTestSupport.campaign(sql: sql).segment
+            for (kept, expected) in [(Set(["first_name", "it's"]), ["first_name", "it's", "registered_at"]), (Set<String>(), ["registered_at"])] {
+                let reader = SegmentReader(client: client, segment: segment, useReaderRole: false, variables: kept, logger: LedgerTestSupport.logger)
+                var rows: [SegmentRow] = []
+                _ = try await reader.read { rows += $0 }
+                #expect(rows.count == 3)
+                #expect(rows.allSatisfy { $0.variables.keys.sorted() == expected }, "\(rows.first?.variables ?? [:])")
+                #expect(rows.first?.variables["it's"] == (kept.isEmpty ? nil : .some(nil)))
+            }
+        }
+    }
+
     @Test("a page handler that fails stops the scan with its error, and the connection serves the next read")
     func handlerErrorStopsTheScan() async throws {
         struct Stop: Error {}

@@ -20,12 +20,13 @@ public struct SegmentAccess: Sendable {
         self.options = readerLogin?.segmentOptions ?? options
     }
 
-    /// A reader for `segment`.
-    public func reader(for segment: Segment, logger: Logger) async throws -> SegmentReader {
+    /// A reader for `segment`, keeping of its extra columns only `variables` (nil: every one; see ``SegmentReader``).
+    public func reader(for segment: Segment, variables: Set<String>? = nil, logger: Logger) async throws -> SegmentReader {
         if let readerLogin {
-            return SegmentReader(client: client, segment: segment, useReaderRole: false, readerLogin: readerLogin, options: options, logger: logger)
+            return SegmentReader(
+                client: client, segment: segment, useReaderRole: false, readerLogin: readerLogin, options: options, variables: variables, logger: logger)
         }
         let useRole = try await Migrator(client: client, logger: logger).segmentReaderRoleAvailable()
-        return SegmentReader(client: client, segment: segment, useReaderRole: useRole, options: options, logger: logger)
+        return SegmentReader(client: client, segment: segment, useReaderRole: useRole, options: options, variables: variables, logger: logger)
     }
 }

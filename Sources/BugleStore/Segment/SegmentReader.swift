@@ -46,6 +46,8 @@ public struct SegmentReader: Sendable {
     private let useReaderRole: Bool
     private let readerLogin: DatabaseConfiguration?
     private let options: SessionOptions
+    /// The extra columns a read keeps as each row's variables (with ``registeredAtColumn``); nil keeps every one.
+    private let variables: Set<String>?
 
     /// - Parameters:
     ///   - useReaderRole: run as `bugle_segment_reader` (see ``Migrator``) when available, through `SET LOCAL ROLE`
@@ -54,10 +56,14 @@ public struct SegmentReader: Sendable {
     ///   - readerLogin: When given, every read runs on its own connection logged in with it (the reader role itself):
     ///     the session has no other role to take.
     ///   - options: Server settings (libpq's `options`) for the transactions that run the segment's SQL.
+    ///   - variables: The columns the campaign's templates use: of the other columns, a read keeps only these (and
+    ///     ``registeredAtColumn``), so a `SELECT u.*` does not copy every column of a users table into the ledger. Nil
+    ///     keeps every column.
     public init(
         client: PostgresClient, segment: Segment, useReaderRole: Bool, readerLogin: DatabaseConfiguration? = nil, options: SessionOptions = SessionOptions(),
-        logger: Logger
+        variables: Set<String>? = nil, logger: Logger
     ) {
+        self.variables = variables
         self.client = client
         self.segment = segment
         self.useReaderRole = useReaderRole
@@ -153,20 +159,9 @@ public struct SegmentReader: Sendable {
         let body = Self.wrap(segment.sql)
         var scan = SegmentScan()
 
-        // Columns, from the first row (an empty segment has nothing to page).
-        let probe = PostgresQuery(unsafeSQL: "SELECT to_jsonb(s.*)::text FROM \(body) LIMIT $1", binds: binds(1))
-        var firstRow: String?
-        for try await (json,) in try await userQuery(connection, probe).decode((String?,).self) { firstRow = json }
-        guard let firstRow else { return scan }
-        let columns = try Self.columns(ofJSONRow: firstRow)
+        // Columns, from preparing the statement (no row is read), checked as `columnNames()` checks them.
+        let columns = try await describedColumns(connection, body: body)
         scan.columns = columns
-        try Self.requireColumns(columns)
-        if columns.contains(Self.registeredAtColumn) {
-            let typed = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT s.\(Self.registeredAtColumn) FROM \(body) LIMIT 0"))
-            let described = typed.columns
-            for try await _ in typed {}
-            try Self.checkRegisteredAt(described)
-        }
 
         // Read at most max_rows + 1 rows: a segment over the cap (a cross join of 10^12 rows) is refused as soon as the
         // cap is passed, not after the statement timeout. Within the cap the LIMIT changes nothing.
@@ -190,7 +185,10 @@ public struct SegmentReader: Sendable {
 
         let hasLocale = columns.contains("locale")
         let hasTimezone = columns.contains("timezone")
-        let extra = columns.filter { !Self.known.contains($0) }
+        let unknown = columns.filter { !Self.known.contains($0) }
+        let extra = variables.map { kept in unknown.filter { kept.contains($0) || $0 == Self.registeredAtColumn } } ?? unknown
+        let keptOnly = extra.count == unknown.count
+            ? "" : " WHERE e.key IN (\(extra.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")))"
         // A page is one row, aggregated over the keyset page in `device_id` order: decoding 5,000 rows from as many
         // DataRow messages was a third of a dry run's CPU (postgres-nio's per-row message handling and cell iteration);
         // one message is read in a tight loop. See ``SegmentPageColumns`` for its two forms.
@@ -200,7 +198,7 @@ public struct SegmentReader: Sendable {
             hasTimezone ? "s.timezone::text AS timezone" : nil,
             // Each value as PostgreSQL writes it in JSON (`false`, `19.90`, `2026-11-27T10:00:00+00:00`), as text: JSON
             // numbers and booleans decoded in Bugle came out as `0`/`1` and `19.9`.
-            extra.isEmpty ? nil : "(SELECT jsonb_object_agg(e.key, e.value #>> '{}') FROM jsonb_each(to_jsonb(s.*)) e)::text AS variables",
+            extra.isEmpty ? nil : "(SELECT jsonb_object_agg(e.key, e.value #>> '{}') FROM jsonb_each(to_jsonb(s.*)) e\(keptOnly))::text AS variables",
         ].compactMap { $0 }.joined(separator: ", ")
         let textColumns: [String?] = [
             "user_id", "token", "platform", hasLocale ? "locale" : nil, hasTimezone ? "timezone" : nil, extra.isEmpty ? nil : "variables",
@@ -267,8 +265,57 @@ public struct SegmentReader: Sendable {
                 throw error
             }
             try await group.waitForAll()
+            // Every row but those without a device id was paged, unless the SQL returned other rows for the pages than
+            // for the count (random(), a sample) or device ids repeat across a page boundary (the keyset skips them).
+            if scan.rowsRead + scan.nullDeviceIDs != total {
+                try await explainShortfall(connection, body: body, counted: total, paged: scan.rowsRead + scan.nullDeviceIDs)
+            }
             return scan
         }
+    }
+
+    /// The segment's column names from its row description, refused unless every required column is there once,
+    /// `device_id` is an integer and `registered_at`, if any, a timestamp.
+    private func describedColumns(_ connection: PostgresConnection, body: String) async throws -> [String] {
+        let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT * FROM \(body) LIMIT 0"))
+        let columns = rows.columns
+        for try await _ in rows {}
+        let names = columns.map(\.name)
+        try Self.requireColumns(names)
+        try Self.requireDistinct(names)
+        try Self.checkDeviceID(columns)
+        try Self.checkRegisteredAt(columns)
+        return names
+    }
+
+    /// Why the pages held another number of rows than the count. A device id listed again with the same token (a
+    /// join that repeats a device) is harmless: the keyset skipped copies of a row already read. A device id on rows
+    /// of different tokens is refused (the keyset skipped devices), and so is SQL that does not return the same rows
+    /// each time it runs.
+    private func explainShortfall(_ connection: PostgresConnection, body: String, counted: Int64, paged: Int64) async throws {
+        let repeated = PostgresQuery(
+            unsafeSQL: """
+                SELECT s.device_id::bigint, count(DISTINCT (s.platform::text, s.token::text)) > 1
+                  FROM \(body) WHERE s.device_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1 ORDER BY 2 DESC LIMIT 1
+                """)
+        for try await (id, conflicting) in try await userQuery(connection, repeated).decode((Int64, Bool).self) {
+            if conflicting { throw Self.repeatedDeviceID(id) }
+            return
+        }
+        throw SegmentError(
+            "the segment returned \(counted) row(s) when counted and \(paged) when read page by page: its SQL does not return the same "
+                + "rows each time it runs (random(), TABLESAMPLE without REPEATABLE, a LIMIT whose ORDER BY leaves ties), and Bugle "
+                + "runs it once per page of segment.page_size rows. For a random sample, order by a hash of a seed: "
+                + "ORDER BY md5(d.id::text || 'spring-sale') LIMIT n"
+        )
+    }
+
+    /// A `device_id` found on rows of different tokens: the contract's id is the device's own.
+    static func repeatedDeviceID(_ id: Int64) -> SegmentError {
+        SegmentError(
+            "device_id \(id) is on rows with different tokens; each device needs its own device_id (the segment is read in pages "
+                + "ordered by it, and a dead token is deactivated by it)"
+        )
     }
 
     /// Where page producers run (see ``DedicatedTaskExecutor``).
@@ -359,6 +406,8 @@ public struct SegmentReader: Sendable {
             // the largest device_id, so it is checked rather than assumed (one comparison per row).
             if !zip(page, page.dropFirst()).allSatisfy({ ($0.deviceID ?? .min) < ($1.deviceID ?? .min) }) {
                 page.sort { ($0.deviceID ?? .min) < ($1.deviceID ?? .min) }
+                let clash = zip(page, page.dropFirst()).first { $0.deviceID == $1.deviceID && ($0.platform != $1.platform || $0.token != $1.token) }
+                if let id = clash?.0.deviceID { throw SegmentReader.repeatedDeviceID(id) }
             }
             return page
         }
@@ -413,19 +462,31 @@ public struct SegmentReader: Sendable {
         }
     }
 
+    /// The server's primary message and SQLSTATE. A data exception's (class 22) quotes the value that failed, which
+    /// is a row's (a token, an address): it is withheld.
     static func serverMessage(_ error: any Error) -> String {
         if let psql = error as? PSQLError, let message = psql.serverInfo?[.message] {
-            let state = psql.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
-            return message + state
+            let state = psql.serverInfo?[.sqlState]
+            let shown = state?.hasPrefix("22") == true ? withholdingQuotedValues(message) : message
+            return shown + (state.map { " (SQLSTATE \($0))" } ?? "")
         }
         return "the statement failed: \(type(of: error))"
     }
 
-    static func columns(ofJSONRow json: String) throws -> [String] {
-        guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
-            throw SegmentError("the segment's rows are not records")
+    /// `message` with each double-quoted part (PostgreSQL quotes a value as `"…"`, doubling none) replaced by
+    /// `"(a row's value)"`.
+    static func withholdingQuotedValues(_ message: String) -> String {
+        var result = ""
+        var quoted = false
+        for character in message {
+            if character == "\"" {
+                result += quoted ? "(a row's value)\"" : "\""
+                quoted.toggle()
+            } else if !quoted {
+                result.append(character)
+            }
         }
-        return object.keys.sorted()
+        return quoted ? result + "(a row's value)" : result
     }
 
     static func variables(ofJSONRow json: String, names: [String]) throws -> [String: String?] {
@@ -453,6 +514,14 @@ extension SegmentReader {
         }
     }
 
+    /// Throws when two of the segment's columns share a name: the page query could not tell them apart.
+    static func requireDistinct(_ columns: [String]) throws {
+        var seen: Set<String> = []
+        for name in columns where !seen.insert(name).inserted {
+            throw SegmentError("the segment returns more than one column named \(name); give each column its own name (… AS other_name)")
+        }
+    }
+
     /// The segment's result columns, from preparing it (no row is read): `SELECT * FROM (<sql>) s LIMIT 0` in the
     /// same read-only transaction, role and timeout as a real read.
     /// - Throws: ``SegmentError`` for SQL the server refuses, a required column missing (``requireColumns(_:)``), or a
@@ -460,13 +529,7 @@ extension SegmentReader {
     public func columnNames() async throws -> [String] {
         try await withSegmentConnection { connection in
             try await inReadOnlyTransaction(connection) { connection in
-                let rows = try await userQuery(connection, PostgresQuery(unsafeSQL: "SELECT * FROM \(Self.wrap(segment.sql)) LIMIT 0"))
-                let columns = rows.columns
-                for try await _ in rows {}
-                try Self.requireColumns(columns.map(\.name))
-                try Self.checkDeviceID(columns)
-                try Self.checkRegisteredAt(columns)
-                return columns.map(\.name)
+                try await describedColumns(connection, body: Self.wrap(segment.sql))
             }
         }
     }
