@@ -36,8 +36,8 @@ public struct OutcomeMapper: Sendable {
         case .retry(.provider, let code, let after):
             let delay = backoff.delay(attempt: attempts, retryAfter: after, using: &random)
             return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: delay.inSeconds, refundAttempt: true)
-        case .retry(.safe, let code, _):
-            return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: 0, refundAttempt: true)
+        case .retry(.safe, let code, let after):
+            return RecipientOutcome(seq: seq, state: .retryWait, code: code, retryAfterSeconds: after?.inSeconds ?? 0, refundAttempt: true)
         case .ambiguous(let code):
             switch ambiguousPolicy {
             case .drop:

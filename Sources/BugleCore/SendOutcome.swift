@@ -52,7 +52,8 @@ public enum RetryScope: String, Sendable, Equatable {
     case recipient
     /// Provider-transient (5xx, FCM QUOTA_EXCEEDED): pause the lane, does not spend an attempt.
     case provider
-    /// Known not processed (REFUSED_STREAM, above GOAWAY last-stream-id, connect failure): retry now, free.
+    /// Known not processed (REFUSED_STREAM, above GOAWAY last-stream-id, connect failure): retry now, free; with an
+    /// `after` (the legacy gateway's next connect), not before then, and the lane pauses till then.
     case safe
 }
 

@@ -331,12 +331,15 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
 
     /// What pending sends fail with instead of waiting for the next connect: a certificate refused in the handshake, or
     /// a proxy refusing the tunnel for its configuration, halts the run (no reconnect can fix it, and nothing was
-    /// written); enough failed connects in a row hand them back as provider retries. Nil: wait.
+    /// written); enough failed connects in a row hand them back unsent, free, to be tried again after the next connect
+    /// is due (at least a second: the lane pauses till then). They used to go back as provider retries, which an open
+    /// lane charges to the recipient: a gateway down for 20 s failed most of a run for good. Nil: wait.
     private func hopelessOutcome() -> SendOutcome? {
         if let refusal {
             return .halt(code: refusal.code, message: "cannot connect to the legacy APNs gateway: \(refusal.reason)")
         }
-        return consecutiveConnectFailures >= configuration.failFastAfter ? .retry(.provider, code: "connect_failed", after: nil) : nil
+        guard consecutiveConnectFailures >= configuration.failFastAfter else { return nil }
+        return .retry(.safe, code: "connect_failed", after: .nanoseconds(max((notBefore - .now()).nanoseconds, 1_000_000_000)))
     }
 
     private func connectFailed(_ message: String, generation: Int) {

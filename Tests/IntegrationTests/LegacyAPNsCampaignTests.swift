@@ -97,6 +97,34 @@ struct LegacyAPNsCampaignTests {
         }
     }
 
+    /// Connects that fail used to hand the queued notifications back as provider retries, which an open lane charges
+    /// to the recipient: with the gateway down for 20 s, 34–41 of 50 recipients ended `attempts_exhausted:connect_failed`
+    /// and a resume never sent them.
+    @Test("a gateway that cannot be reached: the run halts on the outage limit, every recipient waits unsent with no attempt charged")
+    func unreachableGateway() async throws {
+        let closed = try freeLoopbackPort()
+        try await Environment.withLane(settings: { $0.port = closed }) { _, simulator, lane in
+            try await Support.withFreshDatabase { client in
+                try await Self.seedIOS(client, count: 50)
+                let (runID, result) = try await Support.runCampaign(client, Self.legacyCampaign(window: 50), providers: [.legacyAPNs: lane]) {
+                    $0.providerOutageLimit = .seconds(20)
+                }
+                guard case .halted(let code, _) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                #expect(code == "ProviderUnavailable", "\(code)")
+                #expect(simulator.accepted().isEmpty)
+                let waiting = try await Self.count(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state IN ('retry_wait', 'pending')")
+                #expect(waiting == 50)
+                #expect(try await Self.count(client, "SELECT coalesce(sum(attempts), 0)::bigint FROM bugle.run_recipients WHERE run_id = \(runID)") == 0)
+                #expect(try await Self.count(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND outcome_code = 'connect_failed'") > 0)
+            }
+        }
+    }
+
     @Test("feedback tuples deactivate tokens registered before the reported time; a token registered again later stays active")
     func feedbackRespectsReregistration() async throws {
         try await Environment.withLane { _, simulator, lane in
