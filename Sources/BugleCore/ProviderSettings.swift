@@ -145,7 +145,10 @@ public struct LegacyAPNsSettings: Sendable, Equatable {
     /// `proxy_ca_file`: an extra CA trusted for an `https://` proxy's certificate.
     public var proxyCAFile: String?
 
-    public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = 2048, connections: Int = 1, rate: RateLimit? = nil, quietPeriodSeconds: Double = 0.5) {
+    /// `payload_limit` when the section leaves it out (the gateway's 2 KB).
+    public static let defaultPayloadLimit = 2048
+
+    public init(enabled: Bool, host: String, port: Int = 2195, feedbackPort: Int = 2196, certFile: String, keyFile: String, caFile: String? = nil, payloadLimit: Int = defaultPayloadLimit, connections: Int = 1, rate: RateLimit? = nil, quietPeriodSeconds: Double = 0.5) {
         self.enabled = enabled
         self.host = host
         self.port = port

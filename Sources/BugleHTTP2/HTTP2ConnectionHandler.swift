@@ -123,7 +123,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler {
         } else if let proxyError = error as? HTTPProxyError, proxyError.isConfiguration {
             events.rejected(.proxyRefused(proxyError.description))
         } else {
-            events.failed(String(describing: error))
+            events.failed(NetworkErrorText.describe(error))
         }
         context.close(promise: nil)
     }

@@ -569,7 +569,7 @@ public final class HTTP2ConnectionPool: Sendable {
             message = why
         } else {
             // Also TCP to the proxy itself (``ProxyUnreachable``); the tunnel's own failures arrive as `notWritten`.
-            message = String(describing: error)
+            message = NetworkErrorText.describe(error)
         }
         let (effects, rejection, warn) = state.withLockedValue { state -> ([Effect], HTTP2TransportError?, Int?) in
             guard case .connecting(let failures) = state.slots[slot] else { return ([], nil, nil) }

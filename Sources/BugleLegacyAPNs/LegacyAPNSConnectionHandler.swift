@@ -53,7 +53,7 @@ final class LegacyAPNSConnectionHandler: ChannelInboundHandler {
         } else if let proxyError = error as? HTTPProxyError, proxyError.isConfiguration {
             events.refused(Refusal(code: "ProxyRefused", reason: proxyError.description))
         } else {
-            events.failed(String(describing: error))
+            events.failed(NetworkErrorText.describe(error))
         }
         context.close(promise: nil)
     }

@@ -296,7 +296,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
                         }
                     }
                 case .failure(let error):
-                    self.connectFailed(String(describing: error), generation: generation)
+                    self.connectFailed(NetworkErrorText.describe(error), generation: generation)
                 }
             }
     }

@@ -55,8 +55,8 @@ public struct LegacyAPNSFeedbackClient: Sendable {
                 .connect(host: host, port: port, through: tunnel)
                 .get()
         } catch {
-            done.fail(LegacyAPNSFeedbackError.connectFailed(String(describing: error)))
-            throw LegacyAPNSFeedbackError.connectFailed(String(describing: error))
+            done.fail(LegacyAPNSFeedbackError.connectFailed(NetworkErrorText.describe(error)))
+            throw LegacyAPNSFeedbackError.connectFailed(NetworkErrorText.describe(error))
         }
         let timer = eventLoop.scheduleTask(in: timeout) {
             done.fail(LegacyAPNSFeedbackError.timedOut)
@@ -99,7 +99,7 @@ public struct LegacyAPNSFeedbackClient: Sendable {
 
         func channelInactive(context: ChannelHandlerContext) {
             if let failure {
-                done.fail(LegacyAPNSFeedbackError.connectFailed(String(describing: failure)))
+                done.fail(LegacyAPNSFeedbackError.connectFailed(NetworkErrorText.describe(failure)))
             } else {
                 done.succeed(received ?? context.channel.allocator.buffer(capacity: 0))
             }

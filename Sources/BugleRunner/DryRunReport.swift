@@ -30,12 +30,17 @@ public struct DryRunReport: Sendable {
     private let planner: RecipientPlanner
     private let now: Int
     private let iosTransport: IOSTransport
+    /// The legacy gateway's `payload_limit`, which iOS payloads meet when `ios_transport` is `legacy`.
+    private let legacyPayloadLimit: Int
     private var seq: Int64 = 0
     /// CSV preview columns (same as the real report, status `would_send` or the skip reason).
     public static let previewHeader = ["device_id", "user_id", "platform", "status", "reason", "locale", "body_bytes", "variant", "not_before"]
 
-    /// - Parameter now: UNIX seconds used for `apns-expiration` in samples.
-    public init(campaign: Campaign, now: Int) {
+    /// - Parameters:
+    ///   - now: UNIX seconds used for `apns-expiration` in samples.
+    ///   - legacyPayloadLimit: The providers file's `legacy_apns.payload_limit` (its default without one).
+    public init(campaign: Campaign, now: Int, legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit) {
+        self.legacyPayloadLimit = legacyPayloadLimit
         self.composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
         self.sampleComposer = NotificationComposer(campaign: campaign, runID: 0)
         self.planner = RecipientPlanner(campaign: campaign, now: Instant(secondsSince1970: Double(now)))
@@ -89,7 +94,7 @@ public struct DryRunReport: Sendable {
                 let selection = MessageSelection(locale: planned.locale, variant: planned.variant, copyIndex: planned.copyIndex, variables: recipient.variables)
                 let variant = planned.variant ?? ""
                 let notBefore = planned.notBefore.map { CSVFormat.timestamp($0) } ?? ""
-                switch composer.bodySize(token: recipient.token, platform: recipient.platform, selection: selection, now: now) {
+                switch sizedBody(token: recipient.token, platform: recipient.platform, selection: selection) {
                 case .failure:
                     skipped[.payloadTooLarge, default: 0] += 1
                     if csv {
@@ -125,6 +130,14 @@ public struct DryRunReport: Sendable {
             }
         }
         return out
+    }
+
+    /// The body's size as the recipient's lane would send it, or a failure when the lane refuses it: the platform's
+    /// limit, and for iOS through the legacy gateway its `payload_limit` (the real run fails those `payload_too_large`).
+    private func sizedBody(token: String, platform: Platform, selection: MessageSelection) -> Result<Int, PayloadTooLarge> {
+        let size = composer.bodySize(token: token, platform: platform, selection: selection, now: now)
+        guard platform == .ios, iosTransport == .legacy, case .success(let bytes) = size, bytes > legacyPayloadLimit else { return size }
+        return .failure(PayloadTooLarge(size: bytes, limit: legacyPayloadLimit))
     }
 
     /// The platform's index in `Platform.allCases`.

@@ -15,11 +15,12 @@ enum DryRunExecution {
         segments: SegmentAccess,
         csv: ReportDestination?,
         validator: DryRunValidation? = nil,
+        legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit,
         logger: Logger
     ) async throws -> (DryRunReport, DryRunValidation?) {
         let reader = try await segments.reader(for: campaign.segment, variables: Set(campaign.templateVariables), logger: logger)
         let writer = try csv.map { try ReportFileWriter($0) }
-        var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970))
+        var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit)
         var validation = validator
         do {
             if let writer {

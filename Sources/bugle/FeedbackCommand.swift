@@ -48,6 +48,10 @@ struct FeedbackCommand: AsyncParsableCommand {
             guard let legacy = settings.legacyAPNs else {
                 throw UsageError("\(path): no legacy_apns: section, so there is no feedback service to read")
             }
+            // Reading the list empties it: a section switched off is not read behind its owner's back.
+            guard legacy.enabled else {
+                throw UsageError("\(path): legacy_apns is switched off (enabled: false), so its feedback service is not read; set enabled: true to read it")
+            }
             let lane: LegacyAPNSProvider
             do {
                 lane = try LegacyAPNSProvider(

@@ -130,6 +130,15 @@ struct RunCommand: AsyncParsableCommand {
         return "; skipped: " + skipped.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")
     }
 
+    /// The `payload_limit` a legacy campaign's iOS payloads meet: the providers file's, when there is one, else the
+    /// default (the dry run sizes them as the lane will).
+    private func legacyPayloadLimit(_ campaign: Campaign) throws -> Int {
+        guard campaign.iosTransport == .legacy, let path = providers ?? campaign.providersPath, FileManager.default.fileExists(atPath: path) else {
+            return LegacyAPNsSettings.defaultPayloadLimit
+        }
+        return try ProviderSettingsLoader.load(path: path).legacyAPNs?.payloadLimit ?? LegacyAPNsSettings.defaultPayloadLimit
+    }
+
     private func runDry(_ campaign: Campaign, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
         var fcm: (any PushProvider)?
         if validateWithFCM {
@@ -144,6 +153,7 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         let validator = fcm.map { DryRunValidation(campaign: campaign, provider: $0) }
+        let legacyPayloadLimit = try legacyPayloadLimit(campaign)
         let report: DryRunReport
         let validation: DryRunValidation?
         do {
@@ -153,7 +163,8 @@ struct RunCommand: AsyncParsableCommand {
                 // As `run` and `validate` do: a template variable the segment does not return is a mistake in the
                 // file, not a recipient whose value is NULL.
                 try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
-                return try await DryRunExecution.execute(campaign: campaign, segments: segments, csv: csv, validator: validator, logger: logger)
+                return try await DryRunExecution.execute(
+                    campaign: campaign, segments: segments, csv: csv, validator: validator, legacyPayloadLimit: legacyPayloadLimit, logger: logger)
             }
         } catch {
             await fcm?.shutdown()

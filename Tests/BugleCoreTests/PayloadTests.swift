@@ -195,6 +195,23 @@ struct PayloadTests {
         #expect(report.samples[.ios]?.apns?.apnsID == NotificationID.apnsID(runID: 0, seq: 2))
     }
 
+    /// The legacy lane refuses a payload over its `payload_limit` (default 2,048 bytes): the dry run used to count
+    /// such iOS rows as would-send, and the real run failed them all `payload_too_large`.
+    @Test("through the legacy gateway an iOS payload over its payload_limit is payload_too_large in the dry run; HTTP/2 takes it")
+    func legacyPayloadLimitInTheDryRun() throws {
+        let message = MessageTemplate(defaultLocale: "en", locales: ["en": LocalizedCopy(title: "Hi", body: String(repeating: "x", count: 2100))])
+        let token = String(repeating: "ab", count: 32)
+        let rows = [SegmentRow(deviceID: 1, userID: "u", token: token, platform: "ios"), SegmentRow(deviceID: 2, userID: "v", token: "fcm-1", platform: "android")]
+        for (transport, limit, sent) in [(IOSTransport.legacy, LegacyAPNsSettings.defaultPayloadLimit, 1), (.legacy, 4096, 2), (.http2, 256, 2)] {
+            let campaign = Campaign(
+                name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"), message: message, delivery: DeliveryOptions(), iosTransport: transport)
+            var report = DryRunReport(campaign: campaign, now: 0, legacyPayloadLimit: limit)
+            _ = report.add(rows, csv: false)
+            #expect(report.totalWouldSend == Int64(sent), "\(transport) \(limit)")
+            #expect(report.skipped[.payloadTooLarge] == (sent == 1 ? 1 : nil), "\(transport) \(limit)")
+        }
+    }
+
     @Test(
         "the dry run's body size is the size of the body a send builds: every platform, plain and templated copy, both iOS transports",
         arguments: [IOSTransport.http2, .fcm]

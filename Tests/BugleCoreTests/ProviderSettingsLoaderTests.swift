@@ -177,6 +177,12 @@ struct ProviderSettingsLoaderTests {
         #expect(settings.fcm?.endpoint == Endpoint(host: host, port: port))
     }
 
+    @Test("legacy_apns.host takes an IPv6 address as it is", arguments: ["::1", "2001:db8::7"])
+    func legacyIPv6Host(_ host: String) throws {
+        let settings = try ProviderSettingsLoader.load(yaml: "legacy_apns: { host: \"\(host)\", cert_file: c, key_file: k }", path: "p.yaml")
+        #expect(settings.legacyAPNs?.host == host)
+    }
+
     @Test(
         "bad values",
         arguments: [
@@ -195,6 +201,11 @@ struct ProviderSettingsLoaderTests {
                 "without scheme"
             ),
             ("legacy_apns: { host: h, cert_file: c }", "legacy_apns.key_file", "missing required key 'key_file'"),
+            // A colon is an IPv6 address's only: a port written into the host used to pass, then fail every connect.
+            ("legacy_apns: { host: \"gateway.push.apple.com:2195\", cert_file: c, key_file: k }", "legacy_apns.host", "without a port"),
+            ("legacy_apns: { host: \"127.0.0.1:2195\", cert_file: c, key_file: k }", "legacy_apns.host", "the port is `port:`"),
+            ("legacy_apns: { host: \"a:b:c\", cert_file: c, key_file: k }", "legacy_apns.host", "without a port"),
+            ("legacy_apns: { host: \"[::1]\", cert_file: c, key_file: k }", "legacy_apns.host", "without brackets"),
             ("{}", "", "no provider is configured"),
         ])
     func badValues(yaml: String, keyPath: String, message: String) throws {

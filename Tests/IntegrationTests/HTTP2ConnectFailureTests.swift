@@ -44,4 +44,23 @@ struct HTTP2ConnectFailureTests {
         #expect(warnings.count == 1, "\(warnings)")
         #expect(warnings.first?.contains("127.0.0.1:\(closedPort)") == true || warnings.first?.contains("refused") == true, "\(warnings)")
     }
+
+    /// Connect errors used to reach warnings and `bugle feedback` as Swift prints them (`Connection errors:
+    /// SingleConnectionFailure(target: [IPv4]127.0.0.1/127.0.0.1:…`), and BoringSSL's with the build's source paths.
+    @Test("a refused connect reads as the address and the system's reason; a TLS error loses its library source paths")
+    func connectErrorsReadForPeople() async throws {
+        struct Handshake: Error, CustomStringConvertible {
+            var description: String { "handshakeFailed(sslError([Error: 268436504 error:10000418:SSL routines:OPENSSL_internal:TLSV1_ALERT_UNKNOWN_CA at /work/main/.build/checkouts/swift-nio-ssl/Sources/CNIOBoringSSL/ssl/tls_record.cc:592]))" }
+        }
+        let closedPort = try freeLoopbackPort()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            _ = try await ClientBootstrap(group: group).connect(host: "127.0.0.1", port: closedPort).get()
+            Issue.record("a closed port accepted")
+        } catch {
+            #expect(NetworkErrorText.describe(error) == "127.0.0.1:\(closedPort): Connection refused (errno 111)")
+        }
+        try await group.shutdownGracefully()
+        #expect(NetworkErrorText.describe(Handshake()) == "handshakeFailed(sslError([Error: 268436504 error:10000418:SSL routines:OPENSSL_internal:TLSV1_ALERT_UNKNOWN_CA]))")
+    }
 }

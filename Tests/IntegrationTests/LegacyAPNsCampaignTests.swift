@@ -230,6 +230,14 @@ struct LegacyAPNsCampaignTests {
             #expect(feedback.stdout.contains("feedback: 0 tuple(s)"))
             let missing = try await CLITests.bugle(["feedback", "--providers", environment.material.providersFile], environment: ["BUGLE_DATABASE_URL": url])
             #expect(missing.status == 1)
+            // A section switched off is not read (reading empties the service's list): exit 1, no connection.
+            let connections = simulator.counters().feedbackConnections
+            let disabledFile = environment.directory + "/providers-legacy-off.yaml"
+            let text = try String(contentsOfFile: environment.material.legacyProvidersFile, encoding: .utf8)
+            try text.replacingOccurrences(of: "enabled: true", with: "enabled: false").write(toFile: disabledFile, atomically: true, encoding: .utf8)
+            let disabled = try await CLITests.bugle(["feedback", "--providers", disabledFile], environment: ["BUGLE_DATABASE_URL": url])
+            #expect(disabled.status == 1 && disabled.stderr.contains("switched off (enabled: false)"), "\(disabled.stderr)")
+            #expect(simulator.counters().feedbackConnections == connections)
         } catch {
             try await simulator.stop()
             throw error

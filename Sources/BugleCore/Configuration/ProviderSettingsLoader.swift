@@ -186,6 +186,11 @@ public enum ProviderSettingsLoader {
         if host.contains("://") || host.contains("/") || host.contains(" ") || host.contains("@") {
             throw hostNode.error("expected a host name or IP address, without scheme, port or path")
         }
+        // A colon belongs to an IPv6 address only: `gateway.push.apple.com:2195` was taken for one, and every connect
+        // failed on DNS.
+        if host.contains(":") && !Self.isIPv6Address(host) {
+            throw hostNode.error("expected a host name or IP address (an IPv6 address without brackets), without a port: the port is `port:`")
+        }
         var settings = LegacyAPNsSettings(
             enabled: enabled,
             host: host,
@@ -194,7 +199,7 @@ public enum ProviderSettingsLoader {
             certFile: try paths.resolve(map.required("cert_file")),
             keyFile: try paths.resolve(map.required("key_file")),
             caFile: try map["ca_file"].map(paths.resolve),
-            payloadLimit: try map.int("payload_limit", default: 2048, in: 256...4096),
+            payloadLimit: try map.int("payload_limit", default: LegacyAPNsSettings.defaultPayloadLimit, in: 256...4096),
             connections: try map.int("connections", default: 1, in: 1...64),
             rate: try map["rate"].map(rate),
             quietPeriodSeconds: try map["quiet_period"].map(quietPeriod) ?? 0.5)
@@ -280,6 +285,12 @@ public enum ProviderSettingsLoader {
             throw node.error("must be more than 0 and at most 300 seconds")
         }
         return seconds
+    }
+
+    /// True for an IPv6 address as `inet_pton` reads it (`::1`, `2001:db8::1`).
+    static func isIPv6Address(_ text: String) -> Bool {
+        var address = in6_addr()
+        return text.withCString { inet_pton(AF_INET6, $0, &address) } == 1
     }
 
     /// Parses `https://host[:port]` (no path, query or user info). `http://` is refused: TLS only.

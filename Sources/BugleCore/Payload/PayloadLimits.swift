@@ -13,4 +13,9 @@ public struct PayloadTooLarge: Error, Equatable, Sendable, CustomStringConvertib
     public var size: Int
     public var limit: Int
     public var description: String { "payload is \(size) bytes, over the \(limit)-byte limit" }
+
+    public init(size: Int, limit: Int) {
+        self.size = size
+        self.limit = limit
+    }
 }
