@@ -35,7 +35,7 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
     public var description: String {
         switch base {
         case .noServiceAccount:
-            return "fcm: no service account; set service_account_file or GOOGLE_APPLICATION_CREDENTIALS"
+            return "no service account; set service_account_file or GOOGLE_APPLICATION_CREDENTIALS"
         case .unreadableFile(let path):
             return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
         case .readableByOthers(let path, let mode):

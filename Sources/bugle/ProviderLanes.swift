@@ -63,7 +63,7 @@ enum ProviderLanes {
         let disabled = lane == .legacyAPNs ? " (or its `enabled:` is false)" : ""
         throw UsageError(
             "\(campaign.sourcePath ?? campaign.name): ios_transport: \(campaign.iosTransport.rawValue) sends iOS devices through "
-                + "\(lane.rawValue), but \(providersPath) has no `\(lane.providersSection):` section\(disabled)")
+                + "its \(lane.providersSection) lane, but \(providersPath) has no `\(lane.providersSection):` section\(disabled)")
     }
 
     /// Lanes a platform of the campaign would need that the providers file does not configure, as notes: a run halts

@@ -140,6 +140,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     private func runDry(_ campaign: Campaign, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
+        try RunExecution.refuseAfterDeadline(campaign)
         var fcm: (any PushProvider)?
         if validateWithFCM {
             guard let providersPath = providers ?? campaign.providersPath else {

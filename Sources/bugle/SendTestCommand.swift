@@ -14,7 +14,8 @@ struct SendTestCommand: AsyncParsableCommand {
             Each seed user's active devices (--user, repeatable) and each active device with a seed token (--token, \
             repeatable) get the campaign's notification exactly as the real run would render it: the same locale \
             fallback, A/B variant and template values (taken from the campaign's segment row of that device; a device \
-            outside the segment gets the defaults of message.variables, or empty text). The run is recorded with kind \
+            outside the segment gets the defaults of message.variables, or empty text; so does a NULL value, even under \
+            message.on_null: skip, where the real run would skip that recipient: a note says so). The run is recorded with kind \
             `test`: it does not count towards dedupe, frequency caps or copy rotation, and it ignores send_at, \
             local-time delivery and quiet hours. A CSV report and the summary are written as for any run.
 
@@ -61,6 +62,11 @@ struct SendTestCommand: AsyncParsableCommand {
             let (yaml, campaign) = try CampaignFile.read(file)
             guard let providersPath = providers ?? campaign.providersPath else {
                 throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
+            }
+            if campaign.message.nullPolicy == .skip, !campaign.templateVariables.isEmpty {
+                Console(jsonOnStdout: output.json).say(
+                    "note: \(file): message.on_null is skip: the real run skips a recipient whose template variable is NULL; this test "
+                        + "renders a NULL value as message.variables' default or empty text")
             }
             var test = campaign
             test.segment.sql = try TestSendSegment.sql(for: campaign, users: users, tokens: tokens)

@@ -40,6 +40,7 @@ struct ValidateCommand: AsyncParsableCommand {
     func run() async throws {
         try await ExitCodes.guarding {
             let campaign = try CampaignLoader.load(path: file)
+            try RunExecution.refuseAfterDeadline(campaign)
             let oversized = PayloadPrecheck.oversized(campaign)
             if !oversized.isEmpty { throw UsageError(oversized.map { "\(file): \($0)" }.joined(separator: "\n")) }
             if let path = providers ?? campaign.providersPath {

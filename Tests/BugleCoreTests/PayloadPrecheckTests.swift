@@ -27,4 +27,21 @@ struct PayloadPrecheckTests {
         #expect(PayloadPrecheck.oversized(try Self.campaign("  locales: { en: { title: \"Hi {{first_name}}\", body: b } }\n")).isEmpty)
         #expect(PayloadPrecheck.oversized(try Self.campaign("  locales: { en: { title: t, body: b } }\n")).isEmpty)
     }
+
+    /// A variant that changes only `data` used to be checked nowhere: its whole arm failed `payload_too_large` while
+    /// `validate` said ok and the run exited 0.
+    @Test("a variant's own data is judged with the message's copy of each locale; a copy already over the limit is named once")
+    func variantData() throws {
+        let long = String(repeating: "x", count: 5000)
+        let dataOnly = try Self.campaign(
+            "  locales: { en: { title: t, body: b }, de: { title: t, body: b } }\n",
+            variants: "variants:\n  - { name: a, weight: 50 }\n  - { name: b, weight: 50, data: { big: \"\(long)\" } }\n")
+        let found = PayloadPrecheck.oversized(dataOnly)
+        #expect(Set(found.map(\.keyPath)) == ["variants.b.data (with message.locales.de)", "variants.b.data (with message.locales.en)"], "\(found)")
+        #expect(Set(found.map(\.platform)) == Set(Platform.allCases))
+        let bigMessage = try Self.campaign(
+            "  locales: { en: { title: \"\(long)\", body: b } }\n",
+            variants: "variants:\n  - { name: a, weight: 50 }\n  - { name: b, weight: 50, data: { k: v } }\n")
+        #expect(Set(PayloadPrecheck.oversized(bigMessage).map(\.keyPath)) == ["message.locales.en"])
+    }
 }

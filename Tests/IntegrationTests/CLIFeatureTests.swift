@@ -90,6 +90,8 @@ struct CLIFeatureTests {
             let test = try await CLITests.bugle(
                 ["send-test", file, "--user", "u3", "--providers", providers, "--csv", Self.csvPath("send-test"), "--quiet"], environment: env)
             #expect(test.status == 0, "\(test.stdout) \(test.stderr)")
+            // The campaign's on_null is skip (the default): the test renders a NULL value where the run would skip.
+            #expect(test.stdout.contains("message.on_null is skip: the real run skips a recipient whose template variable is NULL"), "\(test.stdout)")
 
             let (u3iOS, u3Android, iosTokens, androidTokens) = try await Database.withClient(configuration, logger: Support.logger) { client in
                 (

@@ -253,7 +253,7 @@ struct CLITests {
             try String(contentsOfFile: "campaigns/spring-sale.yaml", encoding: .utf8).replacingOccurrences(of: "\nmessage:", with: "\nios_transport: legacy\nmessage:"))
         let transport = try await Self.bugle(["validate", legacy, "--providers", try providers(keyFile: keys.material.keyFile)])
         #expect(transport.status == 1)
-        #expect(transport.stderr.contains("ios_transport: legacy sends iOS devices through apns_legacy") && transport.stderr.contains("no `legacy_apns:` section"), "\(transport.stderr)")
+        #expect(transport.stderr.contains("ios_transport: legacy sends iOS devices through its legacy_apns lane") && transport.stderr.contains("no `legacy_apns:` section"), "\(transport.stderr)")
         let run = try await Self.bugle(
             ["run", legacy, "--providers", try providers(keyFile: keys.material.keyFile), "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
         #expect(run.status == 1, "the check comes before the database: \(run.stderr)")

@@ -14,13 +14,16 @@ struct DeadlineTests {
         return formatter.string(from: date)
     }
 
-    @Test("a campaign whose not_after has passed exits 1 and creates no run")
+    @Test("a campaign whose not_after has passed exits 1 and creates no run; validate and the dry run say so too")
     func refusedAfterDeadline() async throws {
         try await CrashFixture.with(devices: 40) { fixture in
             let campaign = try fixture.campaign(policy: .drop, window: 50, notAfter: "2020-01-01T00:00:00Z")
-            let output = try await fixture.bugle(["run", campaign, "--quiet"])
-            #expect(output.status == 1, "\(output.stderr)")
-            #expect(output.stderr.contains("delivery.not_after"), "\(output.stderr)")
+            // `validate` and `--dry-run` used to say ok and "40 would be sent".
+            for arguments in [["run", campaign, "--quiet"], ["validate", campaign, "--offline"], ["run", campaign, "--dry-run"]] {
+                let output = try await fixture.bugle(arguments)
+                #expect(output.status == 1, "\(arguments) \(output.stderr)")
+                #expect(output.stderr.contains("delivery.not_after (2020-01-01T00:00:00Z) has passed"), "\(arguments) \(output.stderr)")
+            }
             #expect(try await fixture.latestRunID() == -1, "a run was created")
             #expect(fixture.delivered == 0)
         }

@@ -18,24 +18,36 @@ public enum PayloadPrecheck {
         }
     }
 
-    /// The copies of `campaign` over a platform's limit, in key-path order.
+    /// The copies of `campaign` over a platform's limit, in key-path order. A variant's own locales are its copies; its
+    /// other locales use the message's copy with the variant's `data` (a variant of `data` alone used to be checked
+    /// nowhere, and its whole arm could fail `payload_too_large`).
     public static func oversized(_ campaign: Campaign) -> [Oversize] {
         let composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
         var found: [Oversize] = []
-        let books: [(variant: String?, copies: [String: [LocalizedCopy]])] =
-            [(nil, campaign.message.localeCopies)] + campaign.variants.map { ($0.name, $0.localeCopies) }
-        for (variant, copies) in books {
+        var books: [(variant: String?, copies: [String: [LocalizedCopy]], own: Set<String>)] =
+            [(nil, campaign.message.localeCopies, Set(campaign.message.localeCopies.keys))]
+        for variant in campaign.variants {
+            books.append((variant.name, campaign.message.localeCopies.merging(variant.localeCopies) { $1 }, Set(variant.localeCopies.keys)))
+        }
+        for (variant, copies, own) in books {
             for (locale, list) in copies.sorted(by: { $0.key < $1.key }) {
                 for index in list.indices {
                     let selection = MessageSelection(locale: locale, variant: variant, copyIndex: index)
-                    let keyPath = (variant.map { "variants.\($0).locales.\(locale)" } ?? "message.locales.\(locale)")
-                        + (list.count > 1 ? "[\(index)]" : "")
+                    let rotated = list.count > 1 ? "[\(index)]" : ""
+                    let keyPath: String
+                    switch variant {
+                    case nil: keyPath = "message.locales.\(locale)\(rotated)"
+                    case let name? where own.contains(locale): keyPath = "variants.\(name).locales.\(locale)\(rotated)"
+                    case let name?: keyPath = "variants.\(name).data (with message.locales.\(locale)\(rotated))"
+                    }
                     for platform in Platform.allCases {
                         let composed = composer.compose(seq: 0, deviceID: 0, token: "", platform: platform, selection: selection, attempt: 1, now: 0)
                         // A limit of 0 is not a size (a copy a missing variable leaves out): only sizes are judged here.
-                        if case .failure(let tooLarge) = composed, tooLarge.limit > 0 {
-                            found.append(Oversize(keyPath: keyPath, platform: platform, size: tooLarge.size, limit: tooLarge.limit))
-                        }
+                        guard case .failure(let tooLarge) = composed, tooLarge.limit > 0 else { continue }
+                        // The message's own copy already said so: the variant adds nothing to it.
+                        let base = "message.locales.\(locale)\(rotated)"
+                        if variant != nil, !own.contains(locale), found.contains(where: { $0.keyPath == base && $0.platform == platform }) { continue }
+                        found.append(Oversize(keyPath: keyPath, platform: platform, size: tooLarge.size, limit: tooLarge.limit))
                     }
                 }
             }
