@@ -133,6 +133,25 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         return state.hasPrefix("57P") || state.hasPrefix("08") || state == "25P03"
     }
 
+    /// Whether `error` means the connection to the database is gone (the server ended the session, the socket broke,
+    /// a statement found its connection closed), as opposed to a statement the server refused: the same work on a new
+    /// session once the server answers will do.
+    public static func isConnectionLoss(_ error: any Error) -> Bool {
+        if isEndedSession(error) { return true }
+        switch error {
+        case let segment as SegmentError:
+            return segment.connectionLost
+        case let store as StoreError:
+            return store.code == .connectionFailed || (store.underlying.map(isConnectionLoss) ?? false)
+        case let transaction as PostgresTransactionError:
+            return failure(in: transaction).map(isConnectionLoss) ?? false
+        case let psql as PSQLError:
+            return [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown].contains(psql.code)
+        default:
+            return false
+        }
+    }
+
     /// The SQLSTATE of a server error, if `error` is one.
     /// - Parameter error: Any error.
     /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction, or under a ``StoreError``,

@@ -8,7 +8,7 @@ import Foundation
 /// `{"campaign", "rows_read", "would_send", "per_platform": {PLATFORM: {"would_send", "largest_body_bytes"}},
 /// "per_locale": {LOCALE: n}, "per_variant": {VARIANT: n}, "scheduled", "skipped": {REASON: n}, "samples":
 /// [{"platform", "bytes", "headers": {NAME: VALUE} | null, "body"}], "preview": PATH | null, "validation":
-/// {"checked", "valid", "refused": {CODE: n}, "halted"} | null}` — keys sorted; `samples` has at most one request per
+/// {"checked", "valid", "refused": {CODE: n}, "halted"} | null, "not_counted": TEXT | null}` — keys sorted; `samples` has at most one request per
 /// platform (`--samples 0`: none), its `body` the request's JSON with the device token replaced by its fingerprint;
 /// `validation` is given with `--validate` only.
 enum DryRunJSON {
@@ -32,6 +32,8 @@ enum DryRunJSON {
             "samples": sampled.map(sample),
             "preview": preview.map { $0.description as Any } ?? NSNull(),
             "validation": validation.map(describe) ?? NSNull(),
+            // Dedupe and the frequency cap, judged at claim time: "would_send" does not apply them.
+            "not_counted": DryRunPrinter.claimTimeNote(campaign).map { $0 as Any } ?? NSNull(),
         ]
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return "{\"campaign\":null}"

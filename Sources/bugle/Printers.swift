@@ -5,6 +5,17 @@ import Foundation
 
 /// Terminal output of a dry run.
 enum DryRunPrinter {
+    /// What the dry run does not count: dedupe and the frequency cap are judged as each recipient is claimed, against
+    /// what other runs have sent by then, so "would be sent" counts them as sent.
+    static func claimTimeNote(_ campaign: Campaign) -> String? {
+        var rules: [String] = []
+        if campaign.dedupe != .none { rules.append("dedupe (\(campaign.dedupe.rawValue))") }
+        if campaign.delivery.frequencyCap != nil { rules.append("the frequency cap") }
+        guard !rules.isEmpty else { return nil }
+        return rules.joined(separator: " and ") + (rules.count > 1 ? " are" : " is") + " applied as the run claims each recipient, against what other runs "
+            + "have sent by then; the counts above do not apply them"
+    }
+
     static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, preview: ReportDestination?) {
         Swift.print("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
         Swift.print("  per platform:")
@@ -31,6 +42,7 @@ enum DryRunPrinter {
                 Swift.print("    \(reason.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
             }
         }
+        if let note = claimTimeNote(campaign) { Swift.print("  note: \(note)") }
         if samples > 0 {
             for platform in Platform.allCases {
                 guard let request = report.samples[platform] else { continue }

@@ -72,7 +72,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
                 let materialized = try await rematerialize(
-                    record, client: client, repository: repository, global: global, output: output, leaseTTL: worker.leaseTTL, logger: logger)
+                    record, client: client, repository: repository, global: global, output: output, worker: worker, logger: logger)
                 if materialized.closed {
                     try await RunExecution.sayClosedWhileReading(runID: runID, materialized, repository: repository)
                     try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
@@ -117,13 +117,15 @@ extension ResumeCommand {
     /// its owner was a process of this host that no longer runs), the partial ledger is discarded and the segment read
     /// again from zero; nothing was sent from it.
     static func rematerialize(
-        _ record: RunRecord, client: PostgresClient, repository: RunRepository, global: GlobalOptions, output: RunOutputOptions, leaseTTL: Int,
-        logger: Logger
+        _ record: RunRecord, client: PostgresClient, repository: RunRepository, global: GlobalOptions, output: RunOutputOptions,
+        worker: WorkerSettings, logger: Logger
     ) async throws -> Materializer.Report {
         let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
         let console = Console(jsonOnStdout: output.json)
         let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
-        let materialized = try await RunExecution.materialize(runID: record.id, campaign: campaign, segments: segments, leaseTTL: leaseTTL, logger: logger) {
+        let materialized = try await RunExecution.materialize(
+            runID: record.id, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, ridesOutages: worker.databaseOutageLimit > 0, logger: logger
+        ) {
             let discarded = try await repository.discardPartialLedger(runID: record.id)
             console.say("run \(record.id): its segment was being read when its process ended (\(discarded) row(s) written, none sent); reading it again")
         }

@@ -38,7 +38,8 @@ enum RunExecution {
             campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
         var phases = PhaseTimer()
-        let materialized = try await materialize(runID: runID, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, logger: logger)
+        let materialized = try await materialize(
+            runID: runID, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, ridesOutages: worker.databaseOutageLimit > 0, logger: logger)
         phases.end("materialize")
         if materialized.closed {
             try await sayClosedWhileReading(runID: runID, materialized, repository: repository)
@@ -83,9 +84,12 @@ enum RunExecution {
     /// host that no longer runs is taken over at once, any other once it has lapsed.
     /// - Parameters:
     ///   - first: Runs under the lease before the segment is read (a resume discards the dead reader's rows).
-    /// - Throws: ``MaterializerLease/Held`` (as a usage error) when another live process reads the segment.
+    ///   - ridesOutages: The command waits out a database outage (`--database-outage-limit` above 0): a lost
+    ///     connection becomes ``DatabaseLost``, and the command reads the segment again once the server answers.
+    /// - Throws: ``MaterializerLease/Held`` (as a usage error) when another live process reads the segment; for a lost
+    ///   connection, ``DatabaseLost`` or a ``StoreError`` saying the run is left to `bugle resume`.
     static func materialize(
-        runID: Int64, campaign: Campaign, segments: SegmentAccess, leaseTTL: Int, logger: Logger,
+        runID: Int64, campaign: Campaign, segments: SegmentAccess, leaseTTL: Int, ridesOutages: Bool, logger: Logger,
         first: () async throws -> Void = {}
     ) async throws -> Materializer.Report {
         let client = segments.client
@@ -98,13 +102,21 @@ enum RunExecution {
         do {
             return try await MaterializerLease.holding(
                 runID: runID, owner: LocalWorkers.ownerID(), ttlSeconds: leaseTTL, client: client, logger: logger,
-                ownerIsGone: { LocalWorkers.isDeadLocalProcess(owner: $0, host: host) }
+                // This very process reads a run's segment once at a time: a lease of its own is one its reader left
+                // behind when the database connection was lost (its release could not be written then).
+                ownerIsGone: { LocalWorkers.isDeadLocalProcess(owner: $0, host: host) || LocalWorkers.isThisProcess(owner: $0, host: host) }
             ) { lease in
                 try await first()
                 return try await materializer.materialize(runID: runID, campaign: campaign, reader: reader, lease: lease)
             }
         } catch let held as MaterializerLease.Held {
             throw UsageError("\(held); wait for it to start sending, or `bugle cancel \(runID)`")
+        } catch where StoreError.isConnectionLoss(error) {
+            if ridesOutages { throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error), handover: nil) }
+            throw StoreError(
+                .connectionFailed,
+                "run \(runID): the database connection was lost while its segment was read (\(StoreError.safeDescription(of: error))); "
+                    + "nothing was sent, and `bugle resume \(runID)` reads the segment again")
         }
     }
 

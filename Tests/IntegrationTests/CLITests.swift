@@ -352,6 +352,8 @@ struct CLITests {
         let output = try await Self.bugle(["run", "campaigns/spring-sale.yaml", "--dry-run", "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("300 row(s) read, 300 would be sent"))
+        // spring-sale has `dedupe: daily`, judged at claim time: the counts say they do not apply it.
+        #expect(output.stdout.contains("note: dedupe (daily) is applied as the run claims each recipient"), "\(output.stdout)")
         #expect(output.stdout.contains("sample ios"))
         #expect(output.stdout.contains("\"aps\""))
         let after = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
@@ -367,6 +369,7 @@ struct CLITests {
         #expect(object["campaign"] as? String == "spring-sale-2026")
         #expect(object["rows_read"] as? Int == 300)
         #expect(object["would_send"] as? Int == 300)
+        #expect((object["not_counted"] as? String)?.hasPrefix("dedupe (daily)") == true, "\(object)")
         let platforms = try #require(object["per_platform"] as? [String: [String: Int]])
         #expect(platforms.values.map { $0["would_send"] ?? 0 }.reduce(0, +) == 300)
         #expect(platforms["ios"]?["would_send"] == 150)

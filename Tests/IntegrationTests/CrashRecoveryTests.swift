@@ -195,6 +195,69 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// A database blip while the segment was read (a restart, a terminated backend) used to mark the run `failed`, which
+    /// no resume can undo: worse than a kill -9 at the same point. The run now stays `materializing`; `run` reads the
+    /// segment again once the server answers, and with `--database-outage-limit 0` leaves that to `bugle resume`.
+    @Test(
+        "the segment reader's backend terminated mid-read: run reads it again and completes; with --database-outage-limit 0 it exits 2 and resume completes",
+        arguments: [nil, "0"] as [String?])
+    func readerBackendTerminated(_ limit: String?) async throws {
+        try await CrashFixture.with(devices: 400) { fixture in
+            // 10 ms a row: the count of the bounds alone takes 4 s, so the reader is surely busy when it is terminated.
+            let campaign = try CLITests.temporaryFile(
+                "slow-segment.yaml",
+                """
+                name: slow-segment
+                notification_type: crash-test
+                dedupe: none
+                providers: \(fixture.environment.material.providersFile)
+                segment:
+                  page_size: 100
+                  sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE pg_sleep(0.01) IS NOT NULL
+                message:
+                  default_locale: en
+                  locales: { en: { title: Hello, body: Slow segment } }
+                delivery:
+                  ambiguous: resend
+                """
+            )
+            let terminateReader = {
+                try await fixture.waitUntil("the segment read under way", seconds: 60) {
+                    try await fixture.withClient { client in
+                        try await LedgerTestSupport.scalar(
+                            client,
+                            """
+                            SELECT count(pg_terminate_backend(pid))::bigint FROM pg_stat_activity
+                             WHERE state = 'active' AND query LIKE '%pg_sleep(0.01)%' AND pid <> pg_backend_pid()
+                            """,
+                            as: Int64.self) ?? 0
+                    } > 0
+                }
+            }
+            do {
+                let running = try fixture.start(["run", campaign, "--quiet"] + (limit.map { ["--database-outage-limit", $0] } ?? []))
+                try await terminateReader()
+                let output = await running.finish()
+                let runID = try await fixture.latestRunID()
+                if limit == nil {
+                    #expect(output.status == 0, "\(output.stderr)")
+                } else {
+                    #expect(output.status == 2, "\(output.stderr)")
+                    #expect(output.stderr.contains("nothing was sent, and `bugle resume \(runID)` reads the segment again"), "\(output.stderr)")
+                    let status = try await fixture.withClient { client in
+                        try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
+                    }
+                    #expect(status == "materializing")
+                    let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+                    #expect(resumed.status == 0, "\(resumed.stderr)")
+                }
+                let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
+                #expect(duplicates == 0 && unknown == 0)
+                try await fixture.expectEveryLiveTokenSentOnce()
+            }
+        }
+    }
+
     /// `bugle cancel` of a run still reading its segment: the reader stops at its next page (it used to read the whole
     /// segment, writing nothing, then say its lease was lost), says why (exit 2), sends nothing, and writes the report
     /// of the cancelled run; `bugle runs` counts the recipients written before the cancel (it showed `-`).

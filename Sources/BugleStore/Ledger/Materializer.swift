@@ -55,7 +55,8 @@ public struct Materializer: Sendable {
     ///   - lease: The segment reader's lease this process holds (``MaterializerLease``): every page, the collapse and
     ///     the final `ready` are written only while it is still this process's. Nil writes without that check.
     ///   - now: when the run starts, for local-time delivery (injected in tests).
-    /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason); ``MaterializerLease/Lost`` when another
+    /// - Throws: ``SegmentError`` (the run is marked `failed` with the reason, unless the connection was lost: then it
+    ///   stays `materializing`, see ``StoreError/isConnectionLoss(_:)``); ``MaterializerLease/Lost`` when another
     ///   process took the lease over (nothing more is written, and the run is left to that process).
     public func materialize(
         runID: Int64, campaign: Campaign, reader: SegmentReader, lease: MaterializerLease? = nil,
@@ -143,7 +144,12 @@ public struct Materializer: Sendable {
         } catch {
             for write in writing { write.cancel() }
             for write in writing { _ = try? await write.value }
-            try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
+            // A lost connection (a restart, a terminated backend) is no fault of the segment: the run stays
+            // `materializing`, to be read again from zero once the server answers (`bugle resume`, or the command's own
+            // outage recovery). It used to be marked failed, which no resume could undo.
+            if !StoreError.isConnectionLoss(error) {
+                try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
+            }
             throw error
         }
         if closed { return Report(runID: runID, scan: scan, recipients: inserted, skipped: skipped, closed: true) }
@@ -157,7 +163,9 @@ public struct Materializer: Sendable {
                 runID: runID, sieve: sieve, latestRegistered: scan.columns.contains(SegmentReader.registeredAtColumn), lease: lease
             )
         } catch {
-            try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
+            if !StoreError.isConnectionLoss(error) {
+                try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
+            }
             throw error
         }
         inserted -= duplicates

@@ -148,7 +148,7 @@ public struct SegmentReader: Sendable {
             return result
         } catch {
             try? await connection.rollBack(after: error, logger: logger)
-            if error is PSQLError { throw SegmentError(Self.serverMessage(error)) }
+            if error is PSQLError || StoreError.isConnectionLoss(error) { throw Self.wrapped(error) }
             throw error
         }
     }
@@ -379,7 +379,7 @@ public struct SegmentReader: Sendable {
             do {
                 rows = try await connection.answeredQuery(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             } catch {
-                throw SegmentError(SegmentReader.serverMessage(error))
+                throw SegmentReader.wrapped(error)
             }
             var result: PostgresRow?
             for try await row in rows { result = row }
@@ -458,8 +458,14 @@ public struct SegmentReader: Sendable {
         do {
             return try await connection.answeredQuery(query, logger: logger)
         } catch {
-            throw SegmentError(Self.serverMessage(error))
+            throw Self.wrapped(error)
         }
+    }
+
+    /// A server or connection error as a segment error, marked when the connection was lost.
+    static func wrapped(_ error: any Error) -> SegmentError {
+        if let segment = error as? SegmentError { return segment }
+        return SegmentError(serverMessage(error), connectionLost: StoreError.isConnectionLoss(error))
     }
 
     /// The server's primary message and SQLSTATE. A data exception's (class 22) quotes the value that failed, which
@@ -470,6 +476,7 @@ public struct SegmentReader: Sendable {
             let shown = state?.hasPrefix("22") == true ? withholdingQuotedValues(message) : message
             return shown + (state.map { " (SQLSTATE \($0))" } ?? "")
         }
+        if let store = error as? StoreError { return store.message }
         return "the statement failed: \(type(of: error))"
     }
 
