@@ -47,6 +47,8 @@ enum DatabaseOutageRecovery {
         var stumbles = 0
         while true {
             try await waitForDatabase(options, after: lost, limit: limit, json: json, logger: logger)
+            // Ctrl-C or SIGTERM while waiting: what the worker held is written (above), and the command ends.
+            if SignalTrap.shared.interrupted { lost.goesOn = false }
             guard lost.goesOn else {
                 Console(jsonOnStdout: json).say("run \(lost.runID): stopped as asked; `bugle resume \(lost.runID)` goes on")
                 return ExitCodes.paused
@@ -104,7 +106,7 @@ enum DatabaseOutageRecovery {
                 try await DatabaseSession.withServer(options, logger: logger) { client, configuration in
                     console.say(
                         "run \(lost.runID): the database answers again (\(configuration.endpointDescription)); "
-                            + (lost.goesOn ? "resuming the run" : "recording what this worker held before stopping"))
+                            + (lost.goesOn && !SignalTrap.shared.interrupted ? "resuming the run" : "recording what this worker held before stopping"))
                     if let handover = lost.handover {
                         try await write(handover, client: client, console: console, logger: logger)
                     }

@@ -1,3 +1,4 @@
+import ArgumentParser
 import BugleCore
 import BugleLegacyAPNs
 import BugleRunner
@@ -95,7 +96,10 @@ enum RunExecution {
         let client = segments.client
         let reader = try await segments.reader(for: campaign.segment, variables: Set(campaign.templateVariables), logger: logger)
         let failpoint = Failpoint.fromEnvironment()
-        let materializer = Materializer(client: client, logger: logger) { pages in
+        // Ctrl-C or SIGTERM while the segment is read stops the read at its next page (it used to kill the command).
+        let signals = SignalTrap.shared
+        signals.install()
+        let materializer = Materializer(client: client, logger: logger, stopRequested: signals.interruptedProbe) { pages in
             if failpoint.fires(.inMaterialize, count: pages) { failpoint.crash("\(pages) page(s) written") }
         }
         let host = ProcessInfo.processInfo.hostName
@@ -111,6 +115,11 @@ enum RunExecution {
             }
         } catch let held as MaterializerLease.Held {
             throw UsageError("\(held); wait for it to start sending, or `bugle cancel \(runID)`")
+        } catch is Materializer.Interrupted {
+            ExitCodes.printError(
+                "run \(runID): stopped by \(signals.signalName ?? "a signal") while its segment was read; nothing was sent, and "
+                    + "`bugle resume \(runID)` reads it again")
+            throw ExitCode(ExitCodes.paused)
         } catch where StoreError.isConnectionLoss(error) {
             if ridesOutages { throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error), handover: nil) }
             throw StoreError(
@@ -173,8 +182,9 @@ enum RunExecution {
         if let metrics { console.say("run \(runID): metrics at http://127.0.0.1:\(metrics.port)/metrics") }
         let store = PostgresCampaignStore(client: client, sessionTag: DatabaseSession.sessionTag, logger: logger)
         let control = RunControl()
-        let trap = SignalTrap(control: control)
-        defer { trap.cancel() }
+        let trap = SignalTrap.shared
+        trap.attach(control)
+        defer { trap.detach() }
         let board = RunProgressBoard()
         let display = output.quiet ? nil : ProgressDisplay(runID: runID, board: board, pacers: lanes.pacers, interval: output.progressInterval)
         var configuration = CampaignRunner.Configuration()

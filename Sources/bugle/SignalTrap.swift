@@ -3,65 +3,101 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Ctrl-C / SIGTERM: the first asks the run to stop claiming, drain in-flight answers and end paused (exit 3);
-/// a second one, a second or more after the first, exits at once (the ledger's in-flight window bounds what is
-/// ambiguous). One within that second is the same request delivered twice — GNU `timeout` signals the command and then
-/// its whole process group, a terminal's Ctrl-C reaches every process of the foreground group — and is ignored: it
-/// used to end the process at once and leave its run `running` with no worker. The signals are counted here,
-/// not read from the run's stop request: a worker already stopping for a lost database lease still drains on the first.
-final class SignalTrap {
-    private let sources: [any DispatchSourceSignal]
-    private let received: Counter
+/// Ctrl-C / SIGTERM for the whole command, once installed: the first asks the run being sent (``attach(_:)``) to stop
+/// claiming, drain in-flight answers and end paused (exit 3); while the segment is read, or while the command waits for
+/// the database, it is noted (``interrupted``) and those steps end as it asks. A second one, a second or more after the
+/// first, exits at once (the ledger's in-flight window bounds what is ambiguous). One within that second is the same
+/// request delivered twice — GNU `timeout` signals the command and then its whole process group, a terminal's Ctrl-C
+/// reaches every process of the foreground group — and is ignored: it used to end the process at once and leave its
+/// run `running` with no worker. The signals are counted here, not read from the run's stop request: a worker already
+/// stopping for a lost database lease still drains on the first.
+///
+/// One per process, for the process's life: it used to be installed for the send only, so a signal while the segment
+/// was read killed the command at once (SIGINT inherited as ignored was dropped, and the run went on to send), and a
+/// trap made again later for the wait for the database never fired.
+final class SignalTrap: Sendable {
+    static let shared = SignalTrap()
 
-    /// Signals received so far, and when the first came, shared with the handlers.
-    private final class Counter: Sendable {
-        let value = Mutex(0)
-        let first = Mutex<ContinuousClock.Instant?>(nil)
+    private struct State {
+        var count = 0
+        var first: ContinuousClock.Instant?
+        var name = ""
+        var control: RunControl?
     }
+
+    private let state = Mutex(State())
+    /// Kept for the process's life; never touched after `init`.
+    nonisolated(unsafe) private let sources: [any DispatchSourceSignal]
 
     /// How long after the first signal another one is taken as the same request.
     static let repeatWindow = Duration.seconds(1)
 
+    /// Takes SIGINT and SIGTERM from now on: ``shared`` is made on first use.
+    private init() {
+        var sources: [any DispatchSourceSignal] = []
+        for signo in [SIGINT, SIGTERM] {
+            signal(signo, SIG_IGN)
+            sources.append(DispatchSource.makeSignalSource(signal: signo, queue: .global()))
+        }
+        self.sources = sources
+        for (source, name) in zip(sources, ["SIGINT", "SIGTERM"]) {
+            source.setEventHandler { [self] in received(name) }
+            source.resume()
+        }
+    }
+
+    /// Takes SIGINT and SIGTERM from now on (again: nothing).
+    func install() {}
+
+    private enum Action {
+        case ignore, stop(RunControl?), exit
+    }
+
+    private func received(_ name: String) {
+        let now = ContinuousClock.now
+        let action = state.withLock { state -> Action in
+            if let first = state.first, now - first < Self.repeatWindow { return .ignore }
+            state.count += 1
+            if state.count > 1 { return .exit }
+            state.first = now
+            state.name = name
+            return .stop(state.control)
+        }
+        switch action {
+        case .ignore:
+            return
+        case .exit:
+            FileHandle.standardError.write(Data("bugle: second \(name): exiting now\n".utf8))
+            exit(130)
+        case .stop(let control):
+            FileHandle.standardError.write(Data("bugle: \(name): stopping — waiting for in-flight answers (again to force)\n".utf8))
+            control?.requestStop(.interrupted("interrupted by \(name)"))
+        }
+    }
+
+    /// Routes the first signal to `control` until ``detach()``: its run stops claiming and ends paused. A signal that
+    /// came before is passed on at once.
+    func attach(_ control: RunControl) {
+        install()
+        let earlier = state.withLock { state -> String? in
+            state.control = control
+            return state.count > 0 ? state.name : nil
+        }
+        if let earlier { control.requestStop(.interrupted("interrupted by \(earlier)")) }
+    }
+
+    func detach() {
+        state.withLock { $0.control = nil }
+    }
+
     /// Whether a signal came: the operator wants the command to end, not to go on after a database outage.
-    var interrupted: Bool { received.value.withLock { $0 > 0 } }
+    var interrupted: Bool { state.withLock { $0.count > 0 } }
+
+    /// The first signal's name (`SIGINT`, `SIGTERM`), once one came.
+    var signalName: String? { state.withLock { $0.count > 0 ? $0.name : nil } }
 
     /// ``interrupted``, to be asked from any task.
     var interruptedProbe: @Sendable () -> Bool {
-        { [received] in received.value.withLock { $0 > 0 } }
-    }
-
-    init(control: RunControl) {
-        var sources: [any DispatchSourceSignal] = []
-        let received = Counter()
-        for signo in [SIGINT, SIGTERM] {
-            signal(signo, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
-            let name = signo == SIGINT ? "SIGINT" : "SIGTERM"
-            source.setEventHandler {
-                let now = ContinuousClock.now
-                if let first = received.first.withLock({ $0 }), now - first < Self.repeatWindow { return }
-                if received.value.withLock({ count in
-                    count += 1
-                    return count > 1
-                }) {
-                    FileHandle.standardError.write(Data("bugle: second \(name): exiting now\n".utf8))
-                    exit(130)
-                }
-                received.first.withLock { $0 = now }
-                FileHandle.standardError.write(Data("bugle: \(name): stopping — waiting for in-flight answers (again to force)\n".utf8))
-                control.requestStop(.interrupted("interrupted by \(name)"))
-            }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-        self.received = received
-    }
-
-    /// Restores default signal handling.
-    func cancel() {
-        for source in sources { source.cancel() }
-        signal(SIGINT, SIG_DFL)
-        signal(SIGTERM, SIG_DFL)
+        { [self] in interrupted }
     }
 }

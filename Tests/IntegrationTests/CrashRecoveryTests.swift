@@ -195,6 +195,43 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// A campaign whose segment sleeps 10 ms a row: the count of its bounds alone takes 4 s over 400 devices, so its
+    /// reader is surely busy when a test acts on it.
+    static func slowSegmentCampaign(_ fixture: CrashFixture) throws -> String {
+        try CLITests.temporaryFile(
+            "slow-segment.yaml",
+            """
+            name: slow-segment
+            notification_type: crash-test
+            dedupe: none
+            providers: \(fixture.environment.material.providersFile)
+            segment:
+              page_size: 100
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE pg_sleep(0.01) IS NOT NULL
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Slow segment } }
+            delivery:
+              ambiguous: resend
+            """
+        )
+    }
+
+    /// Waits until the slow segment's statement runs, then `act`s (given its backend's pid).
+    static func whenSegmentIsRead(_ fixture: CrashFixture, _ act: (Int32) async throws -> Void) async throws {
+        var pid: Int32 = 0
+        try await fixture.waitUntil("the segment read under way", seconds: 60) {
+            pid = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(
+                    client,
+                    "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(0.01)%' AND pid <> pg_backend_pid()",
+                    as: Int32.self) ?? 0
+            }
+            return pid > 0
+        }
+        try await act(pid)
+    }
+
     /// A database blip while the segment was read (a restart, a terminated backend) used to mark the run `failed`, which
     /// no resume can undo: worse than a kill -9 at the same point. The run now stays `materializing`; `run` reads the
     /// segment again once the server answers, and with `--database-outage-limit 0` leaves that to `bugle resume`.
@@ -204,39 +241,12 @@ struct CrashRecoveryTests {
     func readerBackendTerminated(_ limit: String?) async throws {
         try await CrashFixture.with(devices: 400) { fixture in
             // 10 ms a row: the count of the bounds alone takes 4 s, so the reader is surely busy when it is terminated.
-            let campaign = try CLITests.temporaryFile(
-                "slow-segment.yaml",
-                """
-                name: slow-segment
-                notification_type: crash-test
-                dedupe: none
-                providers: \(fixture.environment.material.providersFile)
-                segment:
-                  page_size: 100
-                  sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE pg_sleep(0.01) IS NOT NULL
-                message:
-                  default_locale: en
-                  locales: { en: { title: Hello, body: Slow segment } }
-                delivery:
-                  ambiguous: resend
-                """
-            )
-            let terminateReader = {
-                try await fixture.waitUntil("the segment read under way", seconds: 60) {
-                    try await fixture.withClient { client in
-                        try await LedgerTestSupport.scalar(
-                            client,
-                            """
-                            SELECT count(pg_terminate_backend(pid))::bigint FROM pg_stat_activity
-                             WHERE state = 'active' AND query LIKE '%pg_sleep(0.01)%' AND pid <> pg_backend_pid()
-                            """,
-                            as: Int64.self) ?? 0
-                    } > 0
-                }
-            }
+            let campaign = try Self.slowSegmentCampaign(fixture)
             do {
                 let running = try fixture.start(["run", campaign, "--quiet"] + (limit.map { ["--database-outage-limit", $0] } ?? []))
-                try await terminateReader()
+                try await Self.whenSegmentIsRead(fixture) { pid in
+                    try await fixture.withClient { client in _ = try await client.query("SELECT pg_terminate_backend(\(pid))", logger: CrashFixture.logger).collect() }
+                }
                 let output = await running.finish()
                 let runID = try await fixture.latestRunID()
                 if limit == nil {
@@ -255,6 +265,30 @@ struct CrashRecoveryTests {
                 #expect(duplicates == 0 && unknown == 0)
                 try await fixture.expectEveryLiveTokenSentOnce()
             }
+        }
+    }
+
+    /// Ctrl-C or SIGTERM while the segment was read killed the command at once (exit 130 or 143, no word), and SIGINT
+    /// inherited as ignored (a script's background job) was dropped: the run went on to send everyone.
+    @Test("Ctrl-C or SIGTERM while the segment is read: exit 3 naming the signal, nothing sent, the run still materializing; resume completes", arguments: [SIGINT, SIGTERM])
+    func interruptedWhileReading(_ signo: Int32) async throws {
+        try await CrashFixture.with(devices: 400) { fixture in
+            let campaign = try Self.slowSegmentCampaign(fixture)
+            let running = try fixture.start(["run", campaign, "--quiet"])
+            try await Self.whenSegmentIsRead(fixture) { _ in kill(running.process.processIdentifier, signo) }
+            let output = await running.finish()
+            let runID = try await fixture.latestRunID()
+            #expect(output.status == 3, "\(output.stderr)")
+            let name = signo == SIGINT ? "SIGINT" : "SIGTERM"
+            #expect(output.stderr.contains("run \(runID): stopped by \(name) while its segment was read; nothing was sent"), "\(output.stderr)")
+            #expect(fixture.delivered == 0)
+            let status = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
+            }
+            #expect(status == "materializing")
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            try await fixture.expectEveryLiveTokenSentOnce()
         }
     }
 

@@ -35,18 +35,27 @@ public struct Materializer: Sendable {
 
     /// Told the number of pages written so far after each page is in the ledger (the crash tests' failpoint).
     private let pageWritten: @Sendable (Int) -> Void
+    /// Asked before each page: true when the operator asked the command to stop (Ctrl-C, SIGTERM).
+    private let stopRequested: @Sendable () -> Bool
+
+    /// The operator stopped the command while the segment was read: the run stays `materializing`, for `bugle resume`
+    /// to read it again from zero (nothing was sent from it).
+    public struct Interrupted: Error, Sendable {}
 
     /// - Parameters:
     ///   - sieve: The duplicate-token sieve (tests give small ones, to see its false candidates and its overflow
     ///     handled).
+    ///   - stopRequested: Asked before each page; true ends the read with ``Interrupted``.
     ///   - pageWritten: Called with the count of pages written, after each page is in the ledger.
     public init(
         client: PostgresClient, logger: Logger, sieve: RepeatedTokenSieve = RepeatedTokenSieve(),
+        stopRequested: @escaping @Sendable () -> Bool = { false },
         pageWritten: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
         self.client = client
         self.logger = logger
         self.sieve = sieve
+        self.stopRequested = stopRequested
         self.pageWritten = pageWritten
     }
 
@@ -88,6 +97,7 @@ public struct Materializer: Sendable {
         do {
             scan = try await reader.read { rows in
                 if closed { throw RunClosed() }
+                if stopRequested() { throw Interrupted() }
                 rowsHandled += Int64(rows.count)
                 var batch = LedgerCopyPage(runID: runID, capacity: rows.count)
                 var tokens: [String] = []
@@ -147,7 +157,7 @@ public struct Materializer: Sendable {
             // A lost connection (a restart, a terminated backend) is no fault of the segment: the run stays
             // `materializing`, to be read again from zero once the server answers (`bugle resume`, or the command's own
             // outage recovery). It used to be marked failed, which no resume could undo.
-            if !StoreError.isConnectionLoss(error) {
+            if !StoreError.isConnectionLoss(error) && !(error is Interrupted) {
                 try? await markFailed(runID: runID, lease: lease, reason: StoreError.safeDescription(of: error))
             }
             throw error
