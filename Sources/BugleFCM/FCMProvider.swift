@@ -66,6 +66,9 @@ public final class FCMProvider: PushProvider {
     /// Payload-level `INVALID_ARGUMENT`s since the last delivery.
     private let invalidPayloadsInARow = Mutex(0)
     private let logger: Logger
+    /// The last "access token unavailable" warning: its reason, when it was logged, and how many sends met the same
+    /// reason since (logged at debug). One warning per send was about 65 a second while the token endpoint was down.
+    private let tokenWarning = Mutex<(reason: String, at: ContinuousClock.Instant?, since: Int)>(("", nil, 0))
 
     /// Where the lane's access tokens come from.
     private enum TokenSource {
@@ -254,6 +257,25 @@ public final class FCMProvider: PushProvider {
         return true
     }
 
+    /// Logs an unavailable access token as a warning when its reason changed or a minute passed since the last one
+    /// (with how many sends met it meanwhile), else at debug.
+    private func warnTokenUnavailable(_ reason: String) {
+        let now = ContinuousClock.now
+        let repeated = tokenWarning.withLock { last -> Int? in
+            if reason == last.reason, let at = last.at, now - at < .seconds(60) {
+                last.since += 1
+                return nil
+            }
+            defer { last = (reason, now, 0) }
+            return last.reason == reason ? last.since : 0
+        }
+        if let repeated {
+            logger.warning("FCM access token unavailable", metadata: ["error": "\(reason)", "sends_since_last_warning": "\(repeated)"])
+        } else {
+            logger.debug("FCM access token unavailable", metadata: ["error": "\(reason)"])
+        }
+    }
+
     /// ``send(_:)``, after FCM answered 401 to the access token `refused` when that is set.
     private func send(_ request: PushRequest, refused: String?) async -> SendOutcome {
         let deadline = NIODeadline.now() + timeout
@@ -273,7 +295,7 @@ public final class FCMProvider: PushProvider {
                 case .rejected:
                     return .halt(code: "OAUTH_REJECTED", message: error.description)
                 case .unavailable:
-                    logger.warning("FCM access token unavailable", metadata: ["error": "\(error)"])
+                    warnTokenUnavailable(error.description)
                     return .retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil)
                 }
             }

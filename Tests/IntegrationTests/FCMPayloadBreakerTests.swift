@@ -2,6 +2,7 @@ import BugleCore
 import BugleFCM
 import BugleSimulator
 import Foundation
+import Logging
 import Testing
 
 /// The FCM lane's payload breaker against the FCM simulator over TLS + HTTP/2: payload-level `INVALID_ARGUMENT`
@@ -30,6 +31,27 @@ struct FCMPayloadBreakerTests {
             await lane.shutdown()
             #expect(environment.fcm.counters().rejectedByReason["INVALID_ARGUMENT"] == 20)
             #expect(environment.fcm.accepted().count == 1)
+        }
+    }
+
+    /// An unreachable token endpoint was one warning per send (about 65 a second, 1,879 in ten minutes of a run).
+    @Test("a token endpoint that cannot be reached: every send a provider retry, one warning for the lot, the rest at debug")
+    func unavailableTokenWarnsOnce() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let settings = try #require(try environment.settings().fcm)
+            var account = try FCMServiceAccount.load(path: try #require(settings.serviceAccountFile), allowReadableKeys: true)
+            account.tokenURI = try #require(URL(string: "http://127.0.0.1:\(try freeLoopbackPort())/token"))
+            let lines = RecordingLogHandler.Lines()
+            let lane = try FCMProvider(settings: settings, account: account, tokenFetcher: nil, logger: RecordingLogHandler.logger(lines, level: .debug))
+            for seq in 1...8 {
+                let outcome = await lane.send(Self.goodPayload(Int64(seq)))
+                #expect(outcome.code == "OAUTH_UNAVAILABLE", "\(outcome)")
+            }
+            await lane.shutdown()
+            let unavailable = lines.all.filter { $0.contains("FCM access token unavailable") }
+            #expect(unavailable.count == 8, "\(unavailable)")
+            #expect(unavailable.filter { $0.hasPrefix("warning") }.count == 1, "\(unavailable.filter { $0.hasPrefix("warning") })")
+            #expect(environment.fcm.accepted().isEmpty)
         }
     }
 
