@@ -38,11 +38,11 @@ public struct CampaignRunner: Sendable {
         /// message).
         public var describeError: @Sendable (any Error) -> String = { String(describing: $0) }
         /// Asked, once the worker has stopped for want of lease renewals, every second while a ledger operation waits
-        /// and before each retry: true when a new session to the database would work now (of a host list: to the
-        /// server that now will do, perhaps a promoted standby) while this worker's own calls still wait on connections
-        /// the outage broke. The operation then fails at once instead of waiting and retrying for minutes, and the run
-        /// ends with what the worker held in ``RunResult/handover``, for the caller to write through a new session.
-        /// Nil: keep retrying.
+        /// and before each retry: true to stop waiting on connections the outage broke. The operation then fails at
+        /// once instead of waiting and retrying for minutes, and the run ends with what the worker held in
+        /// ``RunResult/handover``, for the caller to write through a new session once the database answers (the CLI
+        /// answers true at once and waits for the database itself, within `--database-outage-limit`). Nil: keep
+        /// retrying.
         public var newSessionWorks: (@Sendable () async -> Bool)?
         /// Asked when the worker stopped for want of lease renewals: true to leave the run `running` and the lease to
         /// lapse instead of pausing the run as its last worker, for a caller that goes on with the run itself once the

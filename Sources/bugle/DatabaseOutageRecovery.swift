@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Thrown by ``RunExecution/execute(campaign:runID:client:lanes:output:worker:mode:leaveWhenIdle:idleGrace:newSessionWorks:logger:)``
+/// Thrown by ``RunExecution/execute(campaign:runID:client:lanes:output:worker:mode:leaveWhenIdle:idleGrace:probeFirst:logger:)``
 /// when its worker stopped because the database stopped answering (no lease renewal for half the TTL) and
 /// `--database-outage-limit` is above 0: the command then waits for the database and resumes the run
 /// (``DatabaseOutageRecovery``).

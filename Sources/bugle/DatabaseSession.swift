@@ -109,24 +109,4 @@ enum DatabaseSession {
             return try await body(client, configuration)
         }
     }
-
-    /// Whether a new session would work now: for a host list, whether ``DatabaseHostSelection`` finds a server that
-    /// will do (the old primary back, or a promoted standby); for one server, whether a new connection to it opens. Asked
-    /// by a worker that stopped for want of lease renewals while its own calls still wait on connections the outage
-    /// broke (a pool backing off after a restart, a primary that is gone): it then hands what it holds over, for
-    /// ``DatabaseOutageRecovery`` to write through a new session.
-    static func newSessionProbe(_ options: GlobalOptions, inUse: DatabaseConfiguration, logger: Logger) -> @Sendable () async -> Bool {
-        let environment = ProcessInfo.processInfo.environment
-        if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty,
-            let listed = try? DatabaseConfiguration(url: url, environment: environment), !listed.alternateEndpoints.isEmpty
-        {
-            return { (try? await DatabaseHostSelection.choose(listed, environment: environment, logger: logger)) != nil }
-        }
-        return {
-            guard let (connection, _) = try? await OperationDeadline.run(within: inUse.connectTimeout, { try await Database.connect(inUse, logger: logger) })
-            else { return false }
-            try? await connection.close()
-            return true
-        }
-    }
 }

@@ -175,7 +175,6 @@ struct StoredRunSource {
                     lanesBox.lanes = lanes
                     return try await RunExecution.execute(
                         campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker, mode: mode,
-                        newSessionWorks: DatabaseSession.newSessionProbe(global, inUse: server, logger: logger),
                         // A run halted because its answers were lost starts small: the path may still lose them.
                         probeFirst: record.pauseReason?.hasPrefix("halted: AnswersLost") == true, logger: logger
                     )

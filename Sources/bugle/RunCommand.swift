@@ -121,7 +121,7 @@ struct RunCommand: AsyncParsableCommand {
             try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
             return try await RunExecution.start(
                 campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: csv, output: output, worker: worker,
-                noWait: noWait, newSessionWorks: DatabaseSession.newSessionProbe(global, inUse: server, logger: logger), logger: logger)
+                noWait: noWait, logger: logger)
         }
     }
 

@@ -22,7 +22,6 @@ enum RunExecution {
         noWait: Bool = false,
         isTest: Bool = false,
         requireRecipients: String? = nil,
-        newSessionWorks: (@Sendable () async -> Bool)? = nil,
         logger: Logger
     ) async throws -> Int32 {
         try refuseAfterDeadline(campaign)
@@ -59,7 +58,7 @@ enum RunExecution {
         let scheduled = campaign.delivery.sendAt != nil || campaign.delivery.localTime.isActive
         let code = try await execute(
             campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
-            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), newSessionWorks: newSessionWorks, logger: logger
+            leaveWhenIdle: noWait && scheduled, idleGrace: sendAtAhead ? .zero : .seconds(30), logger: logger
         )
         phases.end("send")
         try await report(
@@ -147,8 +146,6 @@ enum RunExecution {
     /// - Parameters:
     ///   - mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
     ///   - leaveWhenIdle: leave the run scheduled (exit 0) when its next due recipient is more than `idleGrace` away.
-    ///   - newSessionWorks: Whether a new database session would work now (see
-    ///     ``DatabaseSession/newSessionProbe(_:inUse:logger:)``).
     /// - Throws: ``DatabaseLost`` when the worker stopped because the database stopped answering and
     ///   `worker.databaseOutageLimit` is above 0.
     static func execute(
@@ -161,7 +158,6 @@ enum RunExecution {
         mode: LeaseMode = .exclusive,
         leaveWhenIdle: Bool = false,
         idleGrace: Duration = .seconds(30),
-        newSessionWorks: (@Sendable () async -> Bool)? = nil,
         probeFirst: Bool = false,
         logger: Logger
     ) async throws -> Int32 {
@@ -192,8 +188,12 @@ enum RunExecution {
         configuration.providerOutageLimit = .seconds(worker.providerOutageLimit)
         configuration.failpoint = Failpoint.fromEnvironment()
         configuration.describeError = StoreError.safeDescription(of:)
-        // Without the outage recovery nothing would write a handover: the worker keeps retrying on its own connections.
-        configuration.newSessionWorks = worker.databaseOutageLimit > 0 ? newSessionWorks : nil
+        // Once fenced for want of renewals, the worker hands what it holds over at once, and the command waits for the
+        // database itself, for at most --database-outage-limit (``DatabaseOutageRecovery``). It used to hand over only
+        // once a new session worked, retrying in place meanwhile: a full outage was waited out for 2.5 minutes of
+        // retries (35 attempts) before the limit even began. Without the outage recovery nothing would write a
+        // handover: the worker keeps retrying on its own connections.
+        configuration.newSessionWorks = worker.databaseOutageLimit > 0 ? { @Sendable () async -> Bool in true } : nil
         let interrupted = trap.interruptedProbe
         let waitsForDatabase = worker.databaseOutageLimit > 0
         configuration.goesOnAfterDatabaseLoss = { waitsForDatabase && !interrupted() }
