@@ -337,6 +337,25 @@ struct SegmentReaderTests {
         }
     }
 
+    /// A reader of `sql` through the main login.
+    static func reader(_ client: PostgresClient, _ sql: String, pageSize: Int = 1000, useReaderRole: Bool = false) -> SegmentReader {
+        SegmentReader(
+            client: client, segment: LedgerTestSupport.campaign(sql: sql, pageSize: pageSize).segment, useReaderRole: useReaderRole,
+            logger: LedgerTestSupport.logger)
+    }
+
+    /// The description of the segment error a whole read of `reader` ends with; nil, recorded as an issue, when the read
+    /// succeeds.
+    static func readError(_ reader: SegmentReader) async throws -> String? {
+        do {
+            _ = try await reader.read { _ in }
+        } catch let error as SegmentError {
+            return error.description
+        }
+        Issue.record("expected a segment error")
+        return nil
+    }
+
     /// A device id on rows of different tokens used to lose rows silently where a page ended (the keyset reads on
     /// after the last id), and to keep them all inside a page.
     @Test("a device id on rows with different tokens is refused, inside a page or across its end; a device a join lists twice is read", arguments: [500, 2])
@@ -344,20 +363,11 @@ struct SegmentReaderTests {
         try await LedgerTestSupport.withFreshDatabase { client in
             try await LedgerTestSupport.seed(client, count: 10)
             let clashing = "SELECT CASE WHEN d.id = 3 THEN 2 ELSE d.id END AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d"
-            let reader = SegmentReader(
-                client: client, segment: LedgerTestSupport.campaign(sql: clashing, pageSize: pageSize).segment, useReaderRole: false,
-                logger: LedgerTestSupport.logger)
-            do {
-                _ = try await reader.read { _ in }
-                Issue.record("expected an error")
-            } catch let error as SegmentError {
-                #expect(error.description.contains("device_id 2 is on rows with different tokens"), "\(error.description)")
-            }
+            let error = try await Self.readError(Self.reader(client, clashing, pageSize: pageSize))
+            #expect(error?.contains("device_id 2 is on rows with different tokens") == true, "\(error ?? "")")
             // Every device twice (a join that repeats rows): each device is read, once or twice, and nothing is refused.
             let fanOut = "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d CROSS JOIN generate_series(1, 2)"
-            let twice = SegmentReader(
-                client: client, segment: LedgerTestSupport.campaign(sql: fanOut, pageSize: pageSize + 1).segment, useReaderRole: false,
-                logger: LedgerTestSupport.logger)
+            let twice = Self.reader(client, fanOut, pageSize: pageSize + 1)
             var ids: [Int64] = []
             _ = try await twice.read { ids += $0.compactMap(\.deviceID) }
             #expect(Set(ids) == Set(1...10))
@@ -375,15 +385,9 @@ struct SegmentReaderTests {
                  WHERE d.id <= (SELECT 100 - 5 * set_config('bugle_test.runs',
                                   (coalesce(nullif(current_setting('bugle_test.runs', true), ''), '0')::int + 1)::text, true)::int)
                 """
-            let reader = SegmentReader(
-                client: client, segment: LedgerTestSupport.campaign(sql: sql, pageSize: 10).segment, useReaderRole: true, logger: LedgerTestSupport.logger)
-            do {
-                _ = try await reader.read { _ in }
-                Issue.record("expected an error")
-            } catch let error as SegmentError {
-                #expect(error.description.contains("returned 95 row(s) when counted and 60 when read page by page"), "\(error.description)")
-                #expect(error.description.contains("ORDER BY md5("))
-            }
+            let error = try await Self.readError(Self.reader(client, sql, pageSize: 10, useReaderRole: true))
+            #expect(error?.contains("returned 95 row(s) when counted and 60 when read page by page") == true, "\(error ?? "")")
+            #expect(error?.contains("ORDER BY md5(") == true)
         }
     }
 
@@ -391,9 +395,7 @@ struct SegmentReaderTests {
     func repeatedColumnName() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in
             try await LedgerTestSupport.seed(client, count: 5)
-            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.user_id AS token FROM bugle.devices d"
-            let reader = SegmentReader(
-                client: client, segment: LedgerTestSupport.campaign(sql: sql).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
+            let reader = Self.reader(client, "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.user_id AS token FROM bugle.devices d")
             await #expect { _ = try await reader.columnNames() } throws: { "\($0)".contains("more than one column named token") }
             await #expect { _ = try await reader.read { _ in } } throws: { "\($0)".contains("more than one column named token") }
         }
@@ -404,15 +406,9 @@ struct SegmentReaderTests {
         try await LedgerTestSupport.withFreshDatabase { client in
             try await LedgerTestSupport.seed(client, count: 5)
             let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.token::numeric > 0"
-            let reader = SegmentReader(
-                client: client, segment: LedgerTestSupport.campaign(sql: sql).segment, useReaderRole: false, logger: LedgerTestSupport.logger)
-            do {
-                _ = try await reader.read { _ in }
-                Issue.record("expected an error")
-            } catch let error as SegmentError {
-                #expect(error.description.contains(#"invalid input syntax for type numeric: "(a row's value)" (SQLSTATE 22P02)"#), "\(error.description)")
-                #expect(!error.description.contains("abcd") && !error.description.contains("fcm-"))
-            }
+            let error = try await Self.readError(Self.reader(client, sql))
+            #expect(error?.contains(#"invalid input syntax for type numeric: "(a row's value)" (SQLSTATE 22P02)"#) == true, "\(error ?? "")")
+            #expect(error?.contains("abcd") == false && error?.contains("fcm-") == false)
         }
     }
 
