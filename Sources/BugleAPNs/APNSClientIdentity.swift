@@ -56,6 +56,10 @@ struct APNSClientIdentity {
         }
         guard let key else {
             if passphraseEnv != nil { throw .wrongPassphraseOrBundle(path: keyFile, variable: passphraseEnv) }
+            // An encrypted key read without a passphrase: say what is missing rather than that the key is bad.
+            if String(decoding: keyPEM, as: UTF8.self).contains("ENCRYPTED") {
+                throw .encryptedKey(path: keyFile)
+            }
             throw .invalidKey(path: keyFile)
         }
         return try usable(chain: chain, key: key, certFile: certFile, now: now)

@@ -7,6 +7,7 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
         case keyFileReadableByOthers(path: String, mode: Int)
         case unreadableFile(path: String)
         case invalidKey(path: String)
+        case encryptedKey(path: String)
         case invalidCertificate(path: String)
         case clientCertificateNotUsable(String)
         case invalidIdentifier(field: String)
@@ -26,6 +27,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
     public static func unreadableFile(path: String) -> Self { Self(base: .unreadableFile(path: path)) }
     /// A key file is not a usable key.
     public static func invalidKey(path: String) -> Self { Self(base: .invalidKey(path: path)) }
+    /// The client key is encrypted and no `passphrase_env` names its passphrase.
+    public static func encryptedKey(path: String) -> Self { Self(base: .encryptedKey(path: path)) }
     /// A certificate file is not usable.
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
     /// The client certificate has expired or is not yet valid (the reason names the file and the date).
@@ -52,6 +55,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
             return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
         case .invalidKey(let path):
             return "\(path) is not a PEM private key of the expected type"
+        case .encryptedKey(let path):
+            return "\(path) is an encrypted private key: set passphrase_env to the environment variable that holds its passphrase"
         case .invalidCertificate(let path):
             return "\(path) holds no usable PEM certificate"
         case .clientCertificateNotUsable(let reason):

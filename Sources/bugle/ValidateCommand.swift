@@ -41,7 +41,9 @@ struct ValidateCommand: AsyncParsableCommand {
         try await ExitCodes.guarding {
             let campaign = try CampaignLoader.load(path: file)
             try RunExecution.refuseAfterDeadline(campaign)
-            let oversized = PayloadPrecheck.oversized(campaign)
+            // The legacy gateway's payload_limit from the providers file, when it loads (its errors are reported below).
+            let legacyLimit = (providers ?? campaign.providersPath).flatMap { try? ProviderSettingsLoader.load(path: $0).legacyAPNs?.payloadLimit }
+            let oversized = PayloadPrecheck.oversized(campaign, legacyPayloadLimit: legacyLimit ?? LegacyAPNsSettings.defaultPayloadLimit)
             if !oversized.isEmpty { throw UsageError(oversized.map { "\(file): \($0)" }.joined(separator: "\n")) }
             if let path = providers ?? campaign.providersPath {
                 if FileManager.default.fileExists(atPath: path) {

@@ -44,4 +44,16 @@ struct PayloadPrecheckTests {
             variants: "variants:\n  - { name: a, weight: 50 }\n  - { name: b, weight: 50, data: { k: v } }\n")
         #expect(Set(PayloadPrecheck.oversized(bigMessage).map(\.keyPath)) == ["message.locales.en"])
     }
+
+    @Test("under ios_transport: legacy, iOS copy over the gateway's payload_limit is named with that limit; a larger limit takes it")
+    func legacyPayloadLimit() throws {
+        let long = String(repeating: "x", count: 2500)
+        let legacy = try CampaignLoader.load(
+            yaml: "name: big\nnotification_type: promo\nios_transport: legacy\nsegment: { sql: \"SELECT 1\" }\nmessage:\n  default_locale: en\n"
+                + "  locales: { en: { title: t, body: \"\(long)\" } }\n",
+            path: "big.yaml")
+        let found = PayloadPrecheck.oversized(legacy)
+        #expect(found.map(\.platform) == [.ios] && found.first?.limit == LegacyAPNsSettings.defaultPayloadLimit, "\(found)")
+        #expect(PayloadPrecheck.oversized(legacy, legacyPayloadLimit: 4096).isEmpty)
+    }
 }

@@ -119,6 +119,15 @@ struct APNsCertificateAuthTests {
             #expect(message.contains(bundle) && message.contains(Self.variable), "\(message)")
             #expect(!message.contains("not it") && !message.contains(Self.passphrase))
 
+            // An encrypted PEM key without passphrase_env says what is missing (it said "not a PEM private key").
+            let encryptedKey = fixture.environment.directory + "/client-encrypted.key"
+            #expect(try OpenSSLTool.encrypt(key: fixture.keyFile, to: encryptedKey, passphrase: Self.passphrase) == 0)
+            let noVariable = APNsSettings.Auth.certificate(certFile: fixture.certificateFile, keyFile: encryptedKey, passphraseEnv: nil)
+            let unnamed = #expect(throws: APNSConfigurationError.self) {
+                _ = try APNSProvider(settings: fixture.settings(noVariable), tokenSource: nil, options: .init(environment: [:]), logger: APNsTestEnvironment.logger)
+            }
+            #expect(unnamed == .encryptedKey(path: encryptedKey))
+
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: bundle)
             #expect(throws: APNSConfigurationError.self) {
                 _ = try APNSProvider(

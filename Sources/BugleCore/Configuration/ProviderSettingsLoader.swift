@@ -165,7 +165,7 @@ public enum ProviderSettingsLoader {
             let project = try node.singleLineString(maximumLength: 100)
             let allowed = project.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || "-.:".unicodeScalars.contains($0) }
             guard project.count >= 4, allowed else {
-                throw node.error("expected a Google Cloud project id: lower-case letters, digits and hyphens, such as my-app-1234")
+                throw node.error("expected a Google Cloud project id: at least 4 characters, lower-case letters, digits and hyphens, such as my-app-1234")
             }
             settings.projectID = project
         }

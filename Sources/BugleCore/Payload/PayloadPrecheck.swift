@@ -21,7 +21,9 @@ public enum PayloadPrecheck {
     /// The copies of `campaign` over a platform's limit, in key-path order. A variant's own locales are its copies; its
     /// other locales use the message's copy with the variant's `data` (a variant of `data` alone used to be checked
     /// nowhere, and its whole arm could fail `payload_too_large`).
-    public static func oversized(_ campaign: Campaign) -> [Oversize] {
+    /// - Parameter legacyPayloadLimit: The legacy gateway's `payload_limit`, which iOS payloads meet under
+    ///   `ios_transport: legacy`.
+    public static func oversized(_ campaign: Campaign, legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit) -> [Oversize] {
         let composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
         var found: [Oversize] = []
         var books: [(variant: String?, copies: [String: [LocalizedCopy]], own: Set<String>)] =
@@ -41,7 +43,10 @@ public enum PayloadPrecheck {
                     case let name?: keyPath = "variants.\(name).data (with message.locales.\(locale)\(rotated))"
                     }
                     for platform in Platform.allCases {
-                        let composed = composer.compose(seq: 0, deviceID: 0, token: "", platform: platform, selection: selection, attempt: 1, now: 0)
+                        var composed = composer.compose(seq: 0, deviceID: 0, token: "", platform: platform, selection: selection, attempt: 1, now: 0)
+                        if platform == .ios, campaign.iosTransport == .legacy, case .success(let request) = composed, request.body.count > legacyPayloadLimit {
+                            composed = .failure(PayloadTooLarge(size: request.body.count, limit: legacyPayloadLimit))
+                        }
                         // A limit of 0 is not a size (a copy a missing variable leaves out): only sizes are judged here.
                         guard case .failure(let tooLarge) = composed, tooLarge.limit > 0 else { continue }
                         // The message's own copy already said so: the variant adds nothing to it.
