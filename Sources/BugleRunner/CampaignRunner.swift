@@ -37,13 +37,11 @@ public struct CampaignRunner: Sendable {
         /// store supplies a description that is both safe and useful (for PostgreSQL: the SQLSTATE and the server's
         /// message).
         public var describeError: @Sendable (any Error) -> String = { String(describing: $0) }
-        /// Asked, once the worker has stopped for want of lease renewals, every second while a ledger operation waits
-        /// and before each retry: true to stop waiting on connections the outage broke. The operation then fails at
-        /// once instead of waiting and retrying for minutes, and the run ends with what the worker held in
-        /// ``RunResult/handover``, for the caller to write through a new session once the database answers (the CLI
-        /// answers true at once and waits for the database itself, within `--database-outage-limit`). Nil: keep
-        /// retrying.
-        public var newSessionWorks: (@Sendable () async -> Bool)?
+        /// Once the worker has stopped for want of lease renewals, stop waiting on connections the outage broke: the
+        /// ledger operation under way fails within a second instead of waiting and retrying for minutes, and the run
+        /// ends with what the worker held in ``RunResult/handover``, for the caller to write through a new session once
+        /// the database answers (the CLI waits for it itself, within `--database-outage-limit`). False: keep retrying.
+        public var handsOverWhenFenced = false
         /// Asked when the worker stopped for want of lease renewals: true to leave the run `running` and the lease to
         /// lapse instead of pausing the run as its last worker, for a caller that goes on with the run itself once the
         /// database answers again (a paused run would turn away its workers rejoining it).
@@ -657,14 +655,11 @@ public struct CampaignRunner: Sendable {
         try await retrying(what, giveUpOnStop: giveUpOnStop, deadline: slow ? .seconds(600) : nil) { _ in try await body() }.0
     }
 
-    /// True once the worker has stopped for want of lease renewals and ``Configuration/newSessionWorks`` says a new
-    /// session would work; nil without that probe.
-    private var newSessionAfterFence: (@Sendable () async -> Bool)? {
-        guard let newSessionWorks = configuration.newSessionWorks else { return nil }
-        return { [control] in
-            guard control.stopRequest == .leaseLost(nil) else { return false }
-            return await newSessionWorks()
-        }
+    /// True once the worker has stopped for want of lease renewals, when ``Configuration/handsOverWhenFenced``; nil
+    /// without it.
+    private var handOverNow: (@Sendable () async -> Bool)? {
+        guard configuration.handsOverWhenFenced else { return nil }
+        return { [control] in control.stopRequest == .leaseLost(nil) }
     }
 
     /// ``withDatabaseRetry(_:giveUpOnStop:_:)``, also telling how many attempts failed. Each attempt has
@@ -681,14 +676,14 @@ public struct CampaignRunner: Sendable {
             do {
                 let current = attempt
                 return (
-                    try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline, abandonWhen: newSessionAfterFence) {
+                    try await OperationDeadline.run(within: deadline ?? configuration.databaseDeadline, abandonWhen: handOverNow) {
                         try await body(current)
                     }, attempt
                 )
             } catch {
                 attempt += 1
                 if attempt >= 35 || (giveUpOnStop && control.stopRequest != nil) { throw error }
-                if let newSessionAfterFence, await newSessionAfterFence() {
+                if let handOverNow, await handOverNow() {
                     logger.error("\(what) abandoned: handing it over to a new database session", metadata: ["error": "\(configuration.describeError(error))"])
                     throw HandedOver()
                 }

@@ -94,7 +94,8 @@ public struct DryRunReport: Sendable {
                 let selection = MessageSelection(locale: planned.locale, variant: planned.variant, copyIndex: planned.copyIndex, variables: recipient.variables)
                 let variant = planned.variant ?? ""
                 let notBefore = planned.notBefore.map { CSVFormat.timestamp($0) } ?? ""
-                switch sizedBody(token: recipient.token, platform: recipient.platform, selection: selection) {
+                let size = composer.bodySize(token: recipient.token, platform: recipient.platform, selection: selection, now: now)
+                switch PayloadTooLarge.meetingLegacyLimit(size, platform: recipient.platform, transport: iosTransport, legacyLimit: legacyPayloadLimit) {
                 case .failure:
                     skipped[.payloadTooLarge, default: 0] += 1
                     if csv {
@@ -130,14 +131,6 @@ public struct DryRunReport: Sendable {
             }
         }
         return out
-    }
-
-    /// The body's size as the recipient's lane would send it, or a failure when the lane refuses it: the platform's
-    /// limit, and for iOS through the legacy gateway its `payload_limit` (the real run fails those `payload_too_large`).
-    private func sizedBody(token: String, platform: Platform, selection: MessageSelection) -> Result<Int, PayloadTooLarge> {
-        let size = composer.bodySize(token: token, platform: platform, selection: selection, now: now)
-        guard platform == .ios, iosTransport == .legacy, case .success(let bytes) = size, bytes > legacyPayloadLimit else { return size }
-        return .failure(PayloadTooLarge(size: bytes, limit: legacyPayloadLimit))
     }
 
     /// The platform's index in `Platform.allCases`.

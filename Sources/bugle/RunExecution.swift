@@ -97,7 +97,6 @@ enum RunExecution {
         let failpoint = Failpoint.fromEnvironment()
         // Ctrl-C or SIGTERM while the segment is read stops the read at its next page (it used to kill the command).
         let signals = SignalTrap.shared
-        signals.install()
         let materializer = Materializer(client: client, logger: logger, stopRequested: signals.interruptedProbe) { pages in
             if failpoint.fires(.inMaterialize, count: pages) { failpoint.crash("\(pages) page(s) written") }
         }
@@ -193,7 +192,7 @@ enum RunExecution {
         // once a new session worked, retrying in place meanwhile: a full outage was waited out for 2.5 minutes of
         // retries (35 attempts) before the limit even began. Without the outage recovery nothing would write a
         // handover: the worker keeps retrying on its own connections.
-        configuration.newSessionWorks = worker.databaseOutageLimit > 0 ? { @Sendable () async -> Bool in true } : nil
+        configuration.handsOverWhenFenced = worker.databaseOutageLimit > 0
         let interrupted = trap.interruptedProbe
         let waitsForDatabase = worker.databaseOutageLimit > 0
         configuration.goesOnAfterDatabaseLoss = { waitsForDatabase && !interrupted() }

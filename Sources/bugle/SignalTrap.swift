@@ -32,7 +32,7 @@ final class SignalTrap: Sendable {
     /// How long after the first signal another one is taken as the same request.
     static let repeatWindow = Duration.seconds(1)
 
-    /// Takes SIGINT and SIGTERM from now on: ``shared`` is made on first use.
+    /// Takes SIGINT and SIGTERM from now on: ``shared`` is made on first use (its first reader installs it).
     private init() {
         var sources: [any DispatchSourceSignal] = []
         for signo in [SIGINT, SIGTERM] {
@@ -45,9 +45,6 @@ final class SignalTrap: Sendable {
             source.resume()
         }
     }
-
-    /// Takes SIGINT and SIGTERM from now on (again: nothing).
-    func install() {}
 
     private enum Action {
         case ignore, stop(RunControl?), exit
@@ -78,7 +75,6 @@ final class SignalTrap: Sendable {
     /// Routes the first signal to `control` until ``detach()``: its run stops claiming and ends paused. A signal that
     /// came before is passed on at once.
     func attach(_ control: RunControl) {
-        install()
         let earlier = state.withLock { state -> String? in
             state.control = control
             return state.count > 0 ? state.name : nil

@@ -41,13 +41,16 @@ struct ValidateCommand: AsyncParsableCommand {
         try await ExitCodes.guarding {
             let campaign = try CampaignLoader.load(path: file)
             try RunExecution.refuseAfterDeadline(campaign)
-            // The legacy gateway's payload_limit from the providers file, when it loads (its errors are reported below).
-            let legacyLimit = (providers ?? campaign.providersPath).flatMap { try? ProviderSettingsLoader.load(path: $0).legacyAPNs?.payloadLimit }
-            let oversized = PayloadPrecheck.oversized(campaign, legacyPayloadLimit: legacyLimit ?? LegacyAPNsSettings.defaultPayloadLimit)
+            let path = providers ?? campaign.providersPath
+            let settings = try path.flatMap { path in
+                FileManager.default.fileExists(atPath: path) ? try ProviderSettingsLoader.load(path: path) : nil
+            }
+            // Legacy iOS copy meets the gateway's payload_limit (the providers file's, else its default).
+            let oversized = PayloadPrecheck.oversized(
+                campaign, legacyPayloadLimit: settings?.legacyAPNs?.payloadLimit ?? LegacyAPNsSettings.defaultPayloadLimit)
             if !oversized.isEmpty { throw UsageError(oversized.map { "\(file): \($0)" }.joined(separator: "\n")) }
-            if let path = providers ?? campaign.providersPath {
-                if FileManager.default.fileExists(atPath: path) {
-                    let settings = try ProviderSettingsLoader.load(path: path)
+            if let path {
+                if let settings {
                     for line in try ProviderRoutes.lines(settings, environment: ProcessInfo.processInfo.environment) {
                         print("\(path): \(line)")
                     }

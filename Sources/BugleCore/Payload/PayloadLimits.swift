@@ -18,4 +18,14 @@ public struct PayloadTooLarge: Error, Equatable, Sendable, CustomStringConvertib
         self.size = size
         self.limit = limit
     }
+
+    /// `size`, a `platform` body's, as its lane takes it: an iOS body sent through the legacy gateway
+    /// (`ios_transport: legacy`) over the gateway's `payload_limit` is too large there, whatever APNs' own limit (the
+    /// lane refuses it locally). `validate` and the dry run judge copy by it.
+    public static func meetingLegacyLimit(
+        _ size: Result<Int, PayloadTooLarge>, platform: Platform, transport: IOSTransport, legacyLimit: Int
+    ) -> Result<Int, PayloadTooLarge> {
+        guard platform == .ios, transport == .legacy, case .success(let bytes) = size, bytes > legacyLimit else { return size }
+        return .failure(PayloadTooLarge(size: bytes, limit: legacyLimit))
+    }
 }

@@ -43,10 +43,9 @@ public enum PayloadPrecheck {
                     case let name?: keyPath = "variants.\(name).data (with message.locales.\(locale)\(rotated))"
                     }
                     for platform in Platform.allCases {
-                        var composed = composer.compose(seq: 0, deviceID: 0, token: "", platform: platform, selection: selection, attempt: 1, now: 0)
-                        if platform == .ios, campaign.iosTransport == .legacy, case .success(let request) = composed, request.body.count > legacyPayloadLimit {
-                            composed = .failure(PayloadTooLarge(size: request.body.count, limit: legacyPayloadLimit))
-                        }
+                        let composed = PayloadTooLarge.meetingLegacyLimit(
+                            composer.compose(seq: 0, deviceID: 0, token: "", platform: platform, selection: selection, attempt: 1, now: 0).map(\.body.count),
+                            platform: platform, transport: campaign.iosTransport, legacyLimit: legacyPayloadLimit)
                         // A limit of 0 is not a size (a copy a missing variable leaves out): only sizes are judged here.
                         guard case .failure(let tooLarge) = composed, tooLarge.limit > 0 else { continue }
                         // The message's own copy already said so: the variant adds nothing to it.
