@@ -196,6 +196,39 @@ struct APNsCampaignTests {
         }
     }
 
+    /// Sandbox tokens with a few production ones among them: the few are delivered, and the first delivery used to
+    /// confirm the lane, so every other token was deactivated. The lane is judged on its first 500 tokens: over 90% held
+    /// halts; a real share of dead tokens (here 30%) is deactivated once 500 are answered.
+    @Test("a few deliveries among BadDeviceToken answers still halt (1 in 25 delivered); 30% BadDeviceToken completes and deactivates them", arguments: [25, 3])
+    func wrongEnvironmentWithAFewDelivered(_ everyNthGood: Int) async throws {
+        try await Self.withLane { simulator, provider in
+            try await Support.withFreshDatabase { client in
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform)
+                    SELECT i, 'u' || i, CASE WHEN i % \(everyNthGood) = 0 THEN lpad(to_hex(i), 64, '0') ELSE 'bad0' || lpad(to_hex(i), 60, '0') END, 'ios'
+                    FROM generate_series(1, 1000) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                let (_, result) = try await Self.run(client, Support.campaign(window: 20), provider: provider)
+                let inactive = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self)
+                if everyNthGood == 25 {
+                    guard case .halted(let code, let message) = result.ending else {
+                        Issue.record("expected a halt, got \(result.ending)")
+                        return
+                    }
+                    #expect(code == "BadDeviceToken" && message.contains("delivered)"), "\(message)")
+                    #expect(inactive == 0)
+                } else {
+                    #expect(result.ending == .completed, "\(result.ending)")
+                    #expect(inactive == 1000 - 1000 / Int64(everyNthGood))
+                    #expect(simulator.accepted().count == 1000 / everyNthGood)
+                }
+            }
+        }
+    }
+
     /// A lane with too few tokens for the breaker's sample of 50: one bad token used to make the 50 answers alone (it is
     /// re-sent at once while held) and halt the run, and every resume again. Now a few bad tokens, none delivered, are
     /// deactivated once each has been answered three times; five or more different ones still halt.
