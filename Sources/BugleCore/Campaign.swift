@@ -270,6 +270,20 @@ public enum APNsPushType: String, Sendable, CaseIterable, Equatable {
 
     /// Largest payload APNs accepts for this type, in bytes.
     public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+
+    /// For a push type that goes to a token of its own with a payload of its own (not the alert-shaped payload a
+    /// campaign's copy makes, sent to the devices' tokens), what that token is; nil for the types a campaign sends.
+    public var ownToken: String? {
+        switch self {
+        case .alert, .background, .voip, .complication: return nil
+        case .location: return "a Location Push Service Extension's location token, with an empty payload"
+        case .fileprovider: return "a File Provider extension's PushKit token, with a container-identifier payload"
+        case .mdm: return "an MDM enrolment's token, with its PushMagic payload"
+        case .liveactivity: return "a Live Activity's push token, with an event, timestamp and content-state payload"
+        case .pushtotalk: return "a Push to Talk channel's token, with a payload for the channel"
+        case .widgets: return "a widget's push token, with a content-changed payload"
+        }
+    }
 }
 
 /// `message.android:` options.

@@ -52,6 +52,11 @@ struct CampaignLoaderTests {
             fixture: "campaign-background-priority.yaml", line: 11, column: 15, keyPath: "message.apns.priority",
             message: "push_type background requires priority 5, got 10"),
         .init(
+            fixture: "campaign-liveactivity.yaml", line: 10, column: 16, keyPath: "message.apns.push_type",
+            message: "push_type liveactivity is not a campaign push: it goes to a Live Activity's push token, with an event, "
+                + "timestamp and content-state payload, not to the device tokens a campaign sends its copy to; a campaign "
+                + "sends alert, background, voip or complication"),
+        .init(
             fixture: "campaign-collapse-id.yaml", line: 10, column: 18, keyPath: "message.apns.collapse_id",
             message: "must be at most 64 bytes of UTF-8, got 65 bytes"),
         .init(

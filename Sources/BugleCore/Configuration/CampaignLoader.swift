@@ -21,7 +21,7 @@ import Foundation
 ///       on_null: skip | empty                                   [skip]
 ///       data: { <key>: <scalar, a template> }                   [{}]
 ///       badge: <integer ≥ 0>   sound: <string>   image: <https URL>
-///       apns: { push_type [alert], priority 1|5|10 [10; 5 for background], collapse_id (≤ 64 bytes),
+///       apns: { push_type alert|background|voip|complication [alert], priority 1|5|10 [10; 5 for background], collapse_id (≤ 64 bytes),
 ///               expiration (0...30d), thread_id, mutable_content [false], content_available [false], category }
 ///       android: { channel_id, priority normal|high [high], ttl (0...28d), collapse_key, tag }
 ///       webpush: { link (https URL), ttl (0...28d) }
@@ -436,6 +436,13 @@ public enum CampaignLoader {
     private static func apns(_ node: ConfigurationNode) throws -> APNsOptions {
         let map = try node.mapping(allowedKeys: apnsKeys)
         let pushType = try map.choice("push_type", default: APNsPushType.alert)
+        if let ownToken = pushType.ownToken, let node = map["push_type"] {
+            let sent = APNsPushType.allCases.filter { $0.ownToken == nil }.map(\.rawValue)
+            throw node.error(
+                "push_type \(pushType.rawValue) is not a campaign push: it goes to \(ownToken), not to the device "
+                    + "tokens a campaign sends its copy to; a campaign sends \(sent.dropLast().joined(separator: ", ")) or "
+                    + "\(sent.last ?? "")")
+        }
         var priority = pushType == .background ? 5 : 10
         if let priorityNode = map["priority"] {
             priority = try priorityNode.int()
