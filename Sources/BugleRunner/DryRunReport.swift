@@ -19,8 +19,16 @@ public struct DryRunReport: Sendable {
     public private(set) var rowsRead: Int64 = 0
     /// Largest rendered body per platform, in bytes.
     public private(set) var largestBody: [Platform: Int] = [:]
-    /// One rendered request per platform (body JSON, and APNs headers), for the operator to eyeball.
-    public private(set) var samples: [Platform: PushRequest] = [:]
+    /// Up to ``sampleLimit`` rendered requests per platform (body JSON, and APNs headers), for the operator to eyeball,
+    /// in segment order: rows of a locale or variant not yet sampled are preferred, so three samples of a campaign with
+    /// three locales show each of them.
+    public var samples: [Platform: [PushRequest]] { sampled.mapValues { $0.map(\.request) } }
+    /// Samples kept per platform.
+    public let sampleLimit: Int
+    private var sampled: [Platform: [(copy: String, request: PushRequest)]] = [:]
+    /// Per platform slot: samples kept, and whether two of them show the same copy (one may be replaced).
+    private var sampleCounts = [Int](repeating: 0, count: Platform.allCases.count)
+    private var sampleRepeats = [Bool](repeating: false, count: Platform.allCases.count)
 
     /// Sizes every row's body (``NotificationComposer/bodySize(token:platform:selection:now:)``: templated copies are
     /// rendered); its `apns-id`s are placeholders of the real length (a dry run's ids are not the real run's).
@@ -39,8 +47,10 @@ public struct DryRunReport: Sendable {
     /// - Parameters:
     ///   - now: UNIX seconds used for `apns-expiration` in samples.
     ///   - legacyPayloadLimit: The providers file's `legacy_apns.payload_limit` (its default without one).
-    public init(campaign: Campaign, now: Int, legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit) {
+    ///   - sampleLimit: Requests rendered per platform for ``samples``.
+    public init(campaign: Campaign, now: Int, legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit, sampleLimit: Int = 1) {
         self.legacyPayloadLimit = legacyPayloadLimit
+        self.sampleLimit = max(0, sampleLimit)
         self.composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
         self.sampleComposer = NotificationComposer(campaign: campaign, runID: 0)
         self.planner = RecipientPlanner(campaign: campaign, now: Instant(secondsSince1970: Double(now)))
@@ -106,11 +116,8 @@ public struct DryRunReport: Sendable {
                     }
                 case .success(let bodySize):
                     let slot = Self.slot(of: recipient.platform)
-                    if sends[slot] == 0, samples[recipient.platform] == nil {
-                        samples[recipient.platform] = try? sampleComposer.compose(
-                            seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
-                            selection: selection, attempt: 1, now: now
-                        ).get()
+                    if sampleCounts[slot] < sampleLimit || sampleRepeats[slot] {
+                        sample(recipient, selection: selection, slot: slot, copy: planned.locale + "\u{0}" + variant)
                     }
                     sends[slot] += 1
                     largest[slot] = max(largest[slot], bodySize)
@@ -131,6 +138,27 @@ public struct DryRunReport: Sendable {
             }
         }
         return out
+    }
+
+    /// Keeps this row's request as a sample while fewer than ``sampleLimit`` are kept, or in place of one whose copy
+    /// (locale and variant) another sample shows when this row's copy is not yet shown.
+    private mutating func sample(_ recipient: ValidRecipient, selection: MessageSelection, slot: Int, copy: String) {
+        var kept = sampled[recipient.platform, default: []]
+        let shown = kept.contains { $0.copy == copy }
+        var replacing: Int?
+        if kept.count >= sampleLimit {
+            guard !shown else { return }
+            replacing = kept.indices.last { index in kept.filter { $0.copy == kept[index].copy }.count > 1 }
+            guard replacing != nil else { return }
+        }
+        guard let request = try? sampleComposer.compose(
+            seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
+            selection: selection, attempt: 1, now: now
+        ).get() else { return }
+        if let replacing { kept[replacing] = (copy, request) } else { kept.append((copy, request)) }
+        sampled[recipient.platform] = kept
+        sampleCounts[slot] = kept.count
+        sampleRepeats[slot] = kept.count >= sampleLimit && Set(kept.map(\.copy)).count < kept.count
     }
 
     /// The platform's index in `Platform.allCases`.

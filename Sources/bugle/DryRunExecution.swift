@@ -16,11 +16,12 @@ enum DryRunExecution {
         csv: ReportDestination?,
         validator: DryRunValidation? = nil,
         legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit,
+        samples: Int = 1,
         logger: Logger
     ) async throws -> (DryRunReport, DryRunValidation?) {
         let reader = try await segments.reader(for: campaign.segment, variables: Set(campaign.templateVariables), logger: logger)
         let writer = try csv.map { try ReportFileWriter($0) }
-        var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit)
+        var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit, sampleLimit: samples)
         var validation = validator
         do {
             if let writer {

@@ -8,7 +8,7 @@ import Foundation
 /// `{"campaign", "rows_read", "would_send", "per_platform": {PLATFORM: {"would_send", "largest_body_bytes"}},
 /// "per_locale": {LOCALE: n}, "per_variant": {VARIANT: n}, "scheduled", "skipped": {REASON: n}, "samples":
 /// [{"platform", "bytes", "headers": {NAME: VALUE} | null, "body"}], "preview": PATH | null, "validation":
-/// {"checked", "valid", "refused": {CODE: n}, "halted"} | null, "not_counted": TEXT | null}` — keys sorted; `samples` has at most one request per
+/// {"checked", "valid", "refused": {CODE: n}, "halted"} | null, "not_counted": TEXT | null}` — keys sorted; `samples` has at most `--samples` requests per
 /// platform (`--samples 0`: none), its `body` the request's JSON with the device token replaced by its fingerprint;
 /// `validation` is given with `--validate` only.
 enum DryRunJSON {
@@ -19,7 +19,7 @@ enum DryRunJSON {
         for (platform, count) in report.wouldSend {
             perPlatform[platform.rawValue] = ["would_send": count, "largest_body_bytes": report.largestBody[platform] ?? 0] as [String: Any]
         }
-        let sampled = samples > 0 ? Platform.allCases.compactMap { report.samples[$0] } : []
+        let sampled = Platform.allCases.flatMap { (report.samples[$0] ?? []).prefix(samples) }
         let object: [String: Any] = [
             "campaign": campaign.name,
             "rows_read": report.rowsRead,

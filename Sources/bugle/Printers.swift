@@ -45,12 +45,13 @@ enum DryRunPrinter {
         if let note = claimTimeNote(campaign) { Swift.print("  note: \(note)") }
         if samples > 0 {
             for platform in Platform.allCases {
-                guard let request = report.samples[platform] else { continue }
-                Swift.print("  sample \(platform.rawValue) (\(request.body.count) bytes):")
-                if let apns = request.apns {
-                    Swift.print("    headers: " + headers(apns).map { "\($0.name): \($0.value)" }.joined(separator: ", "))
+                for request in (report.samples[platform] ?? []).prefix(samples) {
+                    Swift.print("  sample \(platform.rawValue) (\(request.body.count) bytes):")
+                    if let apns = request.apns {
+                        Swift.print("    headers: " + headers(apns).map { "\($0.name): \($0.value)" }.joined(separator: ", "))
+                    }
+                    Swift.print("    body: " + redactedBody(request))
                 }
-                Swift.print("    body: " + redactedBody(request))
             }
         }
         if let preview { Swift.print("preview: \(preview)") }

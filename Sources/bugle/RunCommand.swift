@@ -48,7 +48,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Where to write the CSV report, - for standard output (default: ./bugle-run-<id>.csv; dry run: no CSV unless given).")
     var csv: String?
 
-    @Option(parsing: .unconditional, help: "Sample payloads to print in a dry run (per platform, 0 to hide).")
+    @Option(parsing: .unconditional, help: "Sample requests to print per platform in a dry run, other locales and variants first (0 to hide).")
     var samples: Int = 1
 
     @Flag(name: .customLong("allow-readable-keys"), help: "Start even if a key file is readable by group or others.")
@@ -165,7 +165,8 @@ struct RunCommand: AsyncParsableCommand {
                 // file, not a recipient whose value is NULL.
                 try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                 return try await DryRunExecution.execute(
-                    campaign: campaign, segments: segments, csv: csv, validator: validator, legacyPayloadLimit: legacyPayloadLimit, logger: logger)
+                    campaign: campaign, segments: segments, csv: csv, validator: validator, legacyPayloadLimit: legacyPayloadLimit,
+                    samples: samples, logger: logger)
             }
         } catch {
             await fcm?.shutdown()

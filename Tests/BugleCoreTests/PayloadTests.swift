@@ -192,7 +192,31 @@ struct PayloadTests {
 
         var report = DryRunReport(campaign: campaign, now: 0)
         _ = report.add([SegmentRow(deviceID: 1, userID: "u", token: "zz", platform: "ios"), SegmentRow(deviceID: 2, userID: "u", token: token, platform: "ios")], csv: false)
-        #expect(report.samples[.ios]?.apns?.apnsID == NotificationID.apnsID(runID: 0, seq: 2))
+        #expect(report.samples[.ios]?.first?.apns?.apnsID == NotificationID.apnsID(runID: 0, seq: 2))
+    }
+
+    /// `--samples N` printed one sample per platform whatever N was.
+    @Test("a dry run keeps up to N samples per platform, other locales first: three of five rows show en, de and fr; two of one locale show two")
+    func samplesPerPlatform() throws {
+        let message = MessageTemplate(
+            defaultLocale: "en",
+            locales: ["en": LocalizedCopy(title: "Hello", body: "b"), "de": LocalizedCopy(title: "Hallo", body: "b"), "fr": LocalizedCopy(title: "Salut", body: "b")])
+        let campaign = Campaign(name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"), message: message, delivery: DeliveryOptions())
+        let locales = ["en", "en", "en", "de", "en", "fr"]
+        let rows = locales.enumerated().map { index, locale in
+            SegmentRow(deviceID: Int64(index + 1), userID: "u", token: String(repeating: "ab", count: 32), platform: "ios", locale: locale)
+        }
+        var three = DryRunReport(campaign: campaign, now: 0, sampleLimit: 3)
+        _ = three.add(rows, csv: false)
+        let titles = (three.samples[.ios] ?? []).map { String(decoding: $0.body, as: UTF8.self) }
+        #expect(titles.count == 3)
+        for title in ["Hello", "Hallo", "Salut"] { #expect(titles.contains { $0.contains("\"\(title)\"") }, "\(titles)") }
+        var two = DryRunReport(campaign: campaign, now: 0, sampleLimit: 2)
+        _ = two.add(Array(rows.prefix(3)), csv: false)
+        #expect(two.samples[.ios]?.count == 2)
+        var none = DryRunReport(campaign: campaign, now: 0, sampleLimit: 0)
+        _ = none.add(rows, csv: false)
+        #expect(none.samples[.ios] == nil)
     }
 
     /// The legacy lane refuses a payload over its `payload_limit` (default 2,048 bytes): the dry run used to count
