@@ -27,6 +27,10 @@ public struct CampaignRunner: Sendable {
         /// When set, a run whose next due recipient is further away than this (and has nothing in flight) is left
         /// paused with a reason starting `scheduled`, instead of waiting (`bugle run --no-wait`, `bugle tick`).
         public var leaveWhenIdle: Duration?
+        /// A signal (Ctrl-C, SIGTERM) leaves the run paused with a reason starting `scheduled`, which the next `bugle
+        /// tick` takes, instead of paused for `bugle resume`: a tick stopped by cron's timeout or a shutdown used to
+        /// leave its scheduled campaign paused, and no later tick sent the rest.
+        public var interruptionLeavesScheduled = false
         /// A crash point for tests (debug builds; see ``Failpoint``).
         public var failpoint: Failpoint = .none
         /// How long a lane may answer nothing but provider errors (5xx, quota) before the run halts
@@ -211,7 +215,8 @@ public struct CampaignRunner: Sendable {
     private struct HandedOver: Error {}
 
     private enum Stop {
-        case interrupted(String)
+        /// `signalled`: by the operator (Ctrl-C, SIGTERM), not by `delivery.not_after`.
+        case interrupted(String, signalled: Bool)
         case halted(code: String, message: String)
         case fenced(RunStatus?)
     }
@@ -298,13 +303,13 @@ public struct CampaignRunner: Sendable {
             while true {
                 if stop == nil, let request = control.stopRequest {
                     switch request {
-                    case .interrupted(let why): stop = .interrupted(why)
+                    case .interrupted(let why): stop = .interrupted(why, signalled: true)
                     case .leaseLost(let status): stop = .fenced(status)
                     }
                 }
                 if stop == nil, let notAfter, Date().timeIntervalSince1970 >= notAfter.secondsSince1970 {
                     logger.notice("delivery.not_after reached: no more claims")
-                    stop = .interrupted("delivery.not_after reached")
+                    stop = .interrupted("delivery.not_after reached", signalled: false)
                 }
                 if stop != nil, !withdrawn {
                     // Recipients claimed but not yet sent go back unsent instead of going out after the stop (at a slow
@@ -569,7 +574,8 @@ public struct CampaignRunner: Sendable {
 
     private func end(_ lease: Lease, _ stop: Stop, attempted: Int) async throws -> RunResult {
         switch stop {
-        case .interrupted(let why):
+        case .interrupted(let cause, let signalled):
+            let why = signalled && configuration.interruptionLeavesScheduled ? "scheduled: \(cause); the next `bugle tick` goes on" : cause
             // With other workers still on the run, this one just leaves; the last one out pauses the run.
             try await withDatabaseRetry("pausing the run", slow: true) {
                 try await store.finish(lease, status: .paused, reason: why, lastWorkerOnly: true)

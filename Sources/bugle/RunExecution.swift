@@ -141,10 +141,14 @@ enum RunExecution {
         throw UsageError("\(campaign.sourcePath ?? campaign.name): delivery.not_after (\(deadline)) has passed; the run does not start")
     }
 
+    /// How the reason of a run left for `bugle tick` begins.
+    static let scheduledPrefix = "scheduled: "
+
     /// Sends a run's recipients through `lanes` and returns the exit code.
     /// - Parameters:
     ///   - mode: `.exclusive` for `run`/`resume`, `.join` for `worker`.
     ///   - leaveWhenIdle: leave the run scheduled (exit 0) when its next due recipient is more than `idleGrace` away.
+    ///   - scheduledWhenInterrupted: a signal leaves the run for the next `bugle tick` (`bugle tick` itself).
     /// - Throws: ``DatabaseLost`` when the worker stopped because the database stopped answering and
     ///   `worker.databaseOutageLimit` is above 0.
     static func execute(
@@ -156,6 +160,7 @@ enum RunExecution {
         worker: WorkerSettings,
         mode: LeaseMode = .exclusive,
         leaveWhenIdle: Bool = false,
+        scheduledWhenInterrupted: Bool = false,
         idleGrace: Duration = .seconds(30),
         probeFirst: Bool = false,
         logger: Logger
@@ -197,6 +202,7 @@ enum RunExecution {
         let waitsForDatabase = worker.databaseOutageLimit > 0
         configuration.goesOnAfterDatabaseLoss = { waitsForDatabase && !interrupted() }
         if leaveWhenIdle { configuration.leaveWhenIdle = idleGrace }
+        configuration.interruptionLeavesScheduled = scheduledWhenInterrupted
         configuration.probeFirst = probeFirst
         let pacers = Array(lanes.pacers.values)
         configuration.onWorkerCount = { workers in
@@ -241,6 +247,9 @@ enum RunExecution {
         case .completed:
             console.say("run \(runID): completed")
             return ExitCodes.completed
+        case .paused(let why) where why.hasPrefix(Self.scheduledPrefix):
+            console.say("run \(runID): stopped (\(why.dropFirst(Self.scheduledPrefix.count))), or `bugle resume \(runID)`")
+            return ExitCodes.paused
         case .paused(let why):
             console.say("run \(runID): paused (\(why)); resume with `bugle resume \(runID)`")
             return ExitCodes.paused

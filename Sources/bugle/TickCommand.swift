@@ -17,11 +17,12 @@ struct TickCommand: AsyncParsableCommand {
             default), and leaves each run scheduled again when its next recipients are further away. With --json, \
             each run's summary is one JSON object on its own line of stdout; when nothing was due, the one line is \
             {"runs_due":0}. Runs paused by `bugle pause` or halted by a provider are left alone. Safe to overlap: a run \
-            another tick is sending is skipped.
+            another tick is sending is skipped. Stopped by Ctrl-C or SIGTERM (cron's timeout, a shutdown), a tick \
+            records the answers of what it sent, leaves the run it was sending for the next tick, and begins no other.
 
                 */15 * * * *  cd /srv/bugle && bugle tick --quiet >> tick.log 2>&1
 
-            Exit codes: 0 nothing left to do now; 2 a run failed or halted; 3 a run was paused (Ctrl-C).
+            Exit codes: 0 nothing left to do now; 2 a run failed or halted; 3 stopped by Ctrl-C or SIGTERM (the next tick goes on).
             """
     )
 
@@ -71,6 +72,8 @@ struct TickCommand: AsyncParsableCommand {
                 }
                 var worst = ExitCodes.completed
                 for runID in due {
+                    // Stopped by a signal: the runs not yet begun wait for the next tick, untouched.
+                    if SignalTrap.shared.interrupted { break }
                     guard let record = try await repository.run(id: runID) else { continue }
                     let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
                     if let notAfter = RunExecution.deadlinePassed(campaign) {
@@ -84,7 +87,7 @@ struct TickCommand: AsyncParsableCommand {
                     do {
                         code = try await RunExecution.execute(
                             campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
-                            leaveWhenIdle: true, logger: logger)
+                            leaveWhenIdle: true, scheduledWhenInterrupted: true, logger: logger)
                     } catch {
                         await lanes.shutdown()
                         throw error

@@ -292,6 +292,42 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// A `bugle tick` stopped by cron's timeout or a shutdown left its run paused for `bugle resume`, and no later tick
+    /// took it: the scheduled campaign stalled with no one to notice.
+    @Test("SIGTERM to a tick mid-send: exit 3, the answers recorded, the run left for the next tick, which completes it; every live token once")
+    func interruptedTick() async throws {
+        try await CrashFixture.with(devices: 400) { fixture in
+            let sendAt = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
+            let campaign = try fixture.campaign(policy: .drop, window: 20, rate: 40, sendAt: sendAt)
+            let scheduled = try await fixture.bugle(["run", campaign, "--no-wait", "--quiet", "--csv", "-"])
+            #expect(scheduled.status == 0, "\(scheduled.stderr)")
+            let runID = try await fixture.latestRunID()
+            try await fixture.withClient { client in
+                _ = try await client.query(
+                    "UPDATE bugle.run_recipients SET next_attempt_at = now() - interval '1 second' WHERE run_id = \(runID)", logger: CrashFixture.logger
+                ).collect()
+            }
+            let ticking = try fixture.start(["tick", "--quiet", "--report-dir", NSTemporaryDirectory()])
+            try await fixture.waitUntil("the tick sending") { fixture.delivered >= 20 }
+            kill(ticking.process.processIdentifier, SIGTERM)
+            let stopped = await ticking.finish()
+            #expect(stopped.status == 3, "\(stopped.stderr)")
+            #expect((stopped.stdout + stopped.stderr).contains("the next `bugle tick` goes on"), "\(stopped.stdout) \(stopped.stderr)")
+            let (status, states) = try await fixture.withClient { client in
+                (
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT status || ':' || coalesce(pause_reason, '') FROM bugle.runs WHERE id = \(runID)", as: String.self),
+                    try await fixture.states(runID: runID)
+                )
+            }
+            #expect(status?.hasPrefix("paused:scheduled: interrupted by SIGTERM") == true, "\(status ?? "no run")")
+            #expect((states["pending"] ?? 0) + (states["retry_wait"] ?? 0) > 0, "the tick ended after it had sent everyone: \(states)")
+            let again = try await fixture.bugle(["tick", "--quiet", "--report-dir", NSTemporaryDirectory()])
+            #expect(again.status == 0, "\(again.stderr)")
+            try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
     /// `bugle cancel` of a run still reading its segment: the reader stops at its next page (it used to read the whole
     /// segment, writing nothing, then say its lease was lost), says why (exit 2), sends nothing, and writes the report
     /// of the cancelled run; `bugle runs` counts the recipients written before the cancel (it showed `-`).

@@ -61,7 +61,10 @@ struct CrashFixture {
     ///   - rate: Per-lane rate (per second) for APNs and FCM, to make a run last; nil for the providers file's.
     ///   - notAfter: `delivery.not_after` (ISO 8601), if any.
     ///   - pageSize: `segment.page_size`.
-    func campaign(policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil, pageSize: Int = 500) throws -> String {
+    ///   - sendAt: `delivery.send_at` (ISO 8601), if any.
+    func campaign(
+        policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil, pageSize: Int = 500, sendAt: String? = nil
+    ) throws -> String {
         try CLITests.temporaryFile(
             "crash.yaml",
             """
@@ -80,6 +83,7 @@ struct CrashFixture {
               in_flight_window: \(window)
             \(rate.map { "  rate: { apns: \($0), fcm: \($0) }" } ?? "")
             \(notAfter.map { "  not_after: \($0)" } ?? "")
+            \(sendAt.map { "  send_at: \($0)" } ?? "")
             """
         )
     }
