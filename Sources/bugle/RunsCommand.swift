@@ -30,6 +30,11 @@ struct RunsCommand: AsyncParsableCommand {
                 for run in runs where run.status == .running {
                     workers[run.id] = try await repository.liveWorkers(runID: run.id)
                 }
+                // A run reading its segment: its reader, as one worker (none when it died).
+                for run in runs where run.status == .materializing {
+                    let reader = try await repository.liveReader(runID: run.id)
+                    workers[run.id] = reader.map { [RunRepository.Worker(epoch: 0, owner: $0, expiresIn: 0)] } ?? []
+                }
                 return (runs, workers)
             }
             let host = ProcessInfo.processInfo.hostName
@@ -42,7 +47,8 @@ struct RunsCommand: AsyncParsableCommand {
             for run in runs {
                 let total = run.recipientsTotal.map(String.init) ?? "-"
                 let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)\(run.kind == "test" ? " (test send)" : "")"
-                print(line + (alive[run.id].map { Self.describe($0, runID: run.id) } ?? Self.reason(of: run)))
+                let state = alive[run.id].map { Self.describe($0, runID: run.id, reading: run.status == .materializing) }
+                print(line + (state ?? Self.reason(of: run)))
             }
             return ExitCodes.completed
         }
@@ -61,9 +67,13 @@ struct RunsCommand: AsyncParsableCommand {
         return "  (" + (reason.count > 120 ? reason.prefix(119) + "…" : reason) + ")"
     }
 
-    /// Who sends a `running` run. A run nobody sends (its worker was killed, or stopped in a database outage and gave
-    /// up waiting) says how to go on.
-    static func describe(_ alive: Int, runID: Int64) -> String {
-        alive == 0 ? "  (no live worker: `bugle resume \(runID)`)" : "  (\(alive) worker\(alive == 1 ? "" : "s"))"
+    /// Who sends a `running` run, or reads a `materializing` run's segment (`reading`). A run nobody sends (its worker
+    /// was killed, or stopped in a database outage and gave up waiting) or reads (its reader was killed, interrupted, or
+    /// lost the database) says how to go on: such a run used to show nothing, like one being read.
+    static func describe(_ alive: Int, runID: Int64, reading: Bool = false) -> String {
+        if reading {
+            return alive == 0 ? "  (nobody is reading its segment: `bugle resume \(runID)` reads it again)" : "  (reading its segment)"
+        }
+        return alive == 0 ? "  (no live worker: `bugle resume \(runID)`)" : "  (\(alive) worker\(alive == 1 ? "" : "s"))"
     }
 }

@@ -6,7 +6,8 @@ import Foundation
 ///
 /// Each run: `{"run_id", "campaign", "kind", "notification_type", "status", "reason", "created_at", "started_at",
 /// "finished_at", "recipients", "live_workers"}` (`kind`: `campaign`, or `test` for `bugle send-test`) — keys sorted, absent values `null`; `live_workers` is given for a
-/// `running` run only (leases of gone processes of this host not counted), so `0` means nobody sends it.
+/// `running` run (leases of gone processes of this host not counted), so `0` means nobody sends it, and for a
+/// `materializing` run (its segment's reader, 0 or 1), so `0` means nobody reads it.
 enum RunsJSON {
     static func render(_ runs: [RunRecord], liveWorkers: [Int64: Int]) -> String {
         let objects: [[String: Any]] = runs.map { run in

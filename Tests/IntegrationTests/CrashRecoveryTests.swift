@@ -286,6 +286,11 @@ struct CrashRecoveryTests {
                 try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
             }
             #expect(status == "materializing")
+            // `bugle runs` says nobody reads it and how to go on (it showed nothing, as for a run being read).
+            let runs = try await fixture.bugle(["runs"])
+            #expect(runs.stdout.contains("(nobody is reading its segment: `bugle resume \(runID)` reads it again)"), "\(runs.stdout)")
+            let json = try await fixture.bugle(["runs", "--json"])
+            #expect(json.stdout.contains("\"live_workers\":0"), "\(json.stdout)")
             let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
             #expect(resumed.status == 0, "\(resumed.stderr)")
             try await fixture.expectEveryLiveTokenSentOnce()

@@ -239,11 +239,30 @@ public struct RunRepository: Sendable {
         public var owner: String
         /// Seconds until its lease expires unless renewed.
         public var expiresIn: Double
+
+        public init(epoch: Int64, owner: String, expiresIn: Double) {
+            self.epoch = epoch
+            self.owner = owner
+            self.expiresIn = expiresIn
+        }
     }
 
     /// The run's workers whose leases have not expired.
     public func liveWorkers(runID: Int64) async throws -> [Worker] {
         try await workers(runID: runID, includingLapsed: false)
+    }
+
+    /// The process reading a `materializing` run's segment, when its lease has not lapsed: its owner (`host:pid:…`).
+    public func liveReader(runID: Int64) async throws -> String? {
+        let rows = try await client.answeredQuery(
+            """
+            SELECT materializer FROM bugle.runs
+             WHERE id = \(runID) AND status = 'materializing' AND materializer IS NOT NULL AND materializer_expires_at >= now()
+            """,
+            logger: logger
+        )
+        for try await (owner,) in rows.decode((String,).self) { return owner }
+        return nil
     }
 
     /// The run's workers, also those whose lease has lapsed but who were not reaped yet (`expiresIn` below zero) when
