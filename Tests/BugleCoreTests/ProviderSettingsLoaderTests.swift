@@ -191,7 +191,8 @@ struct ProviderSettingsLoaderTests {
             ("fcm: { endpoint: ftp://host }", "fcm.endpoint", "expected an https://host[:port] URL"),
             ("fcm: { rate: { per_second: 0 } }", "fcm.rate.per_second", "must be greater than 0"),
             ("fcm: { rate: { per_second: 10, burst: 0 } }", "fcm.rate.burst", "must be at least 1"),
-            ("fcm: { timeout: 0s }", "fcm.timeout", "must be more than 0"),
+            ("fcm: { timeout: 0s }", "fcm.timeout", "must be at least 1 second and at most 300 seconds, got 0 s"),
+            ("fcm: { timeout: 1ms }", "fcm.timeout", "must be at least 1 second and at most 300 seconds, got 0.001 s"),
             (
                 "apns: { endpoint: http://h, topic: t, auth: {} }", "apns.endpoint",
                 "plain http:// endpoints are refused"

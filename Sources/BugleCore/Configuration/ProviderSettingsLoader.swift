@@ -281,8 +281,10 @@ public enum ProviderSettingsLoader {
 
     private static func timeout(_ node: ConfigurationNode) throws -> Double {
         let seconds = try node.durationSeconds()
-        guard seconds > 0, seconds <= 300 else {
-            throw node.error("must be more than 0 and at most 300 seconds")
+        // Under a second, answers that are merely slow (a TLS handshake, an OAuth token, a loaded provider) are given
+        // up as lost: `timeout: 1ms` passed and every request of the run ended lost, halting it as AnswersLost.
+        guard seconds >= 1, seconds <= 300 else {
+            throw node.error("must be at least 1 second and at most 300 seconds, got \(String(format: "%g", seconds)) s")
         }
         return seconds
     }
