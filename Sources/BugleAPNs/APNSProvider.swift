@@ -98,8 +98,7 @@ public final class APNSProvider: PushProvider {
         self.options = options
         self.tokenSource = tokenSource
         self.logger = logger
-        self.authority = settings.endpoint.port == 443
-            ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
+        self.authority = settings.endpoint.authority
         self.timeout = .nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
 
         var tls = TLSConfiguration.makeClientConfiguration()

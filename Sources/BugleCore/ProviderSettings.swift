@@ -32,7 +32,13 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         self.host = host
         self.port = port
     }
-    public var description: String { "https://\(host):\(port)" }
+    /// The URL of the endpoint; an IPv6 address in brackets (`https://[::1]:8443`), as a URL writes it.
+    public var description: String { "https://\(bracketedHost):\(port)" }
+
+    /// HTTP/2 `:authority`: the host, with `:port` unless it is 443; an IPv6 address in brackets (RFC 3986 §3.2.2).
+    public var authority: String { port == 443 ? bracketedHost : "\(bracketedHost):\(port)" }
+
+    private var bracketedHost: String { host.contains(":") ? "[\(host)]" : host }
 
     public static let apnsProduction = Endpoint(host: "api.push.apple.com", port: 443)
     public static let apnsSandbox = Endpoint(host: "api.sandbox.push.apple.com", port: 443)

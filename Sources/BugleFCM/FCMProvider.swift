@@ -151,7 +151,7 @@ public final class FCMProvider: PushProvider {
         self.projectID = projectID
         self.options = options
         self.logger = logger
-        self.authority = settings.endpoint.port == 443 ? settings.endpoint.host : "\(settings.endpoint.host):\(settings.endpoint.port)"
+        self.authority = settings.endpoint.authority
         self.path = "/v1/projects/\(projectID)/messages:send"
         let timeout = TimeAmount.nanoseconds(Int64(max(0.001, settings.timeoutSeconds) * 1e9))
         self.timeout = timeout

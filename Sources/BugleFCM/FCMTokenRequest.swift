@@ -18,7 +18,9 @@ struct FCMTokenRequest: Sendable {
     /// JSON object (nil when the body is not one).
     /// - Throws: ``FCMAuthError``.
     func post(contentType: String, body: String, bearer: String? = nil, timeout: TimeAmount) async throws(FCMAuthError) -> (Int, [String: Any]?) {
-        let host = url.host ?? ""
+        // An IPv6 token_uri host in brackets, as `:authority` writes it (Foundation may give it either way).
+        let bare = url.host ?? ""
+        let host = bare.contains(":") && !bare.hasPrefix("[") ? "[\(bare)]" : bare
         var headers: HPACKHeaders = [
             ":method": "POST",
             ":scheme": "https",

@@ -175,6 +175,10 @@ struct ProviderSettingsLoaderTests {
     func endpoints(url: String, host: String, port: Int) throws {
         let settings = try ProviderSettingsLoader.load(yaml: "fcm: { endpoint: \"\(url)\" }", path: "p.yaml")
         #expect(settings.fcm?.endpoint == Endpoint(host: host, port: port))
+        // Printed as a URL: an IPv6 address in brackets (validate's route read `https://::1:9443`).
+        let written = host.contains(":") ? "[\(host)]" : host
+        #expect(settings.fcm?.endpoint.description == "https://\(written):\(port)")
+        #expect(settings.fcm?.endpoint.authority == (port == 443 ? written : "\(written):\(port)"))
     }
 
     @Test("legacy_apns.host takes an IPv6 address as it is", arguments: ["::1", "2001:db8::7"])
