@@ -60,6 +60,10 @@ struct ValidateCommand: AsyncParsableCommand {
                 } else {
                     ExitCodes.printError("note: \(file): providers file \(path) not found; `bugle run` will need it (or --providers)")
                 }
+            } else {
+                // Said here rather than only when `bugle run` refuses it: routes and credentials are not checked.
+                ExitCodes.printError(
+                    "note: \(file): no providers file (`providers:` in the campaign or --providers); routes and credentials not checked, and `bugle run` will need one")
             }
             var columnsNote = ""
             if !campaign.templateVariables.isEmpty {

@@ -137,6 +137,22 @@ struct CLITests {
         let output = try await Self.bugle(["validate", bad])
         #expect(output.status == 1)
         #expect(output.stderr.contains("\(bad):5:3: segment.page_sise"))
+        // No providers file named anywhere: ok, with a note that nothing was checked of the lanes (it said nothing).
+        let unnamed = try Self.temporaryFile(
+            "no-providers.yaml",
+            """
+            name: x
+            notification_type: promo
+            segment:
+              sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d
+            message:
+              default_locale: en
+              locales: { en: { title: a, body: b } }
+            """
+        )
+        let noted = try await Self.bugle(["validate", unnamed, "--offline"])
+        #expect(noted.status == 0, "\(noted.stderr)")
+        #expect(noted.stderr.contains("note: \(unnamed): no providers file (`providers:` in the campaign or --providers)"), "\(noted.stderr)")
     }
 
     @Test("validate prints how each lane (legacy APNs too) reaches its endpoint: through https_proxy (credentials hidden), directly for no_proxy hosts; an unset proxy_credentials_env exits 1")
