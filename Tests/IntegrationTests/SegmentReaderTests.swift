@@ -401,6 +401,21 @@ struct SegmentReaderTests {
         }
     }
 
+    @Test("a segment with a bind parameter ($1) is refused when prepared and when read, saying a segment takes no parameters")
+    func bindParameter() async throws {
+        try await LedgerTestSupport.withFreshDatabase { client in
+            try await LedgerTestSupport.seed(client, count: 5)
+            let reader = Self.reader(client, "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.locale = $1")
+            var prepared = ""
+            do { _ = try await reader.columnNames() } catch { prepared = "\(error)" }
+            let read = try await Self.readError(reader) ?? ""
+            // It said "bind message supplies 0 parameters, but prepared statement \"\" requires 1 (SQLSTATE 08P01)".
+            for message in [prepared, read] {
+                #expect(message.contains("the SQL has bind parameters ($1) that nothing fills: a segment is one complete SELECT"), "\(message)")
+            }
+        }
+    }
+
     @Test("a row's value the server quotes in a data error is withheld from the segment error")
     func dataErrorWithholdsTheValue() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in

@@ -473,6 +473,13 @@ public struct SegmentReader: Sendable {
     static func serverMessage(_ error: any Error) -> String {
         if let psql = error as? PSQLError, let message = psql.serverInfo?[.message] {
             let state = psql.serverInfo?[.sqlState]
+            if state == "08P01", let required = message.range(of: "requires "), message.contains("bind message supplies 0 parameters") {
+                // `$1` in the SQL: the server's words are about the protocol ("bind message supplies 0 parameters, but
+                // prepared statement \"\" requires 1"), not the file.
+                let count = Int(message[required.upperBound...].prefix { $0.isNumber }) ?? 1
+                let named = count == 1 ? "$1" : "$1 … $\(count)"
+                return "the SQL has bind parameters (\(named)) that nothing fills: a segment is one complete SELECT; write the values into it"
+            }
             let shown = state?.hasPrefix("22") == true ? withholdingQuotedValues(message) : message
             return shown + (state.map { " (SQLSTATE \($0))" } ?? "")
         }
