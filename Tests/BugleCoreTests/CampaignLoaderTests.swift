@@ -329,12 +329,48 @@ struct CampaignLoaderTests {
                     + "  locales: { pt_BR: { title: t, body: b } }\n", 6, 14, "message.locales.pt_BR", "use 'pt-BR'"
             ),
             ("name: \(String(repeating: "x", count: 201))\n", 1, 7, "name", "must be at most 200 characters"),
+            (
+                "name: x\nnotification_type: t\nsegment: { sql: s }\nmessage:\n  default_locale: en\n"
+                    + "  locales:\n    en: &copy { title: t, body: b }\n    de: { <<: [{ subtitle: s }, *copy], title: u }\n", 8, 18,
+                "message.locales.de.subtitle", "unknown key 'subtitle'"
+            ),
+            (
+                "name: x\nnotification_type: t\nsegment: { sql: s }\nmessage:\n  default_locale: en\n"
+                    + "  locales:\n    en: { title: t, body: b }\n    de: { <<: t }\n", 8, 15,
+                "message.locales.de.<<", "a merge key (<<) takes a mapping or a list of mappings"
+            ),
         ])
     func inlineProblems(yaml: String, line: Int, column: Int, keyPath: String, message: String) throws {
         let error = try #require(configurationError { try CampaignLoader.load(yaml: yaml, path: "inline.yaml") })
         #expect(error.line == line && error.column == column, "\(error)")
         #expect(error.keyPath == keyPath, "\(error)")
         #expect(error.message.contains(message), "\(error)")
+    }
+
+    /// YAML merge keys were refused as an unknown key `<<`: copy shared between locales had to be written out.
+    @Test("YAML merge keys: a locale's copy from an anchor, its own keys winning; a list of mappings, the first winning")
+    func mergeKeys() throws {
+        let yaml = """
+            name: merged
+            notification_type: promo
+            segment: { sql: SELECT 1 }
+            message:
+              default_locale: en
+              locales:
+                en: &copy { title: Hello, body: Spring sale }
+                en-GB: { <<: *copy, body: "Spring sale, innit" }
+                fr:
+                  <<: [{ title: Bonjour }, *copy]
+              android: &android { channel_id: promo, collapse_key: spring }
+            """
+        let campaign = try CampaignLoader.load(yaml: yaml, path: "merged.yaml")
+        #expect(campaign.message.locales["en"] == LocalizedCopy(title: "Hello", body: "Spring sale"))
+        #expect(campaign.message.locales["en-GB"] == LocalizedCopy(title: "Hello", body: "Spring sale, innit"))
+        #expect(campaign.message.locales["fr"] == LocalizedCopy(title: "Bonjour", body: "Spring sale"))
+        // A quoted "<<" is a key like any other.
+        let quoted = yaml.replacingOccurrences(of: "{ <<: *copy", with: "{ \"<<\": *copy")
+        let error = try #require(configurationError { try CampaignLoader.load(yaml: quoted, path: "merged.yaml") })
+        #expect(error.message.contains("unknown key '<<'"), "\(error)")
     }
 
     @Test("every example in campaigns/ loads")

@@ -291,11 +291,25 @@ extension ConfigurationDocument {
             case .mapping(let mapping):
                 var entries: [ConfigurationNode.Entry] = []
                 var firstMarks: [String: Location] = [:]
+                // Keys written in this mapping: a merged mapping (`<<: *defaults`) gives only the others.
+                let written = Set(mapping.compactMap { keyNode, _ -> String? in
+                    guard case .scalar(let scalar) = keyNode, !Self.isMergeKey(scalar) else { return nil }
+                    return scalar.string
+                })
+                var merged: Set<String> = []
                 for (keyNode, valueNode) in mapping {
                     let keyNodeMark = keyNode.mark.map(Location.init) ?? mark
                     let keyText: String
                     if case .scalar(let scalar) = keyNode {
                         keyText = scalar.string
+                        if Self.isMergeKey(scalar) {
+                            for entry in try mergedEntries(valueNode, keyPath: keyPath, keyMark: keyNodeMark)
+                            where !written.contains(entry.key) && !merged.contains(entry.key) {
+                                merged.insert(entry.key)
+                                entries.append(entry)
+                            }
+                            continue
+                        }
                     } else {
                         throw ConfigurationError(
                             file: origin.file, line: keyNodeMark.line, column: keyNodeMark.column,
@@ -322,6 +336,36 @@ extension ConfigurationDocument {
                     file: origin.file, line: mark.line, column: mark.column, keyPath: keyPath,
                     message: "unresolved YAML alias")
             }
+        }
+
+        /// A plain `<<` key: YAML's merge key, whose value (a mapping, usually an alias, or a list of them) gives the
+        /// mapping the keys it does not write itself; earlier mappings of a list win over later ones.
+        private static func isMergeKey(_ scalar: Node.Scalar) -> Bool {
+            scalar.string == "<<" && scalar.style == .plain
+        }
+
+        /// The entries a merge key's value brings, converted at the merging mapping's key path (an error names the
+        /// line where the value is written, under the key path where it is used).
+        private mutating func mergedEntries(_ value: Node, keyPath: String, keyMark: Location) throws -> [ConfigurationNode.Entry] {
+            let sources: [Node]
+            switch value {
+            case .mapping: sources = [value]
+            case .sequence(let items): sources = Array(items)
+            default: sources = [value]
+            }
+            var entries: [ConfigurationNode.Entry] = []
+            for source in sources {
+                guard case .mapping = source else {
+                    let mark = Location(source.mark)
+                    throw ConfigurationError(
+                        file: origin.file, line: mark.line, column: mark.column, keyPath: keyPath.isEmpty ? "<<" : "\(keyPath).<<",
+                        message: "a merge key (<<) takes a mapping or a list of mappings, usually aliases (<<: *defaults)")
+                }
+                let converted = try convert(source, keyPath: keyPath, keyMark: keyMark)
+                guard case .mapping(let sourceEntries) = converted.content else { continue }
+                entries += sourceEntries.filter { entry in !entries.contains { $0.key == entry.key } }
+            }
+            return entries
         }
 
         private static func kind(of node: Node) -> Int {
