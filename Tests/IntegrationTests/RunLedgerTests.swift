@@ -358,6 +358,30 @@ struct RunLedgerTests {
         }
     }
 
+    /// FCM's UNREGISTERED carries no timestamp, and such answers deactivated a device whatever its `registered_at`.
+    @Test("an invalid-token answer without a timestamp spares a device that registered again after it was claimed")
+    func registeredAgainAfterTheClaim() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 100, deadEvery: 10)
+            // Half the dead devices register again (the same token) after the send: their registered_at is later.
+            _ = try await client.query(
+                "UPDATE bugle.devices SET registered_at = now() + interval '1 hour' WHERE token LIKE 'dead%' AND id % 20 = 0",
+                logger: Support.logger
+            ).collect()
+            let again = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.devices WHERE registered_at > now()", as: Int64.self)
+            let (_, result) = try await Support.runCampaign(client, Support.campaign(), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            #expect(result.ending == .completed)
+            let (deactivated, spared) = (
+                try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active", as: Int64.self),
+                try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.devices WHERE is_active AND token LIKE 'dead%'", as: Int64.self)
+            )
+            #expect((1..<10).contains(again ?? 0), "\(String(describing: again))")
+            #expect(spared == again, "re-registered devices switched off")
+            #expect(deactivated == 10 - (again ?? 0))
+        }
+    }
+
     @Test("devices deactivated after materialization are skipped at claim, unspent; a re-registered one is sent")
     func deactivatedAfterMaterializationAreSkipped() async throws {
         try await Support.withFreshDatabase { client in

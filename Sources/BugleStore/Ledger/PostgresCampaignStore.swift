@@ -492,7 +492,9 @@ public struct PostgresCampaignStore: CampaignStore {
             if !deactivateSeqs.isEmpty {
                 // The device the segment named, and only while it still holds the token the provider refused: a segment
                 // whose `device_id` is wrong (a join on the wrong key, a constant) must not switch off another
-                // device. The 410 rule: a token that re-registered after the provider's timestamp stays active.
+                // device. The 410 rule: a token that re-registered after the provider's timestamp stays active; for an
+                // answer with no timestamp (FCM's UNREGISTERED, BadDeviceToken), after the recipient was claimed for
+                // this send (such a device used to be switched off whenever it registered again).
                 _ = try await connection.answeredQuery(
                     """
                     UPDATE bugle.devices d
@@ -501,7 +503,7 @@ public struct PostgresCampaignStore: CampaignStore {
                            AS v(seq, reason, since)
                       JOIN bugle.run_recipients r ON r.run_id = \(lease.runID) AND r.seq = v.seq
                      WHERE d.id = r.device_id AND d.token = r.token AND d.is_active
-                       AND (v.since = 0 OR d.registered_at < to_timestamp(v.since))
+                       AND d.registered_at < CASE WHEN v.since = 0 THEN coalesce(r.claimed_at, now()) ELSE to_timestamp(v.since) END
                     """,
                     logger: logger
                 ).collect()
