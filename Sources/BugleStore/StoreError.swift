@@ -104,6 +104,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
                 return error.rollbackError.map { "rolling back failed: " + safeDescription(of: $0) } ?? "transaction failed"
             }
             return safeDescription(of: inner)
+        case let error as PSQLError where error.serverInfo == nil && connectionWords.contains { $0.code == error.code }:
+            let words = connectionWords.first { $0.code == error.code }?.words ?? ""
+            return error.underlying.map { "\(words): \($0)" } ?? words
         case let error as PSQLError:
             var parts = ["postgres error \(error.code)"]
             if let state = error.serverInfo?[.sqlState] {
@@ -117,9 +120,27 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
             }
             return parts.joined(separator: ": ")
         default:
-            return String(describing: error)
+            let text = String(describing: error)
+            // postgres-nio's pool errors print their internal type path (`ConnectionPoolError(base: _ConnectionPoolModule…`).
+            if String(reflecting: type(of: error)).hasSuffix("ConnectionPoolError") {
+                if text.contains("CircuitBreaker") { return "no connection to the database could be opened for a while" }
+                if text.contains("poolShutdown") { return "the database connection pool is shut down" }
+                if text.contains("requestCancelled") { return "the wait for a database connection was cancelled" }
+            }
+            return text
         }
     }
+
+    /// What a PostgreSQL client error with no server message says, in words (its code's name was printed). A list,
+    /// not a dictionary: some codes of postgres-nio are equal to others (`connectionClosed` is `serverClosedConnection`).
+    private static let connectionWords: [(code: PSQLError.Code, words: String)] = [
+        (.serverClosedConnection, "the database server closed the connection"),
+        (.clientClosedConnection, "the connection to the database was closed"),
+        (.connectionError, "could not reach the database"),
+        (.uncleanShutdown, "the database connection ended uncleanly"),
+        (.poolClosed, "the database connection pool is closed"),
+        (.queryCancelled, "the statement was cancelled"),
+    ]
 
     /// What ended a failed transaction: its `BEGIN`, its body or its `COMMIT` (nil when only the rollback failed).
     private static func failure(in transaction: PostgresTransactionError) -> (any Error)? {

@@ -94,3 +94,29 @@ struct DatabaseFaultTests {
         }
     }
 }
+
+/// Outage warnings printed postgres-nio's type paths (`ConnectionPoolError(base: _ConnectionPoolModule…`) or a bare
+/// code name; they say what happened in words.
+@Suite("Database error descriptions")
+struct DatabaseErrorDescriptionTests {
+    @Test("a database that cannot be reached is described in words, without postgres-nio's type names")
+    func unreachable() async throws {
+        let port = try freeLoopbackPort()
+        let configuration = try DatabaseConfiguration(url: "postgres://bugle@127.0.0.1:\(port)/bugle?connect_timeout=2")
+        let description = await Self.failure(configuration)
+        #expect(!description.contains("ConnectionPoolModule") && !description.contains("PSQLError"), "\(description)")
+        // It read `postgres error connectionError: Connection errors: …`.
+        #expect(description.contains("could not reach the database: "), "\(description)")
+    }
+
+    private static func failure(_ configuration: DatabaseConfiguration) async -> String {
+        do {
+            try await Database.withClient(configuration, logger: LedgerTestSupport.logger) { client in
+                _ = try await client.query("SELECT 1", logger: LedgerTestSupport.logger).collect()
+            }
+        } catch {
+            return StoreError.safeDescription(of: error)
+        }
+        return "no error"
+    }
+}
