@@ -223,6 +223,9 @@ struct CLIFeatureTests {
                 let status = try await Support.scalar(client, "SELECT status || ':' || coalesce(pause_reason, '') FROM bugle.runs", as: String.self)
                 // The instant the recipients are due, not "due in N s" (stale as soon as written).
                 #expect(status == "paused:scheduled: next recipients due at \(sendAtText)", "\(status ?? "no run")")
+                // Nothing sent yet: not started, so its duration will count from the tick that sends (it counted from
+                // the run's creation, an hour before anything was sent).
+                #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.runs WHERE started_at IS NULL") == 1)
                 #expect(try await Self.count(client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE state = 'pending'") == 40)
             }
 
@@ -264,6 +267,10 @@ struct CLIFeatureTests {
             #expect(Self.tally(environment.apns.accepted().map(\.token)) == Dictionary(uniqueKeysWithValues: iosTokens.map { ($0, 1) }))
             #expect(Self.tally(environment.fcm.accepted().map(\.target)) == Dictionary(uniqueKeysWithValues: androidTokens.map { ($0, 1) }))
             #expect(status == "completed")
+            let started = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Self.count(client, "SELECT count(*)::bigint FROM bugle.runs WHERE started_at IS NOT NULL AND finished_at >= started_at")
+            }
+            #expect(started == 1)
             #expect(FileManager.default.fileExists(atPath: reports + "/bugle-run-1.csv"), "tick writes the run's report in --report-dir")
             #expect(!FileManager.default.fileExists(atPath: workDirectory + "/bugle-run-1.csv"))
 

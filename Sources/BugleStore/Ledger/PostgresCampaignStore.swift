@@ -656,6 +656,21 @@ public struct PostgresCampaignStore: CampaignStore {
                 try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
             }
             try await RunSummaries.rebuild(runID: lease.runID, connection, logger: logger)
+            if changed, status == .paused, reason?.hasPrefix("scheduled") == true {
+                // Left for later with nothing sent yet (`run --no-wait` before `send_at`): the run has not started, so
+                // its duration counts from the tick that sends, not from its creation (a run due in a day said it took
+                // a day). The summary just rebuilt says whether anything was sent or tried.
+                _ = try await connection.answeredQuery(
+                    """
+                    UPDATE bugle.runs SET started_at = NULL
+                     WHERE id = \(lease.runID) AND NOT EXISTS (
+                       SELECT 1 FROM bugle.run_summary s
+                        WHERE s.run_id = \(lease.runID)
+                          AND s.status NOT IN ('pending', 'skipped_dedup', 'skipped_inactive', 'skipped_invalid', 'cancelled'))
+                    """,
+                    logger: logger
+                ).collect()
+            }
             return changed
         }
     }
