@@ -5,12 +5,41 @@ public struct ProviderSettings: Sendable, Equatable {
     public var legacyAPNs: LegacyAPNsSettings?
     /// The file this came from, if any.
     public var sourcePath: String?
+    /// Where each file path and environment variable name is written in ``sourcePath``: an error found when the
+    /// credentials are loaded (an unreadable key, a wrong passphrase) names the line and key of the value it is about.
+    public var locations: [Location] = []
+
+    /// A value of the file (a resolved path, or a variable's name) and where it is written.
+    public struct Location: Sendable, Equatable {
+        /// `apns.auth.token.key_file`
+        public var keyPath: String
+        public var value: String
+        public var line: Int
+        public var column: Int
+
+        public init(keyPath: String, value: String, line: Int, column: Int) {
+            self.keyPath = keyPath
+            self.value = value
+            self.line = line
+            self.column = column
+        }
+    }
 
     public init(apns: APNsSettings? = nil, fcm: FCMSettings? = nil, legacyAPNs: LegacyAPNsSettings? = nil, sourcePath: String? = nil) {
         self.apns = apns
         self.fcm = fcm
         self.legacyAPNs = legacyAPNs
         self.sourcePath = sourcePath
+    }
+
+    /// `message`, an error of the `section` lane's credentials, prefixed with where it comes from: the file, line,
+    /// column and key of the path or variable it names (the longest such value of the section), else the file and
+    /// the section.
+    public func locating(_ message: String, section: String) -> String {
+        let source = sourcePath ?? "providers file"
+        let named = locations.filter { $0.keyPath.hasPrefix(section + ".") && message.contains($0.value) }
+        guard let place = named.max(by: { $0.value.count < $1.value.count }) else { return "\(source): \(section): \(message)" }
+        return "\(source):\(place.line):\(place.column): \(place.keyPath): \(message)"
     }
 }
 

@@ -16,7 +16,6 @@ enum ProviderLanes {
 
     private static func unpaced(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
         var lanes: [ProviderKind: any PushProvider] = [:]
-        let source = settings.sourcePath ?? "providers file"
         if let apns = settings.apns {
             do {
                 lanes[.apns] = try APNSProvider(
@@ -25,7 +24,7 @@ enum ProviderLanes {
                     logger: laneLogger(logger, "apns")
                 )
             } catch {
-                throw UsageError("\(source): apns: \(error)")
+                throw UsageError(settings.locating("\(error)", section: "apns"))
             }
         }
         if let fcm = settings.fcm {
@@ -36,7 +35,7 @@ enum ProviderLanes {
                     logger: laneLogger(logger, "fcm")
                 )
             } catch {
-                throw UsageError("\(source): fcm: \(error)")
+                throw UsageError(settings.locating("\(error)", section: "fcm"))
             }
         }
         if let legacy = settings.legacyAPNs, legacy.enabled {
@@ -47,7 +46,7 @@ enum ProviderLanes {
                     logger: laneLogger(logger, "apns_legacy")
                 )
             } catch {
-                throw UsageError("\(source): legacy_apns: \(error)")
+                throw UsageError(settings.locating("\(error)", section: "legacy_apns"))
             }
         }
         return lanes

@@ -240,12 +240,14 @@ struct CLITests {
         let missing = try providers(keyFile: missingPath)
         let refused = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", missing])
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("\(missing): apns:") && refused.stderr.contains("nokey.p8"), "\(refused.stderr)")
+        // The line and key of the path the error is about (it named the file and the section only).
+        #expect(refused.stderr.contains("\(missing):4:") && refused.stderr.contains(": apns.auth.token.key_file: "), "\(refused.stderr)")
+        #expect(refused.stderr.contains("nokey.p8"), "\(refused.stderr)")
 
         let wrongType = try providers(keyFile: keys.material.fcmServiceAccountFile)
         let wrong = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", wrongType])
         #expect(wrong.status == 1, "\(wrong.stdout)")
-        #expect(wrong.stderr.contains("\(wrongType): apns:"), "\(wrong.stderr)")
+        #expect(wrong.stderr.contains("\(wrongType):4:") && wrong.stderr.contains(": apns.auth.token.key_file: "), "\(wrong.stderr)")
         #expect(!wrong.stderr.contains("PRIVATE KEY"), "key material in \(wrong.stderr)")
 
         let readable = keys.directory + "/readable.p8"
@@ -261,7 +263,8 @@ struct CLITests {
         let noAccount = try await Self.bugle(
             ["validate", "campaigns/spring-sale.yaml", "--providers", try providers(keyFile: keys.material.keyFile, account: keys.directory + "/none.json")])
         #expect(noAccount.status == 1)
-        #expect(noAccount.stderr.contains("fcm:") && noAccount.stderr.contains("none.json"), "\(noAccount.stderr)")
+        #expect(noAccount.stderr.contains(":6:") && noAccount.stderr.contains(": fcm.service_account_file: "), "\(noAccount.stderr)")
+        #expect(noAccount.stderr.contains("none.json"), "\(noAccount.stderr)")
 
         // ios_transport: legacy with no legacy_apns: section — refused by validate, and by run before anything is written.
         let legacy = try Self.temporaryFile(

@@ -73,7 +73,9 @@ public enum ProviderSettingsLoader {
         if apns == nil && fcm == nil && legacy == nil {
             throw root.error("no provider is configured; add an apns, fcm or legacy_apns section")
         }
-        return ProviderSettings(apns: apns, fcm: fcm, legacyAPNs: legacy, sourcePath: path)
+        var settings = ProviderSettings(apns: apns, fcm: fcm, legacyAPNs: legacy, sourcePath: path)
+        settings.locations = resolver.locations
+        return settings
     }
 
     // MARK: - Sections
@@ -118,7 +120,7 @@ public enum ProviderSettingsLoader {
                 keyFile: try paths.resolve(token.required("key_file")))
         case (.none, .some(let certificateNode)):
             let certificate = try certificateNode.mapping(allowedKeys: certificateKeys)
-            let passphraseEnv = try certificate["passphrase_env"].map(environmentVariableName)
+            let passphraseEnv = try certificate["passphrase_env"].map(paths.variable)
             if let p12 = certificate["p12_file"] {
                 for key in ["cert_file", "key_file"] {
                     if let conflicting = certificate[key] {
@@ -326,7 +328,7 @@ public enum ProviderSettingsLoader {
     }
 
     /// The name of an environment variable (the secret itself stays in the environment).
-    private static func environmentVariableName(_ node: ConfigurationNode) throws -> String {
+    fileprivate static func environmentVariableName(_ node: ConfigurationNode) throws -> String {
         let value = try node.string()
         let isName =
             value.first.map { $0 == "_" || ($0.isASCII && $0.isLetter) } == true
@@ -337,12 +339,30 @@ public enum ProviderSettingsLoader {
         return value
     }
 
-    /// Resolves file paths against the providers file's folder.
-    private struct PathResolver {
+    /// Resolves file paths against the providers file's folder, and notes where each path and variable name is written.
+    private final class PathResolver {
         let file: String
+        private(set) var locations: [ProviderSettings.Location] = []
+
+        init(file: String) {
+            self.file = file
+        }
 
         func resolve(_ node: ConfigurationNode) throws -> String {
-            ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: file)
+            let path = ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: file)
+            note(node, path)
+            return path
+        }
+
+        /// The name of an environment variable, noted like a path.
+        func variable(_ node: ConfigurationNode) throws -> String {
+            let name = try ProviderSettingsLoader.environmentVariableName(node)
+            note(node, name)
+            return name
+        }
+
+        private func note(_ node: ConfigurationNode, _ value: String) {
+            locations.append(.init(keyPath: node.keyPath, value: value, line: node.line, column: node.column))
         }
     }
 }
