@@ -223,6 +223,34 @@ struct CampaignFeatureTests {
         }
     }
 
+    /// The rotation kept the copy index of one of the user's sent devices: with an iPhone in a one-copy locale beside an
+    /// Android phone in a three-copy one, it was always 0, and the Android phone got copy B on every run after the first.
+    @Test("copy rotation for a user with devices in a one-copy and a three-copy locale: the three-copy device gets A, B, C, A")
+    func rotationAcrossDevicesOfOneUser() async throws {
+        try await MixedTestEnvironment.with { environment in
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, 1...40, locale: "CASE WHEN i % 2 = 1 THEN 'de' ELSE 'en' END")
+                // Devices 2k-1 (iOS, de) and 2k (Android, en) belong to one user.
+                _ = try await client.query("UPDATE bugle.devices SET user_id = 'u' || ((id + 1) / 2)", logger: Support.logger).collect()
+                var campaign = Support.campaign()
+                campaign.message = MessageTemplate(
+                    defaultLocale: "en",
+                    localeCopies: ["en": ["A", "B", "C"].map { LocalizedCopy(title: $0, body: "b") }, "de": [LocalizedCopy(title: "D", body: "b")]])
+                for _ in 0..<4 {
+                    let lanes = try environment.lanes(for: campaign)
+                    let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
+                    await lanes.shutdown()
+                    #expect(result.ending == .completed)
+                }
+                var titles: [String: [(Double, String)]] = [:]
+                for record in environment.fcm.accepted() { titles[record.target, default: []].append((record.time, record.title ?? "")) }
+                #expect(titles.count == 20)
+                let orders = Set(titles.values.map { $0.sorted { $0.0 < $1.0 }.map(\.1) })
+                #expect(orders == [["A", "B", "C", "A"]], "\(orders)")
+            }
+        }
+    }
+
     @Test("local-time delivery through a day with an injected clock: each device is sent in the 15-minute tick its zone reaches 20:00")
     func localTimeThroughADay() async throws {
         // 2026-07-01T00:00:00Z (summer time in the northern zones).

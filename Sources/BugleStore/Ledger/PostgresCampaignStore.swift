@@ -521,16 +521,18 @@ public struct PostgresCampaignStore: CampaignStore {
                 ).collect()
             }
             if rotates, !sentSeqs.isEmpty {
+                // `last_index` counts the runs that notified the user (from 0): each device of a run takes the counter's
+                // next value modulo its own locale's copies (``CopyRotation``). It used to keep the copy index of one of
+                // the user's devices, so a phone in a one-copy locale (always 0) held a three-copy phone on copy B.
                 _ = try await connection.answeredQuery(
                     """
                     INSERT INTO bugle.copy_rotation (user_id, notification_type, last_index, run_id)
-                    SELECT DISTINCT ON (r.user_id) r.user_id, \(notificationType), r.copy_index, \(lease.runID)
+                    SELECT DISTINCT r.user_id, \(notificationType), 0, \(lease.runID)
                       FROM bugle.run_recipients r
                      WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs)) AND r.state = 'sent' AND r.copy_index IS NOT NULL
-                     ORDER BY r.user_id, r.seq
                     ON CONFLICT (user_id, notification_type) DO UPDATE
-                       SET last_index = EXCLUDED.last_index, run_id = EXCLUDED.run_id, updated_at = now()
-                     WHERE copy_rotation.run_id <> EXCLUDED.run_id OR copy_rotation.last_index <> EXCLUDED.last_index
+                       SET last_index = copy_rotation.last_index + 1, run_id = EXCLUDED.run_id, updated_at = now()
+                     WHERE copy_rotation.run_id <> EXCLUDED.run_id
                     """,
                     logger: logger
                 ).collect()
@@ -666,7 +668,8 @@ public struct PostgresCampaignStore: CampaignStore {
                      WHERE id = \(lease.runID) AND NOT EXISTS (
                        SELECT 1 FROM bugle.run_summary s
                         WHERE s.run_id = \(lease.runID)
-                          AND s.status NOT IN ('pending', 'skipped_dedup', 'skipped_inactive', 'skipped_invalid', 'cancelled'))
+                          AND s.status NOT IN ('pending', 'skipped_dedup', 'skipped_inactive', 'skipped_invalid', 'skipped_frequency',
+                                               'skipped_quiet_hours', 'cancelled'))
                     """,
                     logger: logger
                 ).collect()
