@@ -28,6 +28,14 @@ public enum PeriodKey {
         }
     }
 
+    /// The key of a run of `campaign` created at `now`: the period of its `delivery.send_at` when that is later (a run
+    /// made with `--no-wait` the day before its edition took the day of its creation, so today's send suppressed
+    /// tomorrow's edition as a repeat and tomorrow's edition could reach users again on its real day).
+    public static func key(for campaign: Campaign, now: Date) -> String? {
+        let sendAt = campaign.delivery.sendAt.map { Date(timeIntervalSince1970: $0.secondsSince1970) }
+        return key(for: campaign.dedupe, at: max(now, sendAt ?? now))
+    }
+
     private static func pad(_ value: Int?, _ width: Int) -> String {
         let s = String(value ?? 0)
         return String(repeating: "0", count: max(0, width - s.count)) + s

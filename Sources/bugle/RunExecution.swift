@@ -35,7 +35,7 @@ enum RunExecution {
         }
         let repository = RunRepository(client: client, logger: logger)
         let runID = try await repository.createRun(
-            campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign.dedupe, at: Date()), isTest: isTest)
+            campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign, now: Date()), isTest: isTest)
         console.say("run \(runID): reading segment of \(campaign.name)")
         var phases = PhaseTimer()
         let materialized = try await materialize(

@@ -18,6 +18,22 @@ struct PeriodKeyTests {
         #expect(PeriodKey.key(for: .none, at: date) == nil)
     }
 
+    @Test("a run scheduled for a later send_at takes the period of its send_at; one whose send_at has passed, now's")
+    func scheduledRun() throws {
+        let now = try Self.date("2026-12-02T15:00:00Z")
+        var campaign = Campaign(
+            name: "c", notificationType: "t", segment: Segment(sql: "SELECT 1"),
+            message: MessageTemplate(defaultLocale: "en", locales: ["en": LocalizedCopy(title: "t", body: "b")]), delivery: DeliveryOptions())
+        campaign.dedupe = .daily
+        campaign.delivery.sendAt = Instant(secondsSince1970: try Self.date("2026-12-03T09:00:00Z").timeIntervalSince1970)
+        #expect(PeriodKey.key(for: campaign, now: now) == "d:2026-12-03")
+        campaign.dedupe = .weekly
+        campaign.delivery.sendAt = Instant(secondsSince1970: try Self.date("2026-12-09T09:00:00Z").timeIntervalSince1970)
+        #expect(PeriodKey.key(for: campaign, now: now) == "w:2026-W50")
+        campaign.delivery.sendAt = Instant(secondsSince1970: try Self.date("2026-11-20T09:00:00Z").timeIntervalSince1970)
+        #expect(PeriodKey.key(for: campaign, now: now) == "w:2026-W49")
+    }
+
     @Test("ISO week-year at the turn of the year")
     func weekYear() throws {
         // 2027-01-01 is a Friday: it belongs to ISO week 53 of 2026.
