@@ -75,7 +75,17 @@ struct TickCommand: AsyncParsableCommand {
                     // Stopped by a signal: the runs not yet begun wait for the next tick, untouched.
                     if SignalTrap.shared.interrupted { break }
                     guard let record = try await repository.run(id: runID) else { continue }
-                    let (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
+                    let campaign: Campaign
+                    let lanes: LanePacing.Lanes
+                    do {
+                        (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
+                    } catch {
+                        // One run whose campaign or providers file cannot be used (moved, unreadable) is said and left
+                        // as it is; it used to end the tick, and every run due after it waited with it.
+                        ExitCodes.printError("run \(runID): not sent: \(error)")
+                        worst = max(worst, ExitCodes.failed)
+                        continue
+                    }
                     if let notAfter = RunExecution.deadlinePassed(campaign) {
                         // Paused with another reason, so later ticks leave it alone; `bugle cancel` ends it.
                         await lanes.shutdown()

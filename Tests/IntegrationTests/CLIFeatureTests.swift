@@ -282,6 +282,55 @@ struct CLIFeatureTests {
         }
     }
 
+    /// `tick` and `resume` rebuild a run's campaign from the stored text and file path: a path stored as typed resolved a
+    /// relative `providers:` against the directory they ran in, and one run that failed so ended the tick, leaving every
+    /// run due after it unsent.
+    @Test("a campaign run by a relative path, with a relative providers:, is ticked from another directory; a run whose files are gone is said and skipped, the next one sent")
+    func tickFromAnotherDirectory() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let (configuration, url) = try await Self.seededDatabase(devices: 20)
+            let providersFile = URL(fileURLWithPath: environment.material.providersFile)
+            let folder = providersFile.deletingLastPathComponent().appendingPathComponent("campaigns-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let sendAt = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3600))
+            try """
+                name: relative-tick
+                notification_type: cli-relative
+                dedupe: none
+                providers: ../\(providersFile.lastPathComponent)
+                segment:
+                  sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.is_active
+                message:
+                  default_locale: en
+                  locales:
+                    en: { title: "Later", body: "From a relative path" }
+                delivery:
+                  send_at: \(sendAt)
+                """.write(to: folder.appendingPathComponent("relative.yaml"), atomically: true, encoding: .utf8)
+            let env = ["BUGLE_DATABASE_URL": url]
+            for _ in 0..<2 {
+                let scheduled = try await CLITests.bugle(["run", "relative.yaml", "--no-wait", "--quiet", "--csv", Self.csvPath("relative")], in: folder, environment: env)
+                #expect(scheduled.status == 0, "\(scheduled.stderr)")
+            }
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                let stored = try await Support.scalar(client, "SELECT campaign_file FROM bugle.runs WHERE id = 2", as: String.self)
+                #expect(stored == folder.appendingPathComponent("relative.yaml").path, "\(stored ?? "none")")
+                // Run 1's campaign file and folder are gone (moved away since): its providers file cannot be found.
+                _ = try await client.query("UPDATE bugle.runs SET campaign_file = '/nonexistent/moved/relative.yaml' WHERE id = 1", logger: Support.logger).collect()
+                _ = try await client.query("UPDATE bugle.run_recipients SET next_attempt_at = now() - interval '1 second'", logger: Support.logger).collect()
+            }
+            let reports = FileManager.default.temporaryDirectory.path
+            let tick = try await CLITests.bugle(["tick", "--quiet", "--report-dir", reports], in: URL(fileURLWithPath: "/"), environment: env)
+            #expect(tick.status == 2, "\(tick.stderr)")
+            #expect(tick.stderr.contains("run 1: not sent: ") && tick.stderr.contains("/nonexistent/providers.yaml"), "\(tick.stderr)")
+            let statuses = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Support.scalar(client, "SELECT string_agg(id || ':' || status, ',' ORDER BY id) FROM bugle.runs", as: String.self)
+            }
+            #expect(statuses == "1:paused,2:completed", "\(statuses ?? "none")")
+            #expect(environment.apns.accepted().count + environment.fcm.accepted().count == 20)
+        }
+    }
+
     // MARK: - validate against the segment
 
     @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run and the dry run refuse it before writing")

@@ -25,12 +25,16 @@ public struct RunRepository: Sendable {
         let scheduled = !isTest && (campaign.delivery.localTime.isActive || campaign.delivery.sendAt != nil)
         let sha = SHA256.hash(data: Array(yaml.utf8)).map { String(format: "%02x", $0) }.joined()
         let segmentSHA = SHA256.hash(data: Array(campaign.segment.sql.utf8)).map { String(format: "%02x", $0) }.joined()
+        // Absolute: `resume` and `tick` rebuild the campaign from its text and this path, and resolve its relative
+        // `providers:` against the path's folder; a path as typed (`relA.yaml`) resolved it against whatever directory
+        // they ran in.
+        let file = campaign.sourcePath.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let rows = try await client.answeredQuery(
             """
             INSERT INTO bugle.runs (campaign, notification_type, period_key, status, campaign_file, campaign_yaml, campaign_sha256,
                                     ambiguous_policy, in_flight_window, max_attempts, segment_sha256,
                                     kind, rotates_copy, cap_count, cap_seconds, scheduled)
-            VALUES (\(campaign.name), \(campaign.notificationType), \(isTest ? nil : periodKey), 'materializing', \(campaign.sourcePath), \(yaml), \(sha),
+            VALUES (\(campaign.name), \(campaign.notificationType), \(isTest ? nil : periodKey), 'materializing', \(file), \(yaml), \(sha),
                     \(campaign.delivery.ambiguousPolicy.rawValue), \(campaign.delivery.inFlightWindow), \(campaign.delivery.maxAttempts), \(segmentSHA),
                     \(isTest ? "test" : "campaign"), \(rotates), \(cap?.count), \(cap?.perSeconds), \(scheduled))
             RETURNING id
