@@ -15,6 +15,9 @@ public struct CSVRecord: Sendable, Hashable {
         public var fieldIndex: Int?
         /// A short explanation that never quotes the field's content.
         public var reason: String
+        /// The record ran to the end of the input: a quote was opened and never closed, so every line from the
+        /// record's to the last was read as one field (none of those rows can be taken).
+        public var runsToEnd = false
     }
 }
 
@@ -87,6 +90,8 @@ public final class CSVRecordReader {
         var field: [UInt8] = []
         var recordLine: Int?
         var problem: CSVRecord.Problem?
+        var quoteLine: Int?
+        var lastContentLine: Int?
 
         func flag(_ reason: String, field index: Int?) {
             if problem == nil {
@@ -115,7 +120,12 @@ public final class CSVRecordReader {
                 // End of input.
                 guard let start = recordLine else { return nil }
                 if state == .quoted {
-                    flag("unterminated quoted field", field: fields.count)
+                    // Said whatever else was flagged (a field too long is what an unclosed quote looks like first).
+                    let last = lastContentLine ?? start
+                    problem = CSVRecord.Problem(
+                        fieldIndex: fields.count,
+                        reason: "a quote opened on line \(quoteLine ?? start) is never closed: lines \(start)–\(max(start, last)) were read as one field",
+                        runsToEnd: true)
                 }
                 finishField()
                 return CSVRecord(line: start, fields: fields, problem: problem)
@@ -134,6 +144,7 @@ public final class CSVRecordReader {
             }
 
             if state == .quoted {
+                if !isLineEnd { lastContentLine = lineOfByte }
                 if byte == 0x22 {
                     state = .quoteInQuoted
                 } else {
@@ -154,6 +165,7 @@ public final class CSVRecordReader {
             case .fieldStart:
                 if byte == 0x22 {
                     state = .quoted
+                    quoteLine = lineOfByte
                 } else if byte == 0x2C {
                     finishField()
                 } else {

@@ -31,6 +31,9 @@ public struct DeviceImportReport: Sendable, Hashable, CustomStringConvertible {
     /// Rows superseded by a later row with the same platform and token in the same batch (the later row wins).
     /// Repeats further apart count as updates.
     public var duplicatesInBatch = 0
+    /// The line from which the rest of the file could not be read (a quote opened there is never closed); nil when the
+    /// whole file was read.
+    public var unreadFrom: Int?
     /// The first ``maximumListedIssues`` rejected rows.
     public var issues: [Issue] = []
     /// Rejected rows beyond those listed.

@@ -16,8 +16,10 @@ public struct DeviceRegistration: Sendable, Hashable {
     /// An optional app version string.
     public var appVersion: String?
 
-    /// The longest token accepted, in bytes.
-    public static let maximumTokenLength = 4_096
+    /// The longest token accepted, in bytes: what the devices table's unique index on (platform, token) holds with room
+    /// to spare (about 2,700 bytes an entry; a 2,800-byte token failed the whole batch with SQLSTATE 54000). Real
+    /// tokens are far shorter (APNs 64 hex digits, FCM about 160 characters).
+    public static let maximumTokenLength = RecipientValidator.fcmTokenMaxLength
     /// The longest user id and optional value accepted, in characters.
     public static let maximumValueLength = 256
 

@@ -39,7 +39,8 @@ public struct DeviceStore: Sendable {
     /// Required columns: `user_id`, `token`, `platform`; optional: `locale`, `timezone`, `app_version` (header names are
     /// matched case-insensitively, surrounding spaces ignored). The file is streamed and upserted in batches of
     /// ``importBatchSize`` rows, each batch its own statement, so memory stays flat and a failure part-way leaves the
-    /// earlier batches imported. Bad rows are skipped and reported by physical line.
+    /// earlier batches imported — its error names the batch's lines and how many devices were imported before it (the
+    /// upsert makes a second import of the file safe). Bad rows are skipped and reported by physical line.
     ///
     /// - Parameter path: The CSV file.
     /// - Returns: Counts and the rejected rows.
@@ -52,11 +53,29 @@ public struct DeviceStore: Sendable {
         let columns = try Self.columnMap(header)
         var report = DeviceImportReport()
         var batch = UpsertBatch()
+        // Lines of the batch being gathered, for an error that says how far the import got.
+        var batchLines: ClosedRange<Int>?
+        func write(_ batch: UpsertBatch, lines: ClosedRange<Int>?) async throws {
+            do {
+                let counts = try await self.upsert(batch)
+                report.inserted += counts.inserted
+                report.updated += counts.updated
+            } catch {
+                let written = report.inserted + report.updated
+                let span = lines.map { "lines \($0.lowerBound)–\($0.upperBound)" } ?? "the last rows"
+                throw StoreError(
+                    .query,
+                    "\(path): \(span) could not be written (\(StoreError.safeDescription(of: error))); \(written) device(s) from the "
+                        + "lines before were imported. The import is an upsert: run it again once the cause is fixed",
+                    underlying: error)
+            }
+        }
         while let record = try reader.next() {
             report.rowsRead += 1
             if let problem = record.problem {
                 let column = problem.fieldIndex.flatMap { $0 < header.fields.count ? columns.name(at: $0) : nil }
                 report.record(.init(line: record.line, column: column, reason: problem.reason))
+                if problem.runsToEnd { report.unreadFrom = record.line }
                 continue
             }
             guard record.fields.count == columns.count else {
@@ -84,18 +103,16 @@ public struct DeviceStore: Sendable {
                 if batch.add(registration) {
                     report.duplicatesInBatch += 1
                 }
+                batchLines = (batchLines?.lowerBound ?? record.line)...record.line
                 if batch.count >= Self.importBatchSize {
-                    let counts = try await self.upsert(batch)
-                    report.inserted += counts.inserted
-                    report.updated += counts.updated
+                    try await write(batch, lines: batchLines)
                     batch = UpsertBatch()
+                    batchLines = nil
                 }
             }
         }
         if batch.count > 0 {
-            let counts = try await self.upsert(batch)
-            report.inserted += counts.inserted
-            report.updated += counts.updated
+            try await write(batch, lines: batchLines)
         }
         self.logger.info(
             "imported devices",

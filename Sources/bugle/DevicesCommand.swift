@@ -18,7 +18,8 @@ struct DevicesCommand: AsyncParsableCommand {
                 The header row names the columns: user_id, token, platform (ios|android|web), and optionally locale, \
                 timezone, app_version. Re-registering a token reactivates it and updates last_seen; a token that moved \
                 to another user moves with it. Bad rows are reported by line and skipped; the rest are imported (exit \
-                0). A file none of whose rows can be imported, or whose header is unusable, is exit 1.
+                0). A quote that is never closed makes the rest of the file unreadable: what came before it is imported, \
+                and the command exits 1 naming the line. A file none of whose rows can be imported, or whose header is unusable, is exit 1.
                 """
         )
         @OptionGroup var global: GlobalOptions
@@ -45,6 +46,13 @@ struct DevicesCommand: AsyncParsableCommand {
                     throw UsageError("\(path): \(error.message)")
                 }
                 print(report.description)
+                if let line = report.unreadFrom {
+                    // One record swallowed the rest of the file: its rows were never read, which is not a skipped row.
+                    ExitCodes.printError(
+                        "\(path): the record of line \(line) opens a quote that is never closed, so nothing from line \(line) to the end was imported; "
+                            + "fix it and import the file again (rows already imported are updated, not repeated)")
+                    return ExitCodes.usage
+                }
                 guard report.rowsRead == 0 || report.skipped < report.rowsRead else {
                     ExitCodes.printError("\(path): none of its \(report.rowsRead) row(s) could be imported")
                     return ExitCodes.usage

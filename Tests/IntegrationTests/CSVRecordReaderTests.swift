@@ -38,8 +38,14 @@ struct CSVRecordReaderTests {
         #expect(parsed.count == 3)
         #expect(parsed[0].problem?.fieldIndex == 1)
         #expect(parsed[1].problem?.reason == "text after a closing quote")
-        #expect(parsed[2].problem?.reason == "unterminated quoted field")
+        #expect(parsed[2].problem?.reason == "a quote opened on line 3 is never closed: lines 3–4 were read as one field")
+        #expect(parsed[2].problem?.runsToEnd == true)
         #expect(parsed[2].line == 3)
+        // Past the field limit the unclosed quote is still what is said (it said "field longer than … bytes").
+        let long = CSVRecordReader(data: Data(("a,b\n\"open," + String(repeating: "x\n", count: 20) + "end").utf8), maxFieldBytes: 10)
+        _ = try long.next()
+        let swallowed = try long.next()
+        #expect(swallowed?.problem?.reason == "a quote opened on line 2 is never closed: lines 2–22 were read as one field", "\(String(describing: swallowed?.problem))")
     }
 
     @Test func capsFieldLength() throws {

@@ -3,8 +3,9 @@
 public enum RecipientValidator {
     /// iOS tokens: even-length hex, 16...400 characters (Apple: variable length, do not hard-code 64).
     static let iosTokenLength = 16...400
-    /// FCM registration tokens: printable URL-safe characters only, at most 4096.
-    static let fcmTokenMaxLength = 4096
+    /// FCM registration tokens: printable URL-safe characters only, at most 2,048 bytes (an index entry of PostgreSQL
+    /// holds about 2,700: the devices table's, and the run's token index while its segment is read).
+    public static let fcmTokenMaxLength = 2048
 
     /// The valid recipient, or the reason the row is skipped.
     /// - Parameter iosTransport: How iOS devices are reached: their tokens are APNs device tokens, or FCM registration
@@ -55,7 +56,7 @@ public enum RecipientValidator {
         }
     }
 
-    /// An FCM registration token as given (printable URL-safe characters, at most 4096 bytes), or nil.
+    /// An FCM registration token as given (printable URL-safe characters, at most ``fcmTokenMaxLength`` bytes), or nil.
     public static func fcmToken(_ token: String) -> String? {
         let utf8 = token.utf8
         guard !utf8.isEmpty, utf8.count <= fcmTokenMaxLength else { return nil }
