@@ -232,4 +232,10 @@ public protocol CampaignStore: Sendable {
     /// - Returns: true when the run's status was changed.
     @discardableResult
     func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool
+    /// Ends the lease of a run whose `delivery.not_after` has passed. The last worker out closes the run: recipients
+    /// not yet sent become `cancelled` (outcome `not_after_passed`), unused dedupe reservations and cap slots are
+    /// released, and the run is `completed` with `reason`; with other workers live, this one just leaves.
+    /// - Returns: true when the run was closed.
+    @discardableResult
+    func closeAtDeadline(_ lease: Lease, reason: String) async throws -> Bool
 }

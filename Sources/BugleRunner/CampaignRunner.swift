@@ -407,6 +407,14 @@ public struct CampaignRunner: Sendable {
                         if let due = left.secondsUntilNextDue, due > 2, !left.hasInFlight {
                             progress?.waiting(until: configuration.wallClock() + due)
                         }
+                        if let notAfter, !left.hasInFlight, let due = left.secondsUntilNextDue,
+                            configuration.wallClock() + due >= notAfter.secondsSince1970
+                        {
+                            // What is left comes due only after the deadline (quiet hours, a later local time): close
+                            // the run now rather than leave it scheduled, or wait, for nothing.
+                            logger.notice("delivery.not_after comes before the next recipients are due: no more claims")
+                            return try await end(lease, .interrupted("delivery.not_after reached", signalled: false), attempted: attempted)
+                        }
                         if let leave = configuration.leaveWhenIdle, !left.hasInFlight, let due = left.secondsUntilNextDue,
                             due > Double(leave.components.seconds)
                         {
@@ -574,6 +582,12 @@ public struct CampaignRunner: Sendable {
 
     private func end(_ lease: Lease, _ stop: Stop, attempted: Int) async throws -> RunResult {
         switch stop {
+        case .interrupted(let cause, signalled: false):
+            // `delivery.not_after`: nothing may send the rest any more, so the last worker out closes the run.
+            try await withDatabaseRetry("closing the run at its deadline", slow: true) {
+                try await store.closeAtDeadline(lease, reason: "delivery.not_after passed")
+            }
+            return RunResult(runID: lease.runID, ending: .closedAtDeadline(cause), attempted: attempted)
         case .interrupted(let cause, let signalled):
             let why = signalled && configuration.interruptionLeavesScheduled ? "scheduled: \(cause); the next `bugle tick` goes on" : cause
             // With other workers still on the run, this one just leaves; the last one out pauses the run.

@@ -7,6 +7,9 @@ public struct RunResult: Sendable, Equatable {
         case completed
         /// Stopped on request; resumable (exit 3).
         case paused(String)
+        /// `delivery.not_after` came (or comes before anything left is due): the recipients not yet sent were cancelled
+        /// (outcome `not_after_passed`), their reservations released, and the run completed (exit 0).
+        case closedAtDeadline(String)
         /// A provider said the configuration or credentials are wrong (exit 2); resumable after fixing it.
         case halted(code: String, message: String)
         /// Nothing is due for a while (`send_at`, local-time delivery): the run was left paused as `scheduled`, for

@@ -247,6 +247,10 @@ enum RunExecution {
         case .completed:
             console.say("run \(runID): completed")
             return ExitCodes.completed
+        case .closedAtDeadline:
+            console.say(
+                "run \(runID): delivery.not_after reached; the recipients not yet sent are cancelled (not_after_passed) and the run is completed")
+            return ExitCodes.completed
         case .paused(let why) where why.hasPrefix(Self.scheduledPrefix):
             console.say("run \(runID): stopped (\(why.dropFirst(Self.scheduledPrefix.count))), or `bugle resume \(runID)`")
             return ExitCodes.paused

@@ -87,10 +87,14 @@ struct TickCommand: AsyncParsableCommand {
                         continue
                     }
                     if let notAfter = RunExecution.deadlinePassed(campaign) {
-                        // Paused with another reason, so later ticks leave it alone; `bugle cancel` ends it.
+                        // Nothing may send it any more: closed, its unsent recipients cancelled and their reservations
+                        // released (it was left paused for good, holding them).
                         await lanes.shutdown()
-                        _ = try await repository.setStatus(runID: runID, to: .paused, reason: "delivery.not_after passed")
-                        console.say("run \(runID): delivery.not_after (\(CSVFormat.timestamp(notAfter))) has passed; paused, not sent")
+                        _ = try await repository.closeAtDeadline(runID: runID, reason: "delivery.not_after passed")
+                        console.say(
+                            "run \(runID): delivery.not_after (\(CSVFormat.timestamp(notAfter))) has passed; the recipients not yet sent are cancelled (not_after_passed)")
+                        try await RunExecution.report(
+                            runID: runID, client: client, csv: RunExecution.defaultReport(runID, in: reportDirectory), json: output.json, logger: logger)
                         continue
                     }
                     let code: Int32

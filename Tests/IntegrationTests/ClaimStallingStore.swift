@@ -64,4 +64,8 @@ final class ClaimStallingStore: CampaignStore {
     func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool {
         try await base.finish(lease, status: status, reason: reason, lastWorkerOnly: lastWorkerOnly)
     }
+
+    func closeAtDeadline(_ lease: Lease, reason: String) async throws -> Bool {
+        try await base.closeAtDeadline(lease, reason: reason)
+    }
 }

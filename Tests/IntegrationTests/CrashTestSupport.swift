@@ -62,15 +62,17 @@ struct CrashFixture {
     ///   - notAfter: `delivery.not_after` (ISO 8601), if any.
     ///   - pageSize: `segment.page_size`.
     ///   - sendAt: `delivery.send_at` (ISO 8601), if any.
+    ///   - dedupe: `dedupe`.
     func campaign(
-        policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil, pageSize: Int = 500, sendAt: String? = nil
+        policy: AmbiguousPolicy, window: Int, rate: Int? = nil, notAfter: String? = nil, pageSize: Int = 500, sendAt: String? = nil,
+        dedupe: String = "none"
     ) throws -> String {
         try CLITests.temporaryFile(
             "crash.yaml",
             """
             name: crash-\(policy.rawValue)
             notification_type: crash-test
-            dedupe: none
+            dedupe: \(dedupe)
             providers: \(environment.material.providersFile)
             segment:
               page_size: \(pageSize)

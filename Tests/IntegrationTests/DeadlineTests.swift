@@ -2,6 +2,7 @@ import BugleCore
 import BugleStore
 import BugleTesting
 import Foundation
+import PostgresNIO
 import Testing
 
 /// `delivery.not_after` through the built executable: a run refuses to start after the deadline, and one that
@@ -29,25 +30,40 @@ struct DeadlineTests {
         }
     }
 
-    @Test("reaching not_after mid-run: claims stop, the run ends paused (exit 3) with the reason, and resume is refused")
+    /// A run that reached `not_after` used to stay `paused` for good (resume refuses it), holding the dedupe
+    /// reservations of users it never reached: later campaigns of the type skipped them.
+    @Test("reaching not_after mid-run: claims stop, the unsent are cancelled (not_after_passed) and their reservations released; the run is completed (exit 0)")
     func reachedMidRun() async throws {
         try await CrashFixture.with(devices: 3000) { fixture in
             // 3,000 recipients at 2 × 150/s need 10 s; the deadline comes after about 3.
             let deadline = Self.iso(Date().addingTimeInterval(4))
-            let campaign = try fixture.campaign(policy: .drop, window: 100, rate: 150, notAfter: deadline)
+            let campaign = try fixture.campaign(policy: .drop, window: 100, rate: 150, notAfter: deadline, dedupe: "daily")
             let output = try await fixture.bugle(["run", campaign, "--quiet", "--json"])
-            #expect(output.status == 3, "\(output.stderr)")
+            #expect(output.status == 0, "\(output.stderr)")
+            #expect(output.stderr.contains("delivery.not_after reached; the recipients not yet sent are cancelled"), "\(output.stderr)")
             let runID = try await fixture.latestRunID()
             let states = try await fixture.states(runID: runID)
-            #expect(states["pending", default: 0] > 0, "\(states)")
+            #expect(states["pending", default: 0] == 0 && states["retry_wait", default: 0] == 0, "\(states)")
+            #expect(states["cancelled", default: 0] > 0, "\(states)")
             #expect(states["in_flight", default: 0] == 0, "\(states)")
             #expect(fixture.delivered > 0)
             let summary = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
-            #expect(summary["status"] as? String == "paused")
+            #expect(summary["status"] as? String == "completed")
             #expect((summary["reason"] as? String)?.contains("not_after") == true, "\(summary)")
-            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
-            #expect(resumed.status == 1, "\(resumed.stderr)")
-            #expect(resumed.stderr.contains("delivery.not_after"), "\(resumed.stderr)")
+            let (reserved, cancelledCode) = try await fixture.withClient { client in
+                (
+                    try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.notification_log WHERE status = 'reserved'", as: Int64.self),
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT min(outcome_code) FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'cancelled'", as: String.self)
+                )
+            }
+            #expect(reserved == 0, "users never reached keep their reservations")
+            #expect(cancelledCode == "not_after_passed")
+            let delivered = fixture.delivered
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet", "--csv", "-"])
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(resumed.stderr.contains("run \(runID) is completed; nothing to send"), "\(resumed.stderr)")
+            #expect(fixture.delivered == delivered)
         }
     }
 }

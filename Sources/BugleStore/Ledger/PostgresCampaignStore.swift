@@ -619,6 +619,19 @@ public struct PostgresCampaignStore: CampaignStore {
     }
 
     @discardableResult
+    public func closeAtDeadline(_ lease: Lease, reason: String) async throws -> Bool {
+        let logger = self.logger
+        return try await ledgerTransaction { connection -> Bool in
+            _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
+            _ = try await connection.answeredQuery(
+                "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",
+                logger: logger
+            ).collect()
+            guard try await Self.liveWorkers(runID: lease.runID, connection, logger: logger) == 0 else { return false }
+            return try await DeadlineClosure.close(runID: lease.runID, reason: reason, connection, logger: logger)
+        }
+    }
+
     public func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool {
         let logger = self.logger
         return try await ledgerTransaction { connection -> Bool in

@@ -161,6 +161,20 @@ public struct RunRepository: Sendable {
         return 0
     }
 
+    /// Closes a run no worker holds whose `delivery.not_after` has passed (``DeadlineClosure``): what `bugle tick` does
+    /// with a scheduled run it finds past its deadline.
+    /// - Returns: false when a worker is live on it, or it is already final.
+    public func closeAtDeadline(runID: Int64, reason: String) async throws -> Bool {
+        let logger = self.logger
+        return try await client.withOpenTransaction(logger: logger) { connection -> Bool in
+            _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger).collect()
+            let live = try await connection.answeredQuery(
+                "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at >= now()", logger: logger)
+            for try await (count,) in live.decode((Int64,).self) where count > 0 { return false }
+            return try await DeadlineClosure.close(runID: runID, reason: reason, connection, logger: logger)
+        }
+    }
+
     /// Sets a run's status from outside its worker (`bugle pause`, `bugle cancel`). Running workers are fenced
     /// at their next claim. Cancel also moves unsent recipients to `cancelled`.
     /// - Returns: false when the run does not exist or is already final, or when it is still reading its segment and
