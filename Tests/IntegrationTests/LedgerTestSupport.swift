@@ -88,8 +88,8 @@ enum LedgerTestSupport {
     }
 
     /// Creates and materializes a run of `campaign`; returns its id and the ledger to drive it with.
-    static func materializedRun(_ client: PostgresClient, _ campaign: Campaign) async throws -> (Int64, PostgresCampaignStore) {
-        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: nil)
+    static func materializedRun(_ client: PostgresClient, _ campaign: Campaign, periodKey: String? = nil) async throws -> (Int64, PostgresCampaignStore) {
+        let runID = try await RunRepository(client: client, logger: logger).createRun(campaign: campaign, yaml: "x", periodKey: periodKey)
         let reader = SegmentReader(client: client, segment: campaign.segment, useReaderRole: false, logger: logger)
         _ = try await Materializer(client: client, logger: logger).materialize(runID: runID, campaign: campaign, reader: reader)
         return (runID, PostgresCampaignStore(client: client, logger: logger))

@@ -382,6 +382,32 @@ struct RunLedgerTests {
         }
     }
 
+    /// The claim reserved the dedupe period for every claimed user before the cap skipped some of them, and the capped
+    /// ones kept the reservation until the run ended: the type's other campaigns skipped users who got nothing.
+    @Test("a user the frequency cap skips keeps no dedupe reservation of the run that skipped them")
+    func cappedUserHoldsNoDedupeReservation() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 10)
+            // Users 1...5 were notified an hour ago by another campaign (the cap counts sent ledger rows of any run).
+            var earlier = Support.campaign(name: "earlier", sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d WHERE d.id <= 5")
+            earlier.notificationType = "other"
+            let (_, first) = try await Support.runCampaign(client, earlier, providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            #expect(first.ending == .completed)
+            var capped = Support.campaign(name: "capped", dedupe: .daily)
+            capped.delivery.frequencyCap = FrequencyCap(count: 1, perSeconds: 86_400)
+            let (runID, store) = try await Support.materializedRun(client, capped, periodKey: "d:2026-12-02")
+            let lease = try #require(try await store.acquireLease(runID: runID, owner: "w", ttlSeconds: 120, mode: .exclusive))
+            guard case .claimed(let claimed) = try await store.claim(lease, limits: [.apns: 50, .fcm: 50], claimID: 1) else {
+                Issue.record("fenced")
+                return
+            }
+            #expect(claimed.count == 5, "users 6...10 are sent")
+            let reserved = try await Support.scalar(
+                client, "SELECT string_agg(user_id, ',' ORDER BY user_id) FROM bugle.notification_log WHERE run_id = \(runID)", as: String.self)
+            #expect(reserved == "u10,u6,u7,u8,u9", "\(reserved ?? "none")")
+        }
+    }
+
     @Test("devices deactivated after materialization are skipped at claim, unspent; a re-registered one is sent")
     func deactivatedAfterMaterializationAreSkipped() async throws {
         try await Support.withFreshDatabase { client in

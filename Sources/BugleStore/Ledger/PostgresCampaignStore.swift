@@ -348,8 +348,22 @@ public struct PostgresCampaignStore: CampaignStore {
                 for try await (seq,) in deduped.decode((Int64,).self) { skipped.insert(seq) }
             }
             if let cap {
-                for seq in try await Self.applyFrequencyCap(lease, seqs: seqs, count: cap.count, seconds: cap.seconds, connection, logger: logger) {
-                    skipped.insert(seq)
+                let capped = try await Self.applyFrequencyCap(lease, seqs: seqs, count: cap.count, seconds: cap.seconds, connection, logger: logger)
+                for seq in capped { skipped.insert(seq) }
+                if let periodKey, !capped.isEmpty {
+                    // A user the cap skips gets nothing from this run: the dedupe reservation taken above for them goes
+                    // now, not when the run ends (a scheduled or local-time run kept it for a day, blocking the type's
+                    // other campaigns). A capped user holds no slot of this run, so none of their devices was sent by
+                    // it; one claimed later, if the window has moved on, reserves again.
+                    _ = try await connection.answeredQuery(
+                        """
+                        DELETE FROM bugle.notification_log l
+                         USING (SELECT DISTINCT r.user_id FROM bugle.run_recipients r WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(capped))) u
+                         WHERE l.user_id = u.user_id AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)
+                           AND l.run_id = \(lease.runID) AND l.status = 'reserved'
+                        """,
+                        logger: logger
+                    ).collect()
                 }
             }
             if skipped.isEmpty { return (.claimed(claimed), firstImmediate) }
