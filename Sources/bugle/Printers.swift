@@ -87,7 +87,8 @@ enum SummaryPrinter {
 
     static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = []) {
         if let record {
-            var header = "run \(runID) · \(record.campaign) · \(record.status.rawValue)"
+            // A test send says so: its summary read like a one-off run of the campaign.
+            var header = "run \(runID) · \(record.campaign)\(record.kind == "test" ? " (test send)" : "") · \(record.status.rawValue)"
             if let duration = record.durationSeconds, duration > 0 {
                 // Answered notifications per second, as `bugle.run_overview.rate_per_second` counts them: skipped and
                 // cancelled recipients were never sent (a run cancelled early read as 214,908/s).

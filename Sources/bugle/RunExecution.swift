@@ -330,7 +330,12 @@ enum RunExecution {
             rows = try await ReportExporter(client: client, logger: logger).export(runID: runID, to: csv)
         } catch var error as FileWriteError {
             // The run is recorded whatever happened to its file: show the summary, and say how to write it again.
-            if !json { SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants) }
+            if json {
+                // Scripts still get the run's summary, with no report (it printed nothing at all).
+                print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: nil, reportRows: 0, phases: phases.seconds))
+            } else {
+                SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants)
+            }
             error.hint = "the run is recorded; write its report again with `bugle report \(runID) --csv PATH`"
             throw error
         }

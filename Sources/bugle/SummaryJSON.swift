@@ -4,7 +4,7 @@ import Foundation
 
 /// `--json`: the final summary of a run as one JSON object on stdout, for scripts.
 ///
-/// `{"run_id", "campaign", "status", "reason", "started_at", "finished_at", "duration_seconds", "recipients",
+/// `{"run_id", "campaign", "kind" (`campaign`, or `test` for `bugle send-test`), "status", "reason", "started_at", "finished_at", "duration_seconds", "recipients",
 /// "rows_scanned", "duplicates_collapsed", "counts": [{"platform", "status", "reason", "count"}], "report":
 /// {"path", "rows"} (null when no report was written), "phase_seconds": {"materialize", "send", "report"}}` — keys sorted, absent values as `null`;
 /// `phase_seconds` holds the phases this invocation went through (`bugle report` has only "report").
@@ -13,6 +13,7 @@ enum SummaryJSON {
         let object: [String: Any] = [
             "run_id": runID,
             "campaign": record?.campaign ?? NSNull(),
+            "kind": record?.kind ?? NSNull(),
             "status": record?.status.rawValue ?? NSNull(),
             "reason": record?.pauseReason ?? record?.failureReason ?? NSNull(),
             "started_at": record?.startedAt ?? NSNull(),

@@ -333,6 +333,21 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// With `--json`, a report that could not be written left stdout empty: the summary went only to the text output.
+    @Test("--json with a report that cannot be written: exit 2, and the summary is still one JSON object (report null, kind campaign)")
+    func jsonSummaryWhenTheReportFails() async throws {
+        try await CrashFixture.with(devices: 40) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 20)
+            let output = try await fixture.bugle(["run", campaign, "--quiet", "--json", "--csv", "/dev/full"])
+            #expect(output.status == 2, "\(output.stderr)")
+            let summary = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any], "\(output.stdout)")
+            #expect(summary["status"] as? String == "completed")
+            #expect(summary["kind"] as? String == "campaign")
+            #expect(summary["report"] is NSNull, "\(summary)")
+            #expect(output.stderr.contains("write its report again with `bugle report"), "\(output.stderr)")
+        }
+    }
+
     /// `bugle cancel` of a run still reading its segment: the reader stops at its next page (it used to read the whole
     /// segment, writing nothing, then say its lease was lost), says why (exit 2), sends nothing, and writes the report
     /// of the cancelled run; `bugle runs` counts the recipients written before the cancel (it showed `-`).
