@@ -180,6 +180,13 @@ struct CLIFeatureTests {
             #expect(noSeed.stderr.contains("--user"), "\(noSeed.stderr)")
             #expect(environment.apns.accepted().count == 11)
             #expect(environment.fcm.accepted().count == 12)
+            // An iOS token in capitals, as an engineer may paste it: stored lowercase, it matched no device (exit 1).
+            let upper = try await CLITests.bugle(
+                ["send-test", file, "--token", u3iOS[0].uppercased(), "--providers", providers, "--csv", Self.csvPath("send-test-upper"), "--quiet"],
+                environment: env)
+            #expect(upper.status == 0, "\(upper.stdout) \(upper.stderr)")
+            #expect(environment.apns.accepted().count == 12)
+            #expect(environment.apns.accepted().last?.token == u3iOS[0])
         }
     }
 

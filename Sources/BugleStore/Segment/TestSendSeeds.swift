@@ -30,7 +30,8 @@ public struct TestSendSeeds: Sendable {
                     UNION ALL
                     SELECT false, seed, n FROM unnest(\(tokens)::text[]) WITH ORDINALITY AS t(seed, n)) s
              WHERE (s.is_user AND NOT EXISTS (SELECT 1 FROM bugle.devices d WHERE d.is_active AND d.user_id = s.seed))
-                OR (NOT s.is_user AND NOT EXISTS (SELECT 1 FROM bugle.devices d WHERE d.is_active AND d.token = s.seed))
+                OR (NOT s.is_user AND NOT EXISTS (SELECT 1 FROM bugle.devices d
+                                                   WHERE d.is_active AND (d.token = s.seed OR (d.platform = 'ios' AND d.token = lower(s.seed)))))
              ORDER BY s.is_user DESC, s.n
             """,
             logger: logger

@@ -16,7 +16,13 @@ public enum TestSendSegment {
         select += variables.map { "s.\(quoteIdentifier($0)) AS \(quoteIdentifier($0))" }
         var seeds: [String] = []
         if !users.isEmpty { seeds.append("d.user_id IN (\(try users.map(literal).joined(separator: ", ")))") }
-        if !tokens.isEmpty { seeds.append("d.token IN (\(try tokens.map(literal).joined(separator: ", ")))") }
+        if !tokens.isEmpty {
+            seeds.append("d.token IN (\(try tokens.map(literal).joined(separator: ", ")))")
+            // iOS device tokens are stored lowercase (as `register` and `import` store them): a seed given in capitals
+            // matched none.
+            let lowered = Set(tokens.map { $0.lowercased() }).subtracting(tokens)
+            if !lowered.isEmpty { seeds.append("(d.platform = 'ios' AND d.token IN (\(try lowered.sorted().map(literal).joined(separator: ", "))))") }
+        }
         var sql = "SELECT \(select.joined(separator: ", ")) FROM bugle.devices d"
         if !variables.isEmpty {
             let segment = SegmentReader.wrap(campaign.segment.sql)
