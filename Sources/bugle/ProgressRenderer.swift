@@ -45,7 +45,7 @@ struct ProgressRenderer {
         if let total = snapshot.remainingAtStart { line += "/\(total)" }
         // Several workers: the counts and the rate are this worker's; say so, and how many share the run.
         if snapshot.workers > 1 { line += " workers=\(snapshot.workers)" }
-        line += " rate=\(Self.rate(rate ?? 0))/s"
+        line += " rate=\(Self.plainRate(rate ?? 0))/s"
         if let until = snapshot.waitingUntil {
             line += " waiting_until=" + Date(timeIntervalSince1970: until.rounded()).formatted(.iso8601)
         } else if let eta = eta(snapshot) {
@@ -57,7 +57,7 @@ struct ProgressRenderer {
             if c.skipped > 0 { line += ",skipped=\(c.skipped)" }
         }
         for (kind, lane) in lanes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            line += " \(kind.rawValue):rate=" + (lane.rate.map { Self.rate($0) } ?? "unpaced") + ",in_flight=\(lane.inFlight)"
+            line += " \(kind.rawValue):rate=" + (lane.rate.map { Self.plainRate($0) } ?? "unpaced") + ",in_flight=\(lane.inFlight)"
             if lane.pausedFor > 0 { line += ",paused=\(Int(lane.pausedFor.rounded(.up)))s" }
         }
         return line
@@ -107,6 +107,14 @@ struct ProgressRenderer {
         guard value.isFinite, value >= 0 else { return "0" }
         if value < 9.95 { return String(format: "%.1f", value) }
         return number(Int64(value.rounded()))
+    }
+
+    /// A rate for the log line, whose fields are separated by commas: no thousands separators (`rate=10,000` read as
+    /// `rate=10` and a stray `000`).
+    static func plainRate(_ value: Double) -> String {
+        guard value.isFinite, value >= 0 else { return "0" }
+        if value < 9.95 { return String(format: "%.1f", value) }
+        return String(Int64(value.rounded()))
     }
 
     static func number(_ value: Int64) -> String {
