@@ -92,8 +92,10 @@ public struct DryRunReport: Sendable {
                 case .skip(let reason):
                     skipped[reason, default: 0] += 1
                     if csv {
+                        let placement = planner.placement(recipient)
                         CSVFormat.appendRecord(
-                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "skipped", reason.rawValue, "", "", "", ""],
+                            [String(recipient.deviceID), recipient.userID, recipient.platform.rawValue, "skipped", reason.rawValue, placement.locale, "",
+                             placement.variant ?? "", ""],
                             to: &out
                         )
                     }

@@ -50,6 +50,12 @@ public struct RecipientPlanner: Sendable {
         self.rotates = campaign.rotatesCopy
     }
 
+    /// The locale tag and A/B variant `recipient` has whatever the plan: a skipped recipient keeps them in the ledger, the
+    /// CSV and the per-variant summary (a variant whose copy has a NULL variable used to vanish from the A/B counts).
+    public func placement(_ recipient: ValidRecipient) -> (locale: String, variant: String?) {
+        (book.localeTag(for: recipient.locale), variants.variant(for: recipient.userID))
+    }
+
     /// The plan for `recipient`.
     /// - Parameter lastCopyIndex: the rotation index the user got last time for this notification type.
     public func plan(_ recipient: ValidRecipient, lastCopyIndex: Int? = nil) -> Decision {

@@ -49,11 +49,16 @@ struct LedgerCopyPage: Sendable {
     }
 
     /// Appends a row skipped at materialization (`skipped_invalid`, `skipped_quiet_hours`…) with its reason code.
-    mutating func appendFinished(seq: Int64, deviceID: Int64, userID: String, platform: String, state: String, code: String) {
+    /// - Parameters:
+    ///   - locale: The locale tag its copy would have had (a planned recipient's), else empty.
+    ///   - variant: Its A/B variant (a planned recipient's), else empty.
+    mutating func appendFinished(
+        seq: Int64, deviceID: Int64, userID: String, platform: String, state: String, code: String, locale: String = "", variant: String = ""
+    ) {
         Self.appendFields(
             to: &finishedPrefixes, runID: runID, seq: seq, deviceID: deviceID, userID: userID, token: "", platform: platform,
-            provider: ProviderKind.none.rawValue, locale: "", timezone: "", variables: "", state: state, code: code, variant: "", copyIndex: nil,
-            notBefore: 0
+            provider: ProviderKind.none.rawValue, locale: locale, timezone: "", variables: "", state: state, code: code, variant: variant,
+            copyIndex: nil, notBefore: 0
         )
         finishedEnds.append(finishedPrefixes.writerIndex)
         rows += 1

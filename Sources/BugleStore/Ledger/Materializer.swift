@@ -107,6 +107,7 @@ public struct Materializer: Sendable {
                     let seq = nextSeq
                     nextSeq += 1
                     let reason: SkipReason
+                    var placement: (locale: String, variant: String?) = ("", nil)
                     switch RecipientValidator.validate(row, iosTransport: campaign.iosTransport) {
                     case .success(let recipient):
                         switch planner.plan(recipient, lastCopyIndex: lastCopies[recipient.userID]) {
@@ -123,6 +124,7 @@ public struct Materializer: Sendable {
                             continue
                         case .skip(let why):
                             reason = why
+                            placement = planner.placement(recipient)
                         }
                     case .failure(let error):
                         reason = error.reason
@@ -131,7 +133,8 @@ public struct Materializer: Sendable {
                     let state: RecipientState = reason == .quietHours ? .skippedQuietHours : .skippedInvalid
                     batch.appendFinished(
                         seq: seq, deviceID: row.deviceID ?? 0, userID: row.userID ?? "",
-                        platform: String((row.platform ?? "").prefix(32)), state: state.rawValue, code: reason.rawValue
+                        platform: String((row.platform ?? "").prefix(32)), state: state.rawValue, code: reason.rawValue,
+                        locale: placement.locale, variant: placement.variant ?? ""
                     )
                 }
                 sieve.add(tokens)
