@@ -34,8 +34,13 @@ struct ReportCommand: AsyncParsableCommand {
             return try await DatabaseSession.with(global, migrate: false, logger: logger) { client -> Int32 in
                 // On a read replica the summary is the one stored when the run last wrote it, not rebuilt.
                 let writable = try await Migrator(client: client, logger: logger).migrateOrCheck()
-                guard try await RunRepository(client: client, logger: logger).run(id: runID) != nil else {
+                guard let record = try await RunRepository(client: client, logger: logger).run(id: runID) else {
                     throw UsageError("run \(runID) does not exist")
+                }
+                if [.running, .materializing].contains(record.status) {
+                    // The summary and the CSV are read one after the other while answers keep being recorded.
+                    Console(jsonOnStdout: json).say(
+                        "note: run \(runID) is \(record.status.rawValue): its summary and its report are read moments apart and may differ")
                 }
                 if !writable {
                     Console(jsonOnStdout: json).say("read-only database: the summary is the one stored when run \(runID) last wrote it")
