@@ -32,6 +32,11 @@ public struct ProviderSettings: Sendable, Equatable {
         self.sourcePath = sourcePath
     }
 
+    /// Equal settings, wherever their values are written (``locations`` is not compared).
+    public static func == (lhs: ProviderSettings, rhs: ProviderSettings) -> Bool {
+        lhs.apns == rhs.apns && lhs.fcm == rhs.fcm && lhs.legacyAPNs == rhs.legacyAPNs && lhs.sourcePath == rhs.sourcePath
+    }
+
     /// `message`, an error of the `section` lane's credentials, prefixed with where it comes from: the file, line,
     /// column and key of the path or variable it names (the longest such value of the section), else the file and
     /// the section.
