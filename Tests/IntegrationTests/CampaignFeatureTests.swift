@@ -33,6 +33,21 @@ struct CampaignFeatureTests {
         ).collect()
     }
 
+    /// Runs `campaign` `count` times to completion; returns the titles each FCM target got, with their times.
+    static func titlesOverRuns(
+        _ count: Int, _ campaign: Campaign, client: PostgresClient, environment: MixedTestEnvironment
+    ) async throws -> [String: [(Double, String)]] {
+        for _ in 0..<count {
+            let lanes = try environment.lanes(for: campaign)
+            let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
+            await lanes.shutdown()
+            #expect(result.ending == .completed)
+        }
+        var titles: [String: [(Double, String)]] = [:]
+        for record in environment.fcm.accepted() { titles[record.target, default: []].append((record.time, record.title ?? "")) }
+        return titles
+    }
+
     static func sha256(_ bytes: [UInt8]) -> String {
         SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
     }
@@ -200,14 +215,7 @@ struct CampaignFeatureTests {
                 var campaign = Support.campaign()
                 campaign.message = MessageTemplate(
                     defaultLocale: "en", localeCopies: ["en": ["A", "B", "C"].map { LocalizedCopy(title: $0, body: "b") }])
-                for _ in 0..<3 {
-                    let lanes = try environment.lanes(for: campaign)
-                    let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
-                    await lanes.shutdown()
-                    #expect(result.ending == .completed)
-                }
-                var titles: [String: [(Double, String)]] = [:]
-                for record in environment.fcm.accepted() { titles[record.target, default: []].append((record.time, record.title ?? "")) }
+                let titles = try await Self.titlesOverRuns(3, campaign, client: client, environment: environment)
                 #expect(titles.count == 30)
                 #expect(titles.values.allSatisfy { $0.sorted { $0.0 < $1.0 }.map(\.1) == ["A", "B", "C"] })
                 // iOS users: the payload hashes follow the same order.
@@ -236,14 +244,7 @@ struct CampaignFeatureTests {
                 campaign.message = MessageTemplate(
                     defaultLocale: "en",
                     localeCopies: ["en": ["A", "B", "C"].map { LocalizedCopy(title: $0, body: "b") }, "de": [LocalizedCopy(title: "D", body: "b")]])
-                for _ in 0..<4 {
-                    let lanes = try environment.lanes(for: campaign)
-                    let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
-                    await lanes.shutdown()
-                    #expect(result.ending == .completed)
-                }
-                var titles: [String: [(Double, String)]] = [:]
-                for record in environment.fcm.accepted() { titles[record.target, default: []].append((record.time, record.title ?? "")) }
+                let titles = try await Self.titlesOverRuns(4, campaign, client: client, environment: environment)
                 #expect(titles.count == 20)
                 let orders = Set(titles.values.map { $0.sorted { $0.0 < $1.0 }.map(\.1) })
                 #expect(orders == [["A", "B", "C", "A"]], "\(orders)")

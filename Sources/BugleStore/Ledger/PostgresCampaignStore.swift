@@ -636,25 +636,27 @@ public struct PostgresCampaignStore: CampaignStore {
     public func closeAtDeadline(_ lease: Lease, reason: String) async throws -> Bool {
         let logger = self.logger
         return try await ledgerTransaction { connection -> Bool in
-            _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
-            _ = try await connection.answeredQuery(
-                "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",
-                logger: logger
-            ).collect()
-            guard try await Self.liveWorkers(runID: lease.runID, connection, logger: logger) == 0 else { return false }
+            guard try await Self.leave(lease, connection, logger: logger) == 0 else { return false }
             return try await DeadlineClosure.close(runID: lease.runID, reason: reason, connection, logger: logger)
         }
+    }
+
+    /// Locks the run row and ends `lease`'s worker row, in the caller's transaction.
+    /// - Returns: How many other workers are still live on the run.
+    private static func leave(_ lease: Lease, _ connection: PostgresConnection, logger: Logger) async throws -> Int {
+        _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
+        _ = try await connection.answeredQuery(
+            "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",
+            logger: logger
+        ).collect()
+        return try await liveWorkers(runID: lease.runID, connection, logger: logger)
     }
 
     public func finish(_ lease: Lease, status: RunStatus, reason: String?, lastWorkerOnly: Bool) async throws -> Bool {
         let logger = self.logger
         return try await ledgerTransaction { connection -> Bool in
-            _ = try await connection.answeredQuery("SELECT 1 FROM bugle.runs WHERE id = \(lease.runID) FOR UPDATE", logger: logger).collect()
-            _ = try await connection.answeredQuery(
-                "DELETE FROM bugle.run_workers WHERE run_id = \(lease.runID) AND epoch = \(lease.epoch)",
-                logger: logger
-            ).collect()
-            if lastWorkerOnly, try await Self.liveWorkers(runID: lease.runID, connection, logger: logger) > 0 {
+            let others = try await Self.leave(lease, connection, logger: logger)
+            if lastWorkerOnly, others > 0 {
                 return false
             }
             let rows = try await connection.answeredQuery(
