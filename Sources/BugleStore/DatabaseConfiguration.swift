@@ -243,7 +243,20 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         if self.targetSessionAttributes != .any {
             query.append("target_session_attrs=\(self.targetSessionAttributes.rawValue)")
         }
-        return text + "?" + query.joined(separator: "&")
+        // Each value percent-encoded where a URL needs it (`application_name=bugle 123:456` printed a space, so the URL
+        // could not be pasted back): the name and the `=` kept, `/` and `:` left readable.
+        let encoded = query.map { field -> String in
+            guard let equals = field.firstIndex(of: "=") else { return field }
+            let value = String(field[field.index(after: equals)...])
+            return String(field[...equals]) + Self.encodeQueryValue(value)
+        }
+        return text + "?" + encoded.joined(separator: "&")
+    }
+
+    private static func encodeQueryValue(_ value: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&=+#")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
     }
 
     /// Same as ``description``: redacted.

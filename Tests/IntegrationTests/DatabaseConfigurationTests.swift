@@ -18,6 +18,9 @@ struct DatabaseConfigurationTests {
             .taggingSessions("123456:4294967295")
         #expect(long.applicationName.utf8.count == 63)
         #expect(long.applicationName.hasSuffix(" 123456:4294967295"))
+        // Printed as a URL that can be pasted back: the space percent-encoded (it was printed as is).
+        #expect(plain.description.hasSuffix("application_name=bugle%2012:34"), "\(plain.description)")
+        #expect(try DatabaseConfiguration(url: plain.description.replacingOccurrences(of: ":***", with: "")).applicationName == "bugle 12:34")
     }
 
     @Test func parsesAFullURL() throws {
