@@ -156,8 +156,16 @@ public struct Migrator: Sendable {
     /// - Returns: Whether this login can write.
     /// - Throws: ``StoreError/Code-swift.struct/readOnlyServer`` when the server is read-only and migrations are
     ///   pending, or as ``migrate()``.
+    /// - Parameter creatingSchema: Whether a database with no Bugle schema at all gets one (Bugle's own embedded cluster).
+    ///   Otherwise such a database is refused: a listing pointed at the wrong database used to create the schema there.
     @discardableResult
-    public func migrateOrCheck() async throws -> Bool {
+    public func migrateOrCheck(creatingSchema: Bool = true) async throws -> Bool {
+        if !creatingSchema, try await !self.schemaExists() {
+            throw StoreError(
+                .unsupportedConfiguration,
+                "this database has no Bugle schema (no bugle.schema_migrations): it is not the one Bugle writes to, or "
+                    + "`bugle db migrate` has not run on it; `bugle runs` and `bugle report` only read, and created nothing")
+        }
         guard let reason = try await self.readOnlyReason() else {
             _ = try await self.applyPending()
             return true
@@ -170,6 +178,13 @@ public struct Migrator: Sendable {
                 reason + "; and the schema lacks \(pending.count) migration(s) from version \(first), which only a login that "
                     + "can write applies")
         }
+        return false
+    }
+
+    /// Whether the database holds Bugle's migration table.
+    private func schemaExists() async throws -> Bool {
+        let rows = try await self.client.answeredQuery("SELECT to_regclass('bugle.schema_migrations') IS NOT NULL", logger: self.logger)
+        for try await (exists,) in rows.decode((Bool,).self) { return exists }
         return false
     }
 

@@ -27,6 +27,13 @@ enum DatabaseSession {
         return cluster.databaseConfiguration().taggingSessions(sessionTag)
     }
 
+    /// Whether a database URL names the server (`--database-url`, `BUGLE_DATABASE_URL`), rather than Bugle's own
+    /// embedded cluster.
+    static func namesServer(_ options: GlobalOptions) -> Bool {
+        let url = options.databaseURL ?? ProcessInfo.processInfo.environment["BUGLE_DATABASE_URL"]
+        return url.map { !$0.isEmpty } ?? false
+    }
+
     /// libpq's variables that choose a server: set without a database URL, they are worth a warning.
     static let libpqServerVariables = ["PGHOST", "PGSERVICE", "PGDATABASE", "PGPORT"]
 
@@ -102,7 +109,7 @@ enum DatabaseSession {
         return try await Database.withClient(configuration, logger: logger) { client in
             let migrator = Migrator(client: client, logger: logger)
             if migrate, readOnly {
-                try await migrator.migrateOrCheck()
+                try await migrator.migrateOrCheck(creatingSchema: !namesServer(options))
             } else if migrate {
                 try await migrator.migrate()
             }

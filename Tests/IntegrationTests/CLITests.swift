@@ -117,6 +117,28 @@ struct CLITests {
         #expect(workerText.contains("(default: 30)") && workerText.contains("(default: 600)") && workerText.contains("(default: 300)"), "\(worker.stdout)")
     }
 
+    /// `bugle runs` and `bugle report` migrated a writable database they were pointed at: a listing aimed at the wrong
+    /// database created Bugle's schema there.
+    @Test("runs and report pointed at a database with no Bugle schema say so and create nothing")
+    func readCommandsCreateNoSchema() async throws {
+        let server = try await TestDatabase.server()
+        let name = "bugle_empty_\(UInt32.random(in: 0...UInt32.max))"
+        try await Database.createDatabase(named: name, using: server, logger: TestDatabase.logger)
+        let configuration = server.with(database: name)
+        let environment = ["BUGLE_DATABASE_URL": try Self.url(configuration)]
+        for arguments in [["runs"], ["report", "1", "--csv", "-"]] {
+            let output = try await Self.bugle(arguments, environment: environment)
+            #expect(output.status != 0, "\(arguments) \(output.stdout)")
+            #expect(output.stderr.contains("this database has no Bugle schema"), "\(arguments) \(output.stderr)")
+        }
+        let created = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            let rows = try await client.query("SELECT to_regnamespace('bugle') IS NOT NULL", logger: TestDatabase.logger)
+            for try await (exists,) in rows.decode((Bool,).self) { return exists }
+            return true
+        }
+        #expect(!created, "the schema was created by a read command")
+    }
+
     @Test("validate: a good campaign exits 0; a bad one exits 1 naming file:line:column and the key")
     func validate() async throws {
         let good = try await Self.bugle(["validate", "campaigns/spring-sale.yaml"])
