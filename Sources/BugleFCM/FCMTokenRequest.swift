@@ -1,3 +1,4 @@
+import BugleCore
 import BugleHTTP2
 import Foundation
 import NIOCore
@@ -18,13 +19,12 @@ struct FCMTokenRequest: Sendable {
     /// JSON object (nil when the body is not one).
     /// - Throws: ``FCMAuthError``.
     func post(contentType: String, body: String, bearer: String? = nil, timeout: TimeAmount) async throws(FCMAuthError) -> (Int, [String: Any]?) {
-        // An IPv6 token_uri host in brackets, as `:authority` writes it (Foundation may give it either way).
-        let bare = url.host ?? ""
-        let host = bare.contains(":") && !bare.hasPrefix("[") ? "[\(bare)]" : bare
+        // An IPv6 token_uri host in brackets, as `:authority` writes it (Foundation may give the host either way).
+        let authority = Endpoint(host: (url.host ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: url.port ?? 443).authority
         var headers: HPACKHeaders = [
             ":method": "POST",
             ":scheme": "https",
-            ":authority": url.port.map { "\(host):\($0)" } ?? host,
+            ":authority": authority,
             ":path": (url.path.isEmpty ? "/" : url.path) + (url.query.map { "?" + $0 } ?? ""),
             "content-type": contentType,
             "accept": "application/json",

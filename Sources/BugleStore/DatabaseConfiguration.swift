@@ -210,47 +210,42 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
             text += ":***"
         }
         text += "@"
-        var query: [String] = []
+        var query: [(name: String, value: String)] = []
         switch self.endpoint {
         case .tcp(let host, let port):
             text += host.contains(":") ? "[\(host)]" : host
             text += ":\(port)"
         case .unixSocket(let directory, let port):
-            query.append("host=\(directory)")
-            query.append("port=\(port)")
+            query.append(("host", directory))
+            query.append(("port", String(port)))
         }
         text += "/" + Self.encode(self.database ?? "", allowed: .urlPathAllowed)
-        query.append("sslmode=\(self.sslMode.rawValue)")
+        query.append(("sslmode", self.sslMode.rawValue))
         if let root = self.sslRootCertificatePath {
-            query.append("sslrootcert=\(root)")
+            query.append(("sslrootcert", root))
         }
         if let certificate = self.sslCertificatePath, let key = self.sslKeyPath {
-            query.append("sslcert=\(certificate)")
-            query.append("sslkey=\(key)")
+            query.append(("sslcert", certificate))
+            query.append(("sslkey", key))
             if self.sslKeyPassword != nil {
-                query.append("sslpassword=***")
+                query.append(("sslpassword", "***"))
             }
         }
         if let file = self.passwordFilePath {
-            query.append("passfile=\(file)")
+            query.append(("passfile", file))
         }
         if self.applicationName != "bugle" {
-            query.append("application_name=\(self.applicationName)")
+            query.append(("application_name", self.applicationName))
         }
         if !self.alternateEndpoints.isEmpty {
-            query.append("then=" + self.candidates.dropFirst().map(\.endpointDescription).joined(separator: ","))
+            query.append(("then", self.candidates.dropFirst().map(\.endpointDescription).joined(separator: ",")))
         }
         if self.targetSessionAttributes != .any {
-            query.append("target_session_attrs=\(self.targetSessionAttributes.rawValue)")
+            query.append(("target_session_attrs", self.targetSessionAttributes.rawValue))
         }
         // Each value percent-encoded where a URL needs it (`application_name=bugle 123:456` printed a space, so the URL
-        // could not be pasted back): the name and the `=` kept, `/` and `:` left readable.
-        let encoded = query.map { field -> String in
-            guard let equals = field.firstIndex(of: "=") else { return field }
-            let value = String(field[field.index(after: equals)...])
-            return String(field[...equals]) + Self.encodeQueryValue(value)
-        }
-        return text + "?" + encoded.joined(separator: "&")
+        // could not be pasted back), `/` and `:` left readable.
+        return text + "?" + query.map { $0.name + "=" + Self.encodeQueryValue($0.value) }.joined(separator: "&")
     }
 
     private static func encodeQueryValue(_ value: String) -> String {

@@ -14,13 +14,7 @@ enum DeadlineClosure {
     /// is live on it.
     /// - Returns: true when the run was closed (it was not already final).
     static func close(runID: Int64, reason: String, _ connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        _ = try await connection.answeredQuery(
-            """
-            UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = \(outcomeCode), finished_at = now()
-             WHERE run_id = \(runID) AND state IN ('pending', 'retry_wait')
-            """,
-            logger: logger
-        ).collect()
+        try await UnsentRecipients.cancel(runID: runID, code: outcomeCode, connection, logger: logger)
         let rows = try await connection.answeredQuery(
             """
             UPDATE bugle.runs

@@ -677,13 +677,7 @@ public struct PostgresCampaignStore: CampaignStore {
             } else if !changed, try await self.status(of: lease.runID, connection) == .cancelled {
                 // `bugle cancel` moved the waiting recipients to `cancelled` while this worker held some in flight: those
                 // it handed back unsent (now `retry_wait`) are cancelled too, and their users' reservations released.
-                _ = try await connection.answeredQuery(
-                    """
-                    UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = 'run_cancelled', finished_at = now()
-                     WHERE run_id = \(lease.runID) AND state IN ('pending', 'retry_wait')
-                    """,
-                    logger: logger
-                ).collect()
+                try await UnsentRecipients.cancel(runID: lease.runID, code: "run_cancelled", connection, logger: logger)
                 try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
             }
             try await RunSummaries.rebuild(runID: lease.runID, connection, logger: logger)

@@ -195,13 +195,7 @@ public struct RunRepository: Sendable {
             var changed = false
             for try await _ in rows { changed = true }
             guard changed, status == .cancelled else { return changed }
-            _ = try await connection.answeredQuery(
-                """
-                UPDATE bugle.run_recipients SET state = 'cancelled', outcome_code = 'run_cancelled', finished_at = now()
-                 WHERE run_id = \(runID) AND state IN ('pending', 'retry_wait')
-                """,
-                logger: logger
-            ).collect()
+            try await UnsentRecipients.cancel(runID: runID, code: "run_cancelled", connection, logger: logger)
             // A run cancelled while reading its segment was never made `ready`: its recipients are the rows written
             // before the cancel (its reader writes nothing after it: each page locks the run row and checks the status).
             _ = try await connection.answeredQuery(
