@@ -65,6 +65,7 @@ struct ResumeCommand: AsyncParsableCommand {
     ) async throws -> Int32 {
         try await source.withRun(runID, global: global, logger: logger) { client, repository, record, send in
             let report = csv ?? RunExecution.defaultReport(runID)
+            var phases = PhaseTimer()
             switch record.status {
             case .completed, .cancelled, .failed:
                 Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
@@ -73,9 +74,10 @@ struct ResumeCommand: AsyncParsableCommand {
             case .materializing:
                 let materialized = try await rematerialize(
                     record, client: client, repository: repository, global: global, output: output, worker: worker, logger: logger)
+                phases.end("materialize")
                 if materialized.closed {
                     try await RunExecution.sayClosedWhileReading(runID: runID, materialized, repository: repository)
-                    try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
+                    try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger, phases: phases)
                     return ExitCodes.failed
                 }
             case .paused where afterOutage && record.pauseReason != "lease lost":
@@ -100,7 +102,8 @@ struct ResumeCommand: AsyncParsableCommand {
                 throw UsageError(beingSent(runID, by: live))
             }
             let code = try await send(output, worker, mode)
-            try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
+            phases.end("send")
+            try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger, phases: phases)
             return code
         }
     }

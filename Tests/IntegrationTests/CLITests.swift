@@ -676,7 +676,7 @@ struct CLITests {
         #expect(!folder.stderr.contains("NSCocoaErrorDomain"))
     }
 
-    @Test("resume of a completed run sends nothing, worker says there is nothing to join (exit 0); cancel of a ready run cancels its recipients; of a finished or missing one exits 1")
+    @Test("resume of a completed run sends nothing (exit 0; a cancelled one exit 2), worker says there is nothing to join (exit 0); cancel of a ready run cancels its recipients; of a finished or missing one exits 1")
     func resumeAndCancel() async throws {
         let configuration = try await TestDatabase.fresh()
         let url = try Self.url(configuration)
@@ -707,6 +707,10 @@ struct CLITests {
         #expect(joinedJSON.stderr.contains("nothing to join"), "\(joinedJSON.stderr)")
         let cancelled = try await Self.bugle(["cancel", String(readyRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(cancelled.status == 0)
+        // Resuming a cancelled run sends nothing and exits with its outcome (2), its report written again.
+        let resumedCancelled = try await Self.bugle(["resume", String(readyRun), "--csv", csv], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(resumedCancelled.status == 2, "\(resumedCancelled.stderr)")
+        #expect(resumedCancelled.stdout.contains("run \(readyRun) is cancelled; nothing to send"), "\(resumedCancelled.stdout)")
         let again = try await Self.bugle(["cancel", String(completedRun)], environment: ["BUGLE_DATABASE_URL": url])
         #expect(again.status == 1)
         #expect(again.stdout.isEmpty, "\(again.stdout)")

@@ -99,7 +99,7 @@ struct CrashRecoveryTests {
 
     /// §2.1 #3: SIGTERM stops claiming, waits for the answers in flight and records them, exits 3 with the run
     /// paused and nothing in flight; the resume then completes with 0 duplicates and 0 unknown.
-    @Test("SIGTERM mid-run: exit 3, nothing in flight; resume gives 0 duplicates and 0 unknown")
+    @Test("SIGTERM mid-run: exit 3, nothing in flight; resume gives 0 duplicates and 0 unknown, its --json timing send and report")
     func sigterm() async throws {
         try await CrashFixture.with(devices: 3000) { fixture in
             let runID = try await Self.stoppedBySIGTERM(fixture)
@@ -110,8 +110,13 @@ struct CrashRecoveryTests {
                 try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
             }
             #expect(status == "paused")
-            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet", "--json"])
             #expect(resumed.status == 0, "\(resumed.stderr)")
+            // --json: the summary says how long this resume sent and reported (it had only `report`).
+            let summary = try JSONSerialization.jsonObject(with: Data(resumed.stdout.utf8)) as? [String: Any]
+            let phases = summary?["phase_seconds"] as? [String: Double]
+            #expect(phases.map { Set($0.keys) } == ["send", "report"], "\(resumed.stdout)")
+            #expect((phases?["send"] ?? 0) > 0, "\(resumed.stdout)")
             let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
             #expect(duplicates == 0)
             #expect(unknown == 0)
