@@ -148,37 +148,48 @@ public struct Migrator: Sendable {
 
     // MARK: - Steps
 
-    /// For commands that only read (`bugle runs`, `bugle report`): migrates a server this login can write; on one it
-    /// cannot (a read replica), checks that every migration is already applied instead, so analysts can read runs on
-    /// a replica. Commands that write call ``migrate()``, which refuses such a server at once (a standby in recovery:
-    /// Bugle reached a replica, or a failover left the URL on the old primary; or sessions made read-only), rather
-    /// than after the ledger's retries.
+    /// For commands that only read (`bugle runs`, `bugle report`): migrates a server this login can write when Bugle
+    /// owns it (its embedded cluster); on one it cannot write (a read replica), or one named by URL, checks that every
+    /// migration is already applied instead, so analysts can read runs on a replica and a listing never changes the
+    /// schema of a server someone else runs. Commands that write call ``migrate()``, which refuses a read-only server at
+    /// once (a standby in recovery: Bugle reached a replica, or a failover left the URL on the old primary; or sessions
+    /// made read-only), rather than after the ledger's retries.
     /// - Returns: Whether this login can write.
     /// - Throws: ``StoreError/Code-swift.struct/readOnlyServer`` when the server is read-only and migrations are
-    ///   pending, or as ``migrate()``.
-    /// - Parameter creatingSchema: Whether a database with no Bugle schema at all gets one (Bugle's own embedded cluster).
-    ///   Otherwise such a database is refused: a listing pointed at the wrong database used to create the schema there.
+    ///   pending; ``StoreError/Code-swift.struct/unsupportedConfiguration`` when `changingSchema` is false and the
+    ///   database has no Bugle schema or lacks migrations; or as ``migrate()``.
+    /// - Parameter changingSchema: Whether a database with no Bugle schema gets one, and one that lacks migrations gets
+    ///   them (Bugle's own embedded cluster). Otherwise both are refused: a listing pointed at the wrong database used
+    ///   to create the schema there, and one run by a newer Bugle against a production server migrated it.
     @discardableResult
-    public func migrateOrCheck(creatingSchema: Bool = true) async throws -> Bool {
-        if !creatingSchema, try await !self.schemaExists() {
+    public func migrateOrCheck(changingSchema: Bool = true) async throws -> Bool {
+        if !changingSchema, try await !self.schemaExists() {
             throw StoreError(
                 .unsupportedConfiguration,
                 "this database has no Bugle schema (no bugle.schema_migrations): it is not the one Bugle writes to, or "
                     + "`bugle db migrate` has not run on it; `bugle runs` and `bugle report` only read, and created nothing")
         }
-        guard let reason = try await self.readOnlyReason() else {
+        let reason = try await self.readOnlyReason()
+        if reason == nil, changingSchema {
             _ = try await self.applyPending()
             return true
         }
         let applied = try await self.appliedVersions()
         let pending = self.migrations.map(\.version).filter { applied[$0] == nil }
         if let first = pending.first {
+            guard let reason else {
+                throw StoreError(
+                    .unsupportedConfiguration,
+                    "the Bugle schema of this database lacks \(pending.count) migration(s) from version \(first), which this "
+                        + "version of Bugle needs; `bugle db migrate` (or a `bugle run`) applies them; `bugle runs` and "
+                        + "`bugle report` only read, and changed nothing")
+            }
             throw StoreError(
                 .readOnlyServer,
                 reason + "; and the schema lacks \(pending.count) migration(s) from version \(first), which only a login that "
                     + "can write applies")
         }
-        return false
+        return reason == nil
     }
 
     /// Whether the database holds Bugle's migration table.

@@ -109,7 +109,7 @@ enum DatabaseSession {
         return try await Database.withClient(configuration, logger: logger) { client in
             let migrator = Migrator(client: client, logger: logger)
             if migrate, readOnly {
-                try await migrator.migrateOrCheck(creatingSchema: !namesServer(options))
+                try await migrator.migrateOrCheck(changingSchema: !namesServer(options))
             } else if migrate {
                 try await migrator.migrate()
             }

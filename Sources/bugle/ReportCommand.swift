@@ -33,7 +33,7 @@ struct ReportCommand: AsyncParsableCommand {
             let csv = try CSVOption.destination(self.csv, json: json) ?? RunExecution.defaultReport(runID)
             return try await DatabaseSession.with(global, migrate: false, logger: logger) { client -> Int32 in
                 // On a read replica the summary is the one stored when the run last wrote it, not rebuilt.
-                let writable = try await Migrator(client: client, logger: logger).migrateOrCheck(creatingSchema: !DatabaseSession.namesServer(global))
+                let writable = try await Migrator(client: client, logger: logger).migrateOrCheck(changingSchema: !DatabaseSession.namesServer(global))
                 guard let record = try await RunRepository(client: client, logger: logger).run(id: runID) else {
                     throw UsageError("run \(runID) does not exist")
                 }

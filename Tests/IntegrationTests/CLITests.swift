@@ -139,6 +139,28 @@ struct CLITests {
         #expect(!created, "the schema was created by a read command")
     }
 
+    @Test("runs and report pointed by URL at a database whose Bugle schema lacks a migration say so and apply nothing")
+    func readCommandsMigrateNothing() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let environment = ["BUGLE_DATABASE_URL": try Self.url(configuration)]
+        let count: PostgresQuery = "SELECT count(*)::bigint FROM bugle.schema_migrations"
+        let (latest, before) = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> (Int64, Int64?) in
+            let latest = try await LedgerTestSupport.scalar(client, "SELECT max(version)::bigint FROM bugle.schema_migrations", as: Int64.self) ?? 0
+            try await client.query("DELETE FROM bugle.schema_migrations WHERE version = \(unescaped: String(latest))", logger: TestDatabase.logger)
+            return (latest, try await LedgerTestSupport.scalar(client, count, as: Int64.self))
+        }
+        for arguments in [["runs"], ["report", "1", "--csv", "-"]] {
+            let output = try await Self.bugle(arguments, environment: environment)
+            #expect(output.status != 0, "\(arguments) \(output.stdout)")
+            #expect(output.stderr.contains("lacks 1 migration(s) from version \(latest)"), "\(arguments) \(output.stderr)")
+            #expect(output.stderr.contains("`bugle db migrate`"), "\(arguments) \(output.stderr)")
+        }
+        let after = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, count, as: Int64.self)
+        }
+        #expect(after == before, "a read command applied a migration")
+    }
+
     @Test("validate: a good campaign exits 0; a bad one exits 1 naming file:line:column and the key")
     func validate() async throws {
         let good = try await Self.bugle(["validate", "campaigns/spring-sale.yaml"])
