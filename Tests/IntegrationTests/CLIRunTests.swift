@@ -653,6 +653,20 @@ struct CLIRunTests {
         #expect(!sending.isEmpty && sending.allSatisfy { $0.contains(decimal) }, "\(sending)")
     }
 
+    @Test("a lane paced above 999/s reads its rate without a thousands separator in the comma-separated log line")
+    func progressOfAFastLane() async throws {
+        // About 3,000 iOS devices at 1,500/s: two seconds of progress lines at least.
+        let fixture = try await Fixture.make(devices: 6000, rate: 1500)
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-fast-\(UUID().uuidString).csv").path
+        let output = try await CLITests.bugle(
+            ["run", fixture.campaign, "--providers", fixture.providers, "--csv", csv, "--progress-interval", "0.2"],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL])
+        try await fixture.stop()
+        #expect(output.status == 0, "\(output.stderr)")
+        let progress = output.stderr.split(separator: "\n").filter { $0.hasPrefix("progress run=") }
+        #expect(!progress.isEmpty && progress.allSatisfy { $0.contains(" apns:rate=1500,in_flight=") }, "\(progress)")
+    }
+
     @Test("not a terminal: progress log lines on stderr, --json summary on stdout, /metrics live during the run")
     func logLinesJSONAndMetrics() async throws {
         let fixture = try await Fixture.make(devices: 1200, rate: 300, unavailableRatio: 0.03)
