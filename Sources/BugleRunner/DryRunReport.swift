@@ -17,6 +17,9 @@ public struct DryRunReport: Sendable {
     public private(set) var skipped: [SkipReason: Int64] = [:]
     /// Rows read.
     public private(set) var rowsRead: Int64 = 0
+    /// The users of the rows the last ``add(_:csv:)`` would send, one entry per row, for what dedupe and the frequency
+    /// cap would make of them (the store's claim-rules estimate).
+    public private(set) var pageUserIDs: [String] = []
     /// Largest rendered body per platform, in bytes.
     public private(set) var largestBody: [Platform: Int] = [:]
     /// Up to ``sampleLimit`` rendered requests per platform (body JSON, and APNs headers), for the operator to eyeball,
@@ -61,6 +64,7 @@ public struct DryRunReport: Sendable {
     /// Processes one page; returns CSV preview records for it when `csv` is set.
     public mutating func add(_ rows: [SegmentRow], csv: Bool) -> [UInt8] {
         var out: [UInt8] = []
+        pageUserIDs.removeAll(keepingCapacity: true)
         // Per-platform tallies of this page in plain arrays, folded into the dictionaries once per page: hashing a
         // platform key four times a row was about 7% of a dry run's CPU.
         var sends = [Int64](repeating: 0, count: Platform.allCases.count)
@@ -122,6 +126,7 @@ public struct DryRunReport: Sendable {
                         sample(recipient, selection: selection, slot: slot, copy: planned.locale + "\u{0}" + variant)
                     }
                     sends[slot] += 1
+                    pageUserIDs.append(recipient.userID)
                     largest[slot] = max(largest[slot], bodySize)
                     if let slot = locales.firstIndex(where: { $0.tag == planned.locale }) {
                         locales[slot].count += 1

@@ -83,8 +83,9 @@ struct DemoCommand: AsyncParsableCommand {
                         campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: nil, output: output, worker: .standard,
                         logger: logger)
                     guard let dryCampaign else { return (code, nil) }
-                    let (report, _) = try await DryRunExecution.execute(campaign: dryCampaign, segments: segments, csv: nil, logger: logger)
-                    return (code, DryRunOutcome(report: report, campaign: dryCampaign))
+                    let (report, _, estimate) = try await DryRunExecution.execute(
+                        campaign: dryCampaign, client: client, segments: segments, csv: nil, logger: logger)
+                    return (code, DryRunOutcome(report: report, campaign: dryCampaign, estimate: estimate))
                 }
             } catch {
                 await lanes.shutdown()
@@ -97,7 +98,7 @@ struct DemoCommand: AsyncParsableCommand {
             print("demo: the simulators accepted \(accepted.apns) APNs and \(accepted.fcm) FCM notification(s)")
             if let dryReport {
                 print("")
-                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, samples: 1, preview: nil)
+                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, estimate: dryReport.estimate, samples: 1, preview: nil)
             }
             return code
         }
@@ -115,4 +116,5 @@ extension DemoCommand {
 struct DryRunOutcome: Sendable {
     var report: DryRunReport
     var campaign: Campaign
+    var estimate: ClaimRulesEstimate?
 }

@@ -8,20 +8,24 @@ import PostgresNIO
 /// Wiring for dry runs: stream the segment through a ``DryRunReport``, optionally writing the preview CSV.
 enum DryRunExecution {
     /// - Parameters:
+    ///   - client: Bugle's database, where what dedupe and the frequency cap would skip now is judged.
     ///   - csv: Where the preview CSV goes (none when nil).
     ///   - validator: With `--validate`, sends each FCM recipient's message with `validate_only`.
     static func execute(
         campaign: Campaign,
+        client: PostgresClient,
         segments: SegmentAccess,
         csv: ReportDestination?,
         validator: DryRunValidation? = nil,
         legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit,
         samples: Int = 1,
         logger: Logger
-    ) async throws -> (DryRunReport, DryRunValidation?) {
+    ) async throws -> (DryRunReport, DryRunValidation?, ClaimRulesEstimate?) {
         let reader = try await segments.reader(for: campaign.segment, variables: Set(campaign.templateVariables), logger: logger)
+        let now = Date()
+        var estimate = try await ClaimRulesEstimate.make(for: campaign, now: now, client: client, logger: logger)
         let writer = try csv.map { try ReportFileWriter($0) }
-        var report = DryRunReport(campaign: campaign, now: Int(Date().timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit, sampleLimit: samples)
+        var report = DryRunReport(campaign: campaign, now: Int(now.timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit, sampleLimit: samples)
         var validation = validator
         do {
             if let writer {
@@ -33,6 +37,7 @@ enum DryRunExecution {
                 let chunk = report.add(rows, csv: writer != nil)
                 if let writer { try writer.write(chunk) }
                 await validation?.validate(rows)
+                try await estimate?.add(userIDs: report.pageUserIDs)
             }
 
             report.addUnpaged(.missingDeviceID, count: scan.nullDeviceIDs)
@@ -42,6 +47,6 @@ enum DryRunExecution {
             writer?.abandon()
             throw error
         }
-        return (report, validation)
+        return (report, validation, estimate)
     }
 }

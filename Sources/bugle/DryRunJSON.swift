@@ -8,12 +8,13 @@ import Foundation
 /// `{"campaign", "rows_read", "would_send", "per_platform": {PLATFORM: {"would_send", "largest_body_bytes"}},
 /// "per_locale": {LOCALE: n}, "per_variant": {VARIANT: n}, "scheduled", "skipped": {REASON: n}, "samples":
 /// [{"platform", "bytes", "headers": {NAME: VALUE} | null, "body"}], "preview": PATH | null, "validation":
-/// {"checked", "valid", "refused": {CODE: n}, "halted"} | null, "not_counted": TEXT | null}` — keys sorted; `samples` has at most `--samples` requests per
+/// {"checked", "valid", "refused": {CODE: n}, "halted"} | null, "not_counted": TEXT | null, "skipped_if_claimed_now":
+/// {"dedupe": n | null, "period_key": KEY | null, "frequency_cap": n | null} | null}` — keys sorted; `samples` has at most `--samples` requests per
 /// platform (`--samples 0`: none), its `body` the request's JSON with the device token replaced by its fingerprint;
 /// `validation` is given with `--validate` only.
 enum DryRunJSON {
     static func render(
-        _ report: DryRunReport, campaign: Campaign, samples: Int, preview: ReportDestination?, validation: DryRunValidation?
+        _ report: DryRunReport, campaign: Campaign, estimate: ClaimRulesEstimate?, samples: Int, preview: ReportDestination?, validation: DryRunValidation?
     ) -> String {
         var perPlatform: [String: Any] = [:]
         for (platform, count) in report.wouldSend {
@@ -32,8 +33,10 @@ enum DryRunJSON {
             "samples": sampled.map(sample),
             "preview": preview.map { $0.description as Any } ?? NSNull(),
             "validation": validation.map(describe) ?? NSNull(),
-            // Dedupe and the frequency cap, judged at claim time: "would_send" does not apply them.
-            "not_counted": DryRunPrinter.claimTimeNote(campaign).map { $0 as Any } ?? NSNull(),
+            // Dedupe and the frequency cap, judged at claim time: "would_send" does not apply them; what they would
+            // skip if everyone were claimed now.
+            "not_counted": DryRunPrinter.claimTimeNote(campaign, estimate: estimate).map { $0 as Any } ?? NSNull(),
+            "skipped_if_claimed_now": estimate.map(describe) ?? NSNull(),
         ]
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return "{\"campaign\":null}"
@@ -51,6 +54,14 @@ enum DryRunJSON {
             // The request's JSON as an object (its text only if it were not JSON).
             "body": (try? JSONSerialization.jsonObject(with: Data(body.utf8))) ?? body,
         ]
+    }
+
+    private static func describe(_ estimate: ClaimRulesEstimate) -> Any {
+        [
+            "dedupe": estimate.periodKey == nil ? NSNull() : estimate.deduped as Any,
+            "period_key": estimate.periodKey.map { $0 as Any } ?? NSNull(),
+            "frequency_cap": estimate.cap == nil ? NSNull() : estimate.capped as Any,
+        ] as [String: Any]
     }
 
     private static func describe(_ validation: DryRunValidation) -> Any {

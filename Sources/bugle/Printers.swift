@@ -6,17 +6,30 @@ import Foundation
 /// Terminal output of a dry run.
 enum DryRunPrinter {
     /// What the dry run does not count: dedupe and the frequency cap are judged as each recipient is claimed, against
-    /// what other runs have sent by then, so "would be sent" counts them as sent.
-    static func claimTimeNote(_ campaign: Campaign) -> String? {
+    /// what other runs have sent by then, so "would be sent" counts them as sent; with `estimate`, what the two rules
+    /// would skip if the run claimed everyone now.
+    static func claimTimeNote(_ campaign: Campaign, estimate: ClaimRulesEstimate?) -> String? {
         var rules: [String] = []
         if campaign.dedupe != .none { rules.append("dedupe (\(campaign.dedupe.rawValue))") }
         if campaign.delivery.frequencyCap != nil { rules.append("the frequency cap") }
         guard !rules.isEmpty else { return nil }
-        return rules.joined(separator: " and ") + (rules.count > 1 ? " are" : " is") + " applied as the run claims each recipient, against what other runs "
+        var note = rules.joined(separator: " and ") + (rules.count > 1 ? " are" : " is") + " applied as the run claims each recipient, against what other runs "
             + "have sent by then; the counts above do not apply them"
+        guard let estimate else { return note }
+        var now: [String] = []
+        if let period = estimate.periodKey { now.append("\(estimate.deduped) by dedupe (users already notified in period \(period))") }
+        if let cap = estimate.cap { now.append("\(estimate.capped) by the frequency cap (users at \(cap.count) per \(window(cap.perSeconds)))") }
+        note += "; claimed now, " + now.joined(separator: " and ") + " would be skipped"
+        return note
     }
 
-    static func print(_ report: DryRunReport, campaign: Campaign, samples: Int, preview: ReportDestination?) {
+    /// A cap's window as the campaign file writes it: `7d`, `12h`, `90m`, else seconds.
+    static func window(_ seconds: Int) -> String {
+        for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60)] where seconds % size == 0 { return "\(seconds / size)\(unit)" }
+        return "\(seconds)s"
+    }
+
+    static func print(_ report: DryRunReport, campaign: Campaign, estimate: ClaimRulesEstimate?, samples: Int, preview: ReportDestination?) {
         Swift.print("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
         Swift.print("  per platform:")
         for platform in Platform.allCases {
@@ -42,7 +55,7 @@ enum DryRunPrinter {
                 Swift.print("    \(reason.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
             }
         }
-        if let note = claimTimeNote(campaign) { Swift.print("  note: \(note)") }
+        if let note = claimTimeNote(campaign, estimate: estimate) { Swift.print("  note: \(note)") }
         if samples > 0 {
             for platform in Platform.allCases {
                 for request in (report.samples[platform] ?? []).prefix(samples) {

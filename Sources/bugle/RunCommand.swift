@@ -157,15 +157,16 @@ struct RunCommand: AsyncParsableCommand {
         let legacyPayloadLimit = try legacyPayloadLimit(campaign)
         let report: DryRunReport
         let validation: DryRunValidation?
+        let estimate: ClaimRulesEstimate?
         do {
             let global = self.global
-            (report, validation) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
+            (report, validation, estimate) = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
                 let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
                 // As `run` and `validate` do: a template variable the segment does not return is a mistake in the
                 // file, not a recipient whose value is NULL.
                 try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
                 return try await DryRunExecution.execute(
-                    campaign: campaign, segments: segments, csv: csv, validator: validator, legacyPayloadLimit: legacyPayloadLimit,
+                    campaign: campaign, client: client, segments: segments, csv: csv, validator: validator, legacyPayloadLimit: legacyPayloadLimit,
                     samples: samples, logger: logger)
             }
         } catch {
@@ -174,9 +175,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         await fcm?.shutdown()
         if output.json {
-            print(DryRunJSON.render(report, campaign: campaign, samples: samples, preview: csv, validation: validation))
+            print(DryRunJSON.render(report, campaign: campaign, estimate: estimate, samples: samples, preview: csv, validation: validation))
         } else {
-            DryRunPrinter.print(report, campaign: campaign, samples: samples, preview: csv)
+            DryRunPrinter.print(report, campaign: campaign, estimate: estimate, samples: samples, preview: csv)
             if let validation { DryRunPrinter.print(validation) }
         }
         return validation?.halted == nil ? ExitCodes.completed : ExitCodes.failed

@@ -433,6 +433,9 @@ struct CLITests {
         #expect(object["rows_read"] as? Int == 300)
         #expect(object["would_send"] as? Int == 300)
         #expect((object["not_counted"] as? String)?.hasPrefix("dedupe (daily)") == true, "\(object)")
+        // Nobody was notified yet: dedupe would skip none now; the campaign has no cap.
+        let claimedNow = object["skipped_if_claimed_now"] as? [String: Any]
+        #expect(claimedNow?["dedupe"] as? Int == 0 && claimedNow?["frequency_cap"] is NSNull, "\(object)")
         let platforms = try #require(object["per_platform"] as? [String: [String: Int]])
         #expect(platforms.values.map { $0["would_send"] ?? 0 }.reduce(0, +) == 300)
         #expect(platforms["ios"]?["would_send"] == 150)
@@ -449,6 +452,67 @@ struct CLITests {
         #expect(object["validation"] is NSNull)
         let after2 = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
         #expect(before == after2)
+    }
+
+    @Test("dry run: what dedupe and the frequency cap would skip if everyone were claimed now, counted per device, nothing reserved")
+    func dryRunClaimRules() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let url = try Self.url(configuration)
+        let fake: [ProviderKind: any PushProvider] = [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)]
+        let select = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d"
+        let reserved = try await Database.withClient(configuration, logger: TestDatabase.logger) { client -> Int64? in
+            // Users u1 ... u40, one device each; u1 ... u10 have a second device.
+            try await LedgerTestSupport.seed(client, count: 40)
+            try await client.query(
+                """
+                INSERT INTO bugle.devices (id, user_id, token, platform, locale)
+                SELECT 100 + i, 'u' || i, 'fcm-second-' || md5(i::text), 'android', 'en' FROM generate_series(1, 10) i
+                """, logger: TestDatabase.logger)
+            // Today's "promo" already reached u1 ... u10 (dedupe daily) ...
+            let today = PeriodKey.key(for: .daily, at: Date())
+            let (_, first) = try await LedgerTestSupport.runCampaign(
+                client, LedgerTestSupport.campaign(name: "earlier", sql: select + " WHERE d.id <= 10", dedupe: .daily), providers: fake, periodKey: today)
+            #expect(first.ending == .completed)
+            // ... and another campaign, without dedupe, u11 ... u20: the cap of one a day holds them.
+            let (_, second) = try await LedgerTestSupport.runCampaign(
+                client, LedgerTestSupport.campaign(name: "other", sql: select + " WHERE d.id BETWEEN 11 AND 20"), providers: fake)
+            #expect(second.ending == .completed)
+            return try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.notification_log", as: Int64.self)
+        }
+        let campaign = try Self.temporaryFile(
+            "claim-rules.yaml",
+            """
+            name: claim-rules
+            notification_type: promo
+            dedupe: daily
+            segment:
+              sql: \(select) WHERE d.is_active
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Again } }
+            delivery:
+              max_per_user: { count: 1, per: 1d }
+            """
+        )
+        let period = PeriodKey.key(for: .daily, at: Date()) ?? ""
+        let text = try await Self.bugle(["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stdout.contains("50 row(s) read, 50 would be sent"), "\(text.stdout)")
+        // u1 ... u10's twenty devices by dedupe, u11 ... u20's ten by the cap.
+        #expect(
+            text.stdout.contains(
+                "claimed now, 20 by dedupe (users already notified in period \(period)) and 10 by the frequency cap (users at 1 per 1d) would be skipped"),
+            "\(text.stdout)")
+        let json = try await Self.bugle(["run", campaign, "--dry-run", "--json"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(json.status == 0, "\(json.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+        let now = try #require(object["skipped_if_claimed_now"] as? [String: Any], "\(object)")
+        #expect(now["dedupe"] as? Int == 20 && now["frequency_cap"] as? Int == 10 && now["period_key"] as? String == period, "\(now)")
+        // Judged, not reserved: the notification log is as the two runs left it.
+        let after = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.notification_log", as: Int64.self)
+        }
+        #expect(after == reserved)
     }
 
     /// A fresh database with `devices` demo devices, and its URL.
