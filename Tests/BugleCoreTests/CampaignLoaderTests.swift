@@ -95,6 +95,32 @@ struct CampaignLoaderTests {
         #expect(error.description == "\(path):\(bad.line):\(bad.column): \(prefix)\(error.message)")
     }
 
+    @Test("problems in several sections are all reported, in file order, one per line")
+    func everyProblemInFileOrder() throws {
+        let yaml = """
+            name: x
+            notification_type: promo
+            message:
+              default_locale: en
+              locales: { en: { title: a, body: b } }
+              bogus: 1
+            segment:
+              sql: SELECT 1
+              page_sise: 10
+            delivery:
+              rate: { apns: -1 }
+            """
+        let error = try #require(configurationError { try CampaignLoader.load(yaml: yaml, path: "c.yaml") })
+        // The message section is checked after the segment, yet its problem comes first: it is first in the file.
+        #expect(error.keyPath == "message.bogus" && error.line == 6, "\(error)")
+        #expect(error.further.map(\.keyPath) == ["segment.page_sise", "delivery.rate.apns"], "\(error)")
+        let lines = error.description.split(separator: "\n")
+        #expect(lines.count == 3 && lines[1].hasPrefix("c.yaml:9:3: segment.page_sise: unknown key") && lines[2].hasPrefix("c.yaml:11:17: delivery.rate.apns:"), "\(error)")
+        // One problem: one line, as before.
+        let one = try #require(configurationError { try CampaignLoader.load(yaml: yaml.replacingOccurrences(of: "  bogus: 1\n", with: "").replacingOccurrences(of: "apns: -1", with: "apns: 5"), path: "c.yaml") })
+        #expect(one.further.isEmpty && !one.description.contains("\n"), "\(one)")
+    }
+
     @Test("a key file given as the campaign is refused without quoting it (the audit saw 17 characters of an EC key printed); a PEM block as a value is not quoted either")
     func keyFileNotQuoted() throws {
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIECCSX8jNN7sq46GQUsecretsecretsecretsecretAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n"

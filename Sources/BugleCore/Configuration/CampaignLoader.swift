@@ -118,23 +118,40 @@ public enum CampaignLoader {
         let root = try ConfigurationDocument.parse(yaml: yaml, origin: .init(file: path, redactsValues: false))
         let top = try root.mapping(allowedKeys: campaignKeys)
 
-        let name = try top.required("name").singleLineString(maximumLength: 200)
-        let notificationType = try top.required("notification_type").singleLineString(maximumLength: 200)
-        let dedupe = try top.choice("dedupe", default: DedupePeriod.none)
-        let providersPath = try top["providers"].map { node in
-            ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: path)
+        // Each section is checked even when an earlier one failed, so every problem is reported at once, in file order.
+        var problems: [ConfigurationError] = []
+        func checked<T>(_ section: () throws -> T) throws -> T? {
+            do {
+                return try section()
+            } catch let problem as ConfigurationError {
+                problems.append(problem)
+                return nil
+            }
         }
-        let segment = try self.segment(top.required("segment"))
+        let name = try checked { try top.required("name").singleLineString(maximumLength: 200) }
+        let notificationType = try checked { try top.required("notification_type").singleLineString(maximumLength: 200) }
+        let dedupe = try checked { try top.choice("dedupe", default: DedupePeriod.none) }
+        let providersPath = try checked {
+            try top["providers"].map { node in ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: path) }
+        }
+        let segment = try checked { try self.segment(top.required("segment")) }
         var usage = TemplateUsage()
-        let message = try self.message(top.required("message"), usage: &usage)
-        var variants: [CampaignVariant] = []
+        let message = try checked { try self.message(top.required("message"), usage: &usage) }
+        var variants: [CampaignVariant]? = []
         if let variantsNode = top["variants"] {
-            variants = try self.variants(variantsNode, messageTags: message.localeCopies.keys.sorted(), usage: &usage)
+            // The variants' locales are checked against the message's; without a message there is nothing to check.
+            variants = try message.flatMap { message in
+                try checked { try self.variants(variantsNode, messageTags: message.localeCopies.keys.sorted(), usage: &usage) }
+            }
         }
-        let delivery = try top["delivery"].map(self.delivery) ?? DeliveryOptions()
-        let iosTransport = try top.choice("ios_transport", default: IOSTransport.http2)
-        try checkVariables(usage)
-
+        let delivery = try checked { try top["delivery"].map(self.delivery) ?? DeliveryOptions() }
+        let iosTransport = try checked { try top.choice("ios_transport", default: IOSTransport.http2) }
+        if message != nil, variants != nil { _ = try checked { try checkVariables(usage) } }
+        if let problem = ConfigurationError.combined(problems) { throw problem }
+        guard let name, let notificationType, let dedupe, let providersPath, let segment, let message, let variants, let delivery, let iosTransport
+        else {
+            throw ConfigurationError(file: path, line: 1, column: 1, keyPath: "", message: "the campaign could not be read")
+        }
         return Campaign(
             name: name, notificationType: notificationType, dedupe: dedupe, providersPath: providersPath,
             segment: segment, message: message, delivery: delivery, iosTransport: iosTransport, variants: variants,

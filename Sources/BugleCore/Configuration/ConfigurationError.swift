@@ -16,6 +16,12 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable, Equa
     public var keyPath: String
     /// What is wrong, and where it helps, what to write instead.
     public var message: String
+    /// Problems found further on in other sections of the same file, in file order (a campaign file's sections are
+    /// checked one by one, so a user fixes them all in one go, not one per `bugle validate`).
+    public var further: [ConfigurationError] = []
+    /// A required key the file lacks: located where its mapping is named, it has no place of its own in the file, so
+    /// ``combined(_:)`` puts it after the problems that have one.
+    public var isMissingKey = false
 
     /// Creates an error.
     /// - Parameters:
@@ -32,11 +38,22 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable, Equa
         self.message = message
     }
 
-    /// `file:line:column: key.path: message` (the key path segment is left out when empty).
+    /// `file:line:column: key.path: message` (the key path segment is left out when empty), then each of ``further``
+    /// on a line of its own.
     public var description: String {
-        if keyPath.isEmpty {
-            return "\(file):\(line):\(column): \(message)"
-        }
-        return "\(file):\(line):\(column): \(keyPath): \(message)"
+        ([self] + further).map(\.located).joined(separator: "\n")
+    }
+
+    /// This problem alone, `file:line:column: key.path: message`.
+    public var located: String {
+        keyPath.isEmpty ? "\(file):\(line):\(column): \(message)" : "\(file):\(line):\(column): \(keyPath): \(message)"
+    }
+
+    /// The first of `problems` in file order, carrying the others as ``further``; nil when there are none.
+    public static func combined(_ problems: [ConfigurationError]) -> ConfigurationError? {
+        let ordered = problems.sorted { ($0.isMissingKey ? 1 : 0, $0.line, $0.column) < ($1.isMissingKey ? 1 : 0, $1.line, $1.column) }
+        guard var first = ordered.first else { return nil }
+        first.further = Array(ordered.dropFirst())
+        return first
     }
 }

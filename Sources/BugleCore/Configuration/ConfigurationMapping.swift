@@ -48,9 +48,11 @@ struct ConfigurationMapping: Sendable {
     func missing(_ key: String, hint: String? = nil) -> ConfigurationError {
         var message = "missing required key '\(key)'"
         if let hint { message += " (\(hint))" }
-        return ConfigurationError(
+        var error = ConfigurationError(
             file: node.origin.file, line: node.keyLine, column: node.keyColumn,
             keyPath: node.childPath(key), message: message)
+        error.isMissingKey = true
+        return error
     }
 
     /// An optional string value.
