@@ -89,6 +89,26 @@ struct ProviderSettingsLoaderTests {
         let pastedError = try #require(providerError { try ProviderSettingsLoader.load(yaml: pasted, path: "p.yaml") })
         #expect(pastedError.keyPath == "apns.auth.token.key_file")
         #expect(!pastedError.description.contains("MIGTAgEAMBMG"))
+        // The key's base64 body alone, as secret stores hand it out: refused as contents, not printed as a path that
+        // cannot be read (the audit saw the whole key in `cannot read p/MIGHAgEA…`).
+        // A throwaway P-256 key made for this test (with `/`: a whole DER body), and the first 60 characters of another
+        // (no `/`: cut off).
+        let whole = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgOKT0n/HaxUHEysI20i71wCJow0W6hXWHTMzNRt75uTShRANCAATeEi2klQiAvYwfaadOqxZ4GkcNFsfStQ6Fd7yaHIndO7Ase/lrWyTaknPWs8CqMjG1U9lz0JXnp8I/1bZQM/I7"
+        let cut = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg65FEMYWC5Zfa"
+        for body in [whole, cut] {
+            for section in [
+                "apns: { endpoint: sandbox, topic: com.example.app, auth: { token: { team_id: TEAM123456, key_id: ABC123DEFG, key_file: \"\(body)\" } } }",
+                "legacy_apns: { host: gateway.sandbox.push.apple.com, cert_file: c.pem, key_file: \"\(body)\" }",
+            ] {
+                let bare = try #require(providerError { try ProviderSettingsLoader.load(yaml: section, path: "p.yaml") })
+                #expect(bare.message.contains("not a key's base64 contents"), "\(bare)")
+                #expect(!bare.description.contains("MIGHAgEA") && !bare.description.contains("AwEHBG0w"), "\(bare)")
+            }
+        }
+        // A path is still a path, however long.
+        #expect(!ConfigurationNode.looksLikeEncodedKey("/etc/bugle/keys/AuthKey_ABC123DEFG.p8"))
+        #expect(!ConfigurationNode.looksLikeEncodedKey("MIGRATED/keys/apns/production/authentication/key"))
+        #expect(!ConfigurationNode.looksLikeEncodedKey("MIGRATED/2024/Keys/apns/production/authentication/key7"))
 
         let wrongType = "fcm: { connections: s3cr3t-value }"
         let wrongTypeError = try #require(
