@@ -53,6 +53,15 @@ struct DemoCommand: AsyncParsableCommand {
                 print(Self.describe(seeded))
                 return ExitCodes.completed
             }
+            if DatabaseSession.namesServer(global) {
+                // The demo seeds made-up devices and sends a campaign to everyone in bugle.devices: against a real server
+                // it reached real users' rows and took their day's dedupe slot.
+                throw UsageError(
+                    "bugle demo seeds demo devices and sends a campaign to every device it finds, so it runs on Bugle's embedded "
+                        + "cluster only; \(global.databaseURL == nil ? "BUGLE_DATABASE_URL is set" : "--database-url was given") and names a "
+                        + "server: unset it for the demo (`env -u BUGLE_DATABASE_URL bugle demo`); nothing was written")
+            }
+            let console = Console(jsonOnStdout: output.json)
             for file in [path, dryPath] where !file.isEmpty && !FileManager.default.fileExists(atPath: file) {
                 throw UsageError("\(file) not found: run `bugle demo` from the repository root, or pass --campaign")
             }
@@ -62,7 +71,7 @@ struct DemoCommand: AsyncParsableCommand {
 
             let home = EmbeddedCluster.bugleHome(environment: ProcessInfo.processInfo.environment)
             let simulators = try await DemoSimulators.start(directory: home + "/sim", logger: logger)
-            print("demo: APNs simulator on https://127.0.0.1:\(simulators.apnsPort), FCM on https://127.0.0.1:\(simulators.fcmPort) (providers file \(simulators.certificates.providersFile))")
+            console.say("demo: APNs simulator on https://127.0.0.1:\(simulators.apnsPort), FCM on https://127.0.0.1:\(simulators.fcmPort) (providers file \(simulators.certificates.providersFile))")
             let lanes: LanePacing.Lanes
             do {
                 let settings = try ProviderSettingsLoader.load(path: simulators.certificates.providersFile)
@@ -72,12 +81,20 @@ struct DemoCommand: AsyncParsableCommand {
                 try await simulators.stop()
                 throw error
             }
+            do {
+                // A port in use is found before the run is written (it left a `ready` run that no resume could send).
+                try await output.checkMetricsPort(logger: logger)
+            } catch {
+                await lanes.shutdown()
+                try await simulators.stop()
+                throw error
+            }
             let code: Int32
             let dryReport: DryRunOutcome?
             do {
                 (code, dryReport) = try await DatabaseSession.with(global, logger: logger) { client in
                     let seeded = try await DemoSeeder(client: client, logger: logger).seed(count: count)
-                    print(Self.describe(seeded))
+                    console.say(Self.describe(seeded))
                     let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
                     let code = try await RunExecution.start(
                         campaign: campaign, yaml: yaml, client: client, segments: segments, lanes: lanes, csv: nil, output: output, worker: .standard,
@@ -95,10 +112,10 @@ struct DemoCommand: AsyncParsableCommand {
             await lanes.shutdown()
             let accepted = simulators.accepted
             try await simulators.stop()
-            print("demo: the simulators accepted \(accepted.apns) APNs and \(accepted.fcm) FCM notification(s)")
+            console.say("demo: the simulators accepted \(accepted.apns) APNs and \(accepted.fcm) FCM notification(s)")
             if let dryReport {
-                print("")
-                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, estimate: dryReport.estimate, samples: 1, preview: nil)
+                console.say("")
+                DryRunPrinter.print(dryReport.report, campaign: dryReport.campaign, estimate: dryReport.estimate, samples: 1, preview: nil, console: console)
             }
             return code
         }

@@ -29,45 +29,48 @@ enum DryRunPrinter {
         return "\(seconds)s"
     }
 
-    static func print(_ report: DryRunReport, campaign: Campaign, estimate: ClaimRulesEstimate?, samples: Int, preview: ReportDestination?) {
-        Swift.print("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
-        Swift.print("  per platform:")
+    /// - Parameter console: Where the lines go (stderr when stdout holds a JSON summary, as `bugle demo --json`).
+    static func print(
+        _ report: DryRunReport, campaign: Campaign, estimate: ClaimRulesEstimate?, samples: Int, preview: ReportDestination?, console: Console = Console()
+    ) {
+        console.say("dry run of \(campaign.name): \(report.rowsRead) row(s) read, \(report.totalWouldSend) would be sent")
+        console.say("  per platform:")
         for platform in Platform.allCases {
             guard let n = report.wouldSend[platform] else { continue }
-            Swift.print("    \(platform.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)  (largest body \(report.largestBody[platform] ?? 0) bytes)")
+            console.say("    \(platform.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)  (largest body \(report.largestBody[platform] ?? 0) bytes)")
         }
-        Swift.print("  per locale:")
+        console.say("  per locale:")
         for (locale, n) in report.perLocale.sorted(by: { $0.key < $1.key }) {
-            Swift.print("    \(locale.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
+            console.say("    \(locale.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
         }
         if !report.perVariant.isEmpty {
-            Swift.print("  per variant:")
+            console.say("  per variant:")
             for (variant, n) in report.perVariant.sorted(by: { $0.key < $1.key }) {
-                Swift.print("    \(variant.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
+                console.say("    \(variant.padding(toLength: 10, withPad: " ", startingAt: 0)) \(n)")
             }
         }
         if report.scheduled > 0 {
-            Swift.print("  scheduled for later (send_at, local time, quiet hours): \(report.scheduled); see not_before in the preview CSV")
+            console.say("  scheduled for later (send_at, local time, quiet hours): \(report.scheduled); see not_before in the preview CSV")
         }
         if !report.skipped.isEmpty {
-            Swift.print("  skipped:")
+            console.say("  skipped:")
             for (reason, n) in report.skipped.sorted(by: { $0.key < $1.key }) {
-                Swift.print("    \(reason.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
+                console.say("    \(reason.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
             }
         }
-        if let note = claimTimeNote(campaign, estimate: estimate) { Swift.print("  note: \(note)") }
+        if let note = claimTimeNote(campaign, estimate: estimate) { console.say("  note: \(note)") }
         if samples > 0 {
             for platform in Platform.allCases {
                 for request in (report.samples[platform] ?? []).prefix(samples) {
-                    Swift.print("  sample \(platform.rawValue) (\(request.body.count) bytes):")
+                    console.say("  sample \(platform.rawValue) (\(request.body.count) bytes):")
                     if let apns = request.apns {
-                        Swift.print("    headers: " + headers(apns).map { "\($0.name): \($0.value)" }.joined(separator: ", "))
+                        console.say("    headers: " + headers(apns).map { "\($0.name): \($0.value)" }.joined(separator: ", "))
                     }
-                    Swift.print("    body: " + redactedBody(request))
+                    console.say("    body: " + redactedBody(request))
                 }
             }
         }
-        if let preview { Swift.print("preview: \(preview)") }
+        if let preview { console.say("preview: \(preview)") }
     }
 
     /// The `--validate` tally.

@@ -95,7 +95,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try ProviderLanes.checkTransport(campaign, lanes: lanes, providersPath: providersPath)
             // A port in use is found before the run is written, not after (it used to leave a `ready` run behind).
-            if let port = output.metricsPort, port != 0 { await (try await MetricsExporter.start(port: port, logger: logger)).stop() }
+            try await output.checkMetricsPort(logger: logger)
         } catch {
             await lanes.shutdown()
             throw error

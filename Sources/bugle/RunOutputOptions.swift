@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 
 /// How a sending command shows a run: progress, machine-readable summary, metrics.
 struct RunOutputOptions: ParsableArguments {
@@ -21,6 +22,12 @@ struct RunOutputOptions: ParsableArguments {
     /// Installs the metrics backend when `--metrics-port` is given (before lanes are built).
     func prepareMetrics() {
         if metricsPort != nil { MetricsExporter.bootstrap() }
+    }
+
+    /// Refuses a `--metrics-port` already in use by opening it once and closing it again: called before a command writes
+    /// its run, so a port in use leaves nothing behind (it used to leave a `ready` run).
+    func checkMetricsPort(logger: Logger) async throws {
+        if let port = metricsPort, port != 0 { await (try await MetricsExporter.start(port: port, logger: logger)).stop() }
     }
 
     func validate() throws {

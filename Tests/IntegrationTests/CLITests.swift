@@ -5,6 +5,8 @@ import BugleStore
 import BugleTesting
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import Testing
 
@@ -709,6 +711,40 @@ struct CLITests {
         #expect(fewer.stdout == "demo: 0 demo device(s) added; bugle.devices holds 30\n", "\(fewer.stdout)")
         let more = try await Self.bugle(["demo", "--seed-only", "--devices", "45"], environment: env)
         #expect(more.stdout == "demo: 15 demo device(s) added; bugle.devices holds 45\n", "\(more.stdout)")
+    }
+
+    @Test("demo: a server named by URL is refused with nothing written; on the embedded cluster a --metrics-port in use is refused before any run, and --json leaves one JSON object on stdout")
+    func demoOnTheEmbeddedClusterOnly() async throws {
+        let configuration = try await TestDatabase.fresh()
+        let refused = try await Self.bugle(["demo", "--devices", "20"], environment: ["BUGLE_DATABASE_URL": try Self.url(configuration)])
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("it runs on Bugle's embedded cluster only; BUGLE_DATABASE_URL is set"), "\(refused.stderr)")
+        let seeded = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices", as: Int64.self)
+        }
+        #expect(seeded == 0, "the demo seeded a server named by URL")
+
+        let home = try TestScratch.directory(prefix: "bugle-demo-home")
+        let cluster = EmbeddedCluster.defaultCluster(environment: ["BUGLE_HOME": home])
+        defer {
+            cluster.stopBlocking(mode: .immediate)
+            try? FileManager.default.removeItem(atPath: cluster.directory)
+        }
+        let environment = ["BUGLE_HOME": home]
+        let held = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(held.localAddress?.port)
+        let busy = try await Self.bugle(["demo", "--devices", "40", "--metrics-port", String(port), "--quiet"], environment: environment)
+        try await held.close()
+        #expect(busy.status == 1, "\(busy.stderr)")
+        #expect(busy.stderr.contains("already in use"), "\(busy.stderr)")
+        let runs = try await Self.bugle(["runs", "--json"], environment: environment)
+        #expect(runs.status == 0 && runs.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "a run was written: \(runs.stdout) \(runs.stderr)")
+
+        let json = try await Self.bugle(["demo", "--devices", "40", "--json", "--quiet"], environment: environment)
+        #expect(json.status == 0, "\(json.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(summary?["status"] as? String == "completed", "stdout is not one JSON summary: \(json.stdout)")
+        #expect(json.stderr.contains("demo: the simulators accepted") && json.stderr.contains("dry run of"), "\(json.stderr)")
     }
 
     @Test("devices register / unregister through the CLI")
