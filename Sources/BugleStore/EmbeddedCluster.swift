@@ -156,8 +156,9 @@ public struct EmbeddedCluster: Sendable, Hashable {
             } else {
                 try await self.launch(binaries: binaries, logger: logger)
             }
+            // Under the lock: two first starts at once both found no database and one CREATE DATABASE failed (23505).
+            try await self.ensureDatabase(logger: logger)
         }
-        try await self.ensureDatabase(logger: logger)
         return try await self.status()
     }
 
@@ -240,8 +241,18 @@ public struct EmbeddedCluster: Sendable, Hashable {
         }
     }
 
+    /// Where initdb writes the cluster before it is moved to ``dataDirectory`` complete: a process killed during initdb
+    /// (kill -9, the OOM killer, a power cut) left a data directory with PG_VERSION but no `postgres` database, which
+    /// every later command took for a cluster and failed on.
+    private var partialDataDirectory: String { self.directory + "/data.initdb-partial" }
+
     private func initialize(binaries: PostgresBinaries, logger: Logger) async throws {
         let fileManager = FileManager.default
+        // Left by an initdb that never finished; nobody else initialises while this process holds the lock.
+        if fileManager.fileExists(atPath: self.partialDataDirectory) {
+            logger.info("removing an embedded cluster whose creation was interrupted", metadata: ["data": "\(self.partialDataDirectory)"])
+            try? fileManager.removeItem(atPath: self.partialDataDirectory)
+        }
         if let contents = try? fileManager.contentsOfDirectory(atPath: self.dataDirectory), !contents.isEmpty {
             throw StoreError(
                 .clusterDirectory,
@@ -251,7 +262,7 @@ public struct EmbeddedCluster: Sendable, Hashable {
         }
         logger.info("creating embedded PostgreSQL cluster", metadata: ["data": "\(self.dataDirectory)"])
         var arguments = [
-            "-D", self.dataDirectory, "-U", Self.username, "--auth=trust", "-E", "UTF8", "--locale=C",
+            "-D", self.partialDataDirectory, "-U", Self.username, "--auth=trust", "-E", "UTF8", "--locale=C",
         ]
         if self.durability == .throwaway {
             arguments.append("--no-sync")
@@ -262,8 +273,14 @@ public struct EmbeddedCluster: Sendable, Hashable {
             as: self.systemUser
         )
         guard result.status == 0 else {
-            try? fileManager.removeItem(atPath: self.dataDirectory)
-            throw StoreError(.clusterCommandFailed, "initdb failed: \(result.outputTail())\(self.rootHint)")
+            try? fileManager.removeItem(atPath: self.partialDataDirectory)
+            throw StoreError(.clusterCommandFailed, "initdb failed: \(result.outputTail())\(self.rootHint(result.outputTail()))")
+        }
+        do {
+            if fileManager.fileExists(atPath: self.dataDirectory) { try fileManager.removeItem(atPath: self.dataDirectory) }
+            try fileManager.moveItem(atPath: self.partialDataDirectory, toPath: self.dataDirectory)
+        } catch {
+            throw StoreError(.clusterDirectory, "cannot move the new cluster into \(self.dataDirectory)", underlying: error)
         }
     }
 
@@ -292,13 +309,25 @@ public struct EmbeddedCluster: Sendable, Hashable {
             }
             throw StoreError(
                 .clusterCommandFailed,
-                "pg_ctl start failed: \(result.outputTail()); server log: \(self.logTail())\(self.rootHint)"
+                "pg_ctl start failed: \(result.outputTail()); server log: \(self.logTail())\(self.rootHint(result.outputTail() + self.logTail()))"
             )
         }
     }
 
     private func ensureDatabase(logger: Logger) async throws {
         let admin = self.databaseConfiguration().with(database: "postgres")
+        do {
+            try await self.createDatabase(admin, logger: logger)
+        } catch where StoreError.sqlState(of: error) == "3D000" {
+            // No `postgres` database: initdb never finished (killed by an older Bugle, which initialised in place).
+            throw StoreError(
+                .clusterDirectory,
+                "the embedded cluster in \(self.dataDirectory) is incomplete (it has no `postgres` database: its creation was "
+                    + "interrupted); stop it with `bugle db stop` and move \(self.directory) away to have it created afresh")
+        }
+    }
+
+    private func createDatabase(_ admin: DatabaseConfiguration, logger: Logger) async throws {
         try await Database.withClient(admin, logger: logger) { client in
             let rows = try await client.answeredQuery(
                 "SELECT count(*) FROM pg_database WHERE datname = \(Self.databaseName)",
@@ -313,8 +342,9 @@ public struct EmbeddedCluster: Sendable, Hashable {
                 try await client.answeredQuery("CREATE DATABASE bugle", logger: logger)
                 logger.info("created database bugle in the embedded cluster")
             } catch {
-                // 42P04 duplicate_database: a concurrent start created it first.
-                guard StoreError.sqlState(of: error) == "42P04" else { throw error }
+                // 42P04 duplicate_database, or 23505 on pg_database's name index: another process created it first
+                // (one that started the cluster without taking the lock, such as an older Bugle).
+                guard ["42P04", "23505"].contains(StoreError.sqlState(of: error)) else { throw error }
             }
         }
     }
@@ -345,6 +375,7 @@ public struct EmbeddedCluster: Sendable, Hashable {
                 withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o755]
             )
+            try self.checkSharedSocketDirectory(owner: owner)
             for path in [self.directory, self.socketDirectory] {
                 if !fileManager.fileExists(atPath: path) {
                     try fileManager.createDirectory(
@@ -364,6 +395,26 @@ public struct EmbeddedCluster: Sendable, Hashable {
             throw error
         } catch {
             throw StoreError(.clusterDirectory, "cannot create the cluster directory \(self.directory)", underlying: error)
+        }
+    }
+
+    /// The socket directory in /tmp (a cluster path too long for a socket) is the access control of a cluster that
+    /// trusts every local connection: one that already exists must be a directory (not a link) of the account the
+    /// server runs as, writable by nobody else. Another account could otherwise create it first and put its own
+    /// socket there, and Bugle would talk to whatever answered.
+    private func checkSharedSocketDirectory(owner: Account?) throws {
+        guard !self.socketDirectory.hasPrefix(self.directory + "/") else { return }
+        var info = stat()
+        guard lstat(self.socketDirectory, &info) == 0 else { return }  // absent: created below, 0700
+        let expected = owner?.uid ?? geteuid()
+        let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+        guard isDirectory, info.st_uid == expected, info.st_mode & 0o077 == 0 else {
+            throw StoreError(
+                .clusterDirectory,
+                "the socket directory \(self.socketDirectory) already exists and is "
+                    + (isDirectory ? "owned by uid \(info.st_uid) with mode \(String(info.st_mode & 0o777, radix: 8))" : "not a directory")
+                    + ": another account could answer for the database there; remove it (it must be a 0700 directory of uid "
+                    + "\(expected)), or choose a shorter BUGLE_HOME so the socket stays inside it")
         }
     }
 
@@ -401,8 +452,10 @@ public struct EmbeddedCluster: Sendable, Hashable {
         return text.isEmpty ? "(empty)" : text
     }
 
-    private var rootHint: String {
-        guard let user = self.systemUser else { return "" }
+    /// Why a command run as the system account may have failed, when `output` says permission was denied (it was
+    /// added to every failure, a stale lock file's or an interrupted initdb's too).
+    private func rootHint(_ output: String) -> String {
+        guard let user = self.systemUser, output.localizedCaseInsensitiveContains("permission denied") else { return "" }
         return " (running as root: PostgreSQL runs as '\(user)', which must be able to traverse every parent of "
             + "\(self.directory))"
     }
