@@ -57,7 +57,7 @@ public struct DeviceStore: Sendable {
         var batchLines: ClosedRange<Int>?
         func write(_ batch: UpsertBatch, lines: ClosedRange<Int>?) async throws {
             do {
-                let counts = try await self.upsert(batch)
+                let counts = try await self.upsertRetryingConflicts(batch)
                 report.inserted += counts.inserted
                 report.updated += counts.updated
             } catch {
@@ -318,6 +318,20 @@ public struct DeviceStore: Sendable {
 
     // MARK: - Helpers
 
+    /// A batch is one statement, rolled back whole when the server breaks a deadlock with another writer of the same
+    /// devices (a run deactivating them, say): it is sent again, up to three times.
+    private func upsertRetryingConflicts(_ batch: UpsertBatch) async throws -> (inserted: Int, updated: Int) {
+        var attempt = 1
+        while true {
+            do {
+                return try await self.upsert(batch)
+            } catch where attempt < 3 && ["40P01", "40001"].contains(StoreError.sqlState(of: error)) {
+                attempt += 1
+                self.logger.info("a batch of devices met a deadlock; sending it again", metadata: ["attempt": "\(attempt)"])
+            }
+        }
+    }
+
     private func upsert(_ batch: UpsertBatch) async throws -> (inserted: Int, updated: Int) {
         let rows = try await self.run(
             """
@@ -329,6 +343,8 @@ public struct DeviceStore: Sendable {
               INSERT INTO bugle.devices (user_id, token, platform, locale, timezone, app_version)
               SELECT user_id, token, platform, NULLIF(locale, ''), NULLIF(timezone, ''), NULLIF(app_version, '')
                 FROM input
+               -- One lock order for every import: two imports of overlapping files deadlocked (SQLSTATE 40P01).
+               ORDER BY platform, token
               ON CONFLICT (platform, token) DO UPDATE SET
                 user_id = EXCLUDED.user_id,
                 locale = COALESCE(EXCLUDED.locale, devices.locale),

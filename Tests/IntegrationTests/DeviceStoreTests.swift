@@ -197,6 +197,33 @@ struct DeviceStoreTests {
         }
     }
 
+    @Test("two imports of the same devices in different orders at once both complete (they deadlocked: SQLSTATE 40P01)")
+    func concurrentOverlappingImports() async throws {
+        let count = DeviceStore.importBatchSize * 2
+        var rows: [String] = []
+        for index in 0..<count {
+            let hex = String(index, radix: 16)
+            rows.append("user\(index),\(String(repeating: "0", count: 62 - hex.count))\(hex)bb,ios")
+        }
+        // The second file holds each batch's rows in another order: without one lock order, each upsert waited on the other.
+        var random = SystemRandomNumberGenerator()
+        let forward = try self.writeCSV("user_id,token,platform\n" + rows.joined(separator: "\n") + "\n")
+        let mixed = try self.writeCSV("user_id,token,platform\n" + rows.shuffled(using: &random).joined(separator: "\n") + "\n")
+        defer { for path in [forward, mixed] { try? FileManager.default.removeItem(atPath: path) } }
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let logger = self.logger
+            try await withThrowingTaskGroup(of: DeviceImportReport.self) { group in
+                for path in [forward, mixed, forward, mixed] {
+                    group.addTask { try await DeviceStore(client: client, logger: logger).importCSV(path: path) }
+                }
+                for try await report in group { #expect(report.inserted + report.updated == count) }
+            }
+            let stored = try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.devices", as: Int64.self)
+            #expect(stored == Int64(count))
+        }
+    }
+
     @Test func registerUnregisterAndPrune() async throws {
         let upper = "ABCDEF01" + String(repeating: "0", count: 56)
         let lower = upper.lowercased()
