@@ -129,7 +129,7 @@ struct DevicesCommand: AsyncParsableCommand {
     struct Prune: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Deactivate devices that have not re-registered for a while.")
         @OptionGroup var global: GlobalOptions
-        @Option(name: .customLong("not-seen-for"), parsing: .unconditional, help: "Age like 90d, 12h, 30m or seconds.") var notSeenFor: String
+        @Option(name: .customLong("not-seen-for"), parsing: .unconditional, help: "Age like 90d, 2w, 12h, 30m, 45s or bare seconds (1s to 36500d).") var notSeenFor: String
         @Flag(name: .customLong("dry-run"), help: "Only count.") var dryRun = false
 
         /// The longest age accepted, 100 years: PostgreSQL's timestamps go out of range not far beyond it.

@@ -221,7 +221,7 @@ final class LanesBox: Sendable {
 struct PauseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pause",
-        abstract: "Pause a run from anywhere; its workers stop at their next claim and it can be resumed.",
+        abstract: "Pause a run from anywhere; its workers stop at their next lease renewal (within a sixth of the lease TTL) and it can be resumed.",
         discussion: """
             The workers answer what is in flight, record it and exit 3; `bugle resume RUN` goes on. A run still reading \
             its segment cannot be paused (it would keep only part of its audience): cancel it instead, or pause it \

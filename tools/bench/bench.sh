@@ -23,7 +23,7 @@
 #
 # segment (default): seeds N devices (default 1,000,000, and 5,000,000 for the flatness check when given
 # "--devices 1000000,5000000") into a throwaway PostgreSQL cluster, then times a full dry run of
-# tools/bench/bench-campaign.yaml (every device) R times (default 3) with /usr/bin/time -v, and the same
+# a campaign over every device (written to the run's work directory) R times (default 3) with /usr/bin/time -v, and the same
 # machine's `COPY (SELECT ...) TO STDOUT` of the same rows as the ceiling. Prints the median rows/second,
 # the ratio to COPY, and peak RSS per N.
 #
@@ -53,6 +53,11 @@
 # BENCH_SIM_OPTS adds flags to `bugle-sim serve` (for example "--latency-ms 50 --fcm-latency-ms 50", a provider's
 # round trip); BENCH_FCM_CONNECTIONS=N sets the providers file's fcm.connections (the simulator's file says 2).
 set -euo pipefail
+# Binaries named relative to where the script was started from, before it moves to the repository root.
+for var in BUGLE_BIN BUGLE_SIM_BIN; do
+  value=${!var:-}
+  if [ -n "$value" ] && [ "${value#/}" = "$value" ]; then export "$var=$(pwd)/$value"; fi
+done
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 
@@ -79,6 +84,18 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument: $1" >&2; exit 1 ;;
   esac
   shift
+done
+# Checked before a cluster is made: `--devices abc` failed later as an unbound variable, `--runs 0` with no run to median.
+whole() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: $1 must be a whole number above 0, got '$2'" >&2; exit 1; }; }
+IFS=, read -r -a device_counts <<< "$devices"
+[ "${#device_counts[@]}" -gt 0 ] || { echo "bench.sh: --devices must be a whole number above 0, got ''" >&2; exit 1; }
+for n in "${device_counts[@]}"; do whole --devices "$n"; done
+whole --runs "$runs"
+whole --window "$window"
+[[ "$quiet" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "bench.sh: --quiet must be seconds, got '$quiet'" >&2; exit 1; }
+for var in BUGLE_BIN BUGLE_SIM_BIN; do
+  value=${!var:-}
+  if [ -n "$value" ] && [ ! -x "$value" ]; then echo "bench.sh: $var=$value is not an executable file" >&2; exit 1; fi
 done
 
 BIN=${BUGLE_BIN:-}
