@@ -33,7 +33,7 @@ struct Bugle: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, ValidateCommand.self, ReportCommand.self, RunsCommand.self, DBCommand.self,
             ResumeCommand.self, WorkerCommand.self, PauseCommand.self, CancelCommand.self, DevicesCommand.self, DemoCommand.self,
-            FeedbackCommand.self, TickCommand.self, SendTestCommand.self,
+            FeedbackCommand.self, TickCommand.self, SendTestCommand.self, PKCS12Probe.Command.self,
         ]
     )
 

@@ -3,6 +3,7 @@ import BugleCore
 import BugleFCM
 import BugleLegacyAPNs
 import BugleRunner
+import Foundation
 import Logging
 
 /// Wiring: builds the provider lanes a campaign needs from the providers file.
@@ -17,6 +18,13 @@ enum ProviderLanes {
     private static func unpaced(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
         var lanes: [ProviderKind: any PushProvider] = [:]
         if let apns = settings.apns {
+            if case .certificate(let bundle, nil, let passphraseEnv) = apns.auth, FileManager.default.isReadableFile(atPath: bundle),
+                try PKCS12Probe.check(path: bundle, passphraseEnv: passphraseEnv) == .incomplete
+            {
+                throw UsageError(settings.locating(
+                    "\(bundle) holds no certificate or no private key: certificate auth needs both in one bundle (made with "
+                        + "`openssl pkcs12 -export -in cert.pem -inkey key.pem`), or cert_file with key_file", section: "apns"))
+            }
             do {
                 lanes[.apns] = try APNSProvider(
                     settings: apns,

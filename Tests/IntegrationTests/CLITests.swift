@@ -325,6 +325,44 @@ struct CLITests {
         #expect(run.stderr.contains("no `legacy_apns:` section"), "\(run.stderr)")
     }
 
+    @Test("a PKCS#12 bundle without its certificate or its key is exit 1 naming p12_file, not a crash (swift-nio-ssl traps on it)")
+    func incompletePKCS12() async throws {
+        let keys = try LegacyTestEnvironment()
+        defer { keys.remove() }
+        let client = try SimulatorCertificates.generateLegacyClient(in: keys.directory)
+        let passphrase = "bundle passphrase"
+        let made = [
+            ("certonly", ["-nokeys", "-in", client.certificateFile]),
+            ("keyonly", ["-nocerts", "-inkey", client.keyFile]),
+            ("both", ["-in", client.certificateFile, "-inkey", client.keyFile]),
+        ]
+        for (name, arguments) in made {
+            let bundle = keys.directory + "/\(name).p12"
+            #expect(try OpenSSLTool.run(["pkcs12", "-export"] + arguments + ["-out", bundle, "-passout", "env:PASS"], passphrase: passphrase) == 0)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle)
+            let providers = try Self.temporaryFile(
+                "providers.yaml",
+                """
+                apns:
+                  endpoint: production
+                  topic: com.example.app
+                  auth: { certificate: { p12_file: \(bundle), passphrase_env: BUGLE_TEST_P12 } }
+
+                """)
+            let output = try await Self.bugle(
+                ["validate", "campaigns/ios-launch.yaml", "--providers", providers, "--offline"], environment: ["BUGLE_TEST_P12": passphrase])
+            if name == "both" {
+                #expect(output.status == 0, "\(output.stderr)")
+                #expect(output.stdout.contains("credentials load (apns)"), "\(output.stdout)")
+            } else {
+                #expect(output.status == 1, "\(name): \(output.status) \(output.stderr)")
+                #expect(output.stderr.contains("\(providers):4:") && output.stderr.contains("apns.auth.certificate.p12_file: "), "\(output.stderr)")
+                #expect(output.stderr.contains("holds no certificate or no private key"), "\(output.stderr)")
+                #expect(!output.stderr.contains("Fatal error") && !output.stderr.contains(passphrase), "\(output.stderr)")
+            }
+        }
+    }
+
     @Test("a bad campaign exits 1 before touching the database")
     func badCampaignTouchesNothing() async throws {
         let bad = try Self.temporaryFile("bad.yaml", "name: [unclosed\n")
