@@ -61,7 +61,7 @@ enum PlainHTTPExchange {
                 channel.eventLoop.makeCompletedFuture {
                     try tunnel?.addHandlers(to: channel.pipeline.syncOperations, host: host, port: port, timeout: timeout)
                     if let tls {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
+                        try channel.pipeline.syncOperations.addHandler(TLSClientHandlers.make(context: tls, serverHostname: serverHostname))
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(AnswerCollector(promise: promise))

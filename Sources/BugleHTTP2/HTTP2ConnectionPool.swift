@@ -495,7 +495,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: proxyTimeout)
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try sync.addHandler(TLSClientHandlers.make(context: sslContext, serverHostname: serverHostname))
                     try sync.addHandler(HTTP2ClientSession())
                     try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))
                 }

@@ -43,7 +43,7 @@ public struct ProxyTunnel: Sendable {
             return
         }
         if let tls {
-            try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: hostname))
+            try pipeline.addHandler(TLSClientHandlers.make(context: tls, serverHostname: hostname))
         }
         try pipeline.addHandler(HTTPConnectTunnelHandler(proxy: proxy, host: host, port: port, timeout: timeout))
     }

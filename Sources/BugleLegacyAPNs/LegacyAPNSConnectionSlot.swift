@@ -277,7 +277,7 @@ final class LegacyAPNSConnectionSlot: @unchecked Sendable {
                     )
                     let sync = channel.pipeline.syncOperations
                     try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: proxyTimeout)
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try sync.addHandler(TLSClientHandlers.make(context: sslContext, serverHostname: serverHostname))
                     try sync.addHandler(ByteToMessageHandler(LegacyAPNSErrorResponseDecoder()))
                     try sync.addHandler(LegacyAPNSConnectionHandler(events: events))
                 }

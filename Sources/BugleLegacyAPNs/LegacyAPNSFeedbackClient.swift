@@ -48,7 +48,7 @@ public struct LegacyAPNSFeedbackClient: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: timeout)
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                        try sync.addHandler(TLSClientHandlers.make(context: sslContext, serverHostname: serverHostname))
                         try sync.addHandler(Collector(done: done))
                     }
                 }

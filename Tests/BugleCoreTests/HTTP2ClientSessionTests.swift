@@ -464,3 +464,23 @@ struct HTTP2HeaderBlockTests {
         #expect(Array(headers.map(\.value)) == ["GET", "https", "/token", "application/json", "1"])
     }
 }
+
+@Suite("The host name a server certificate must name")
+struct CertificateNamesTests {
+    @Test("a name matches itself or one wildcard label, case and a trailing dot aside; IP-only certificates cover no name")
+    func matching() {
+        let names = CertificateNames(dnsNames: ["api.push.apple.com", "*.example.net"], hasAlternativeNames: true)
+        #expect(names.allows(hostname: "api.push.apple.com"))
+        #expect(names.allows(hostname: "API.Push.Apple.com."))
+        #expect(names.allows(hostname: "fcm.example.net"))
+        #expect(!names.allows(hostname: "a.b.example.net"))
+        #expect(!names.allows(hostname: "example.net"))
+        #expect(!names.allows(hostname: "api.push.apple.com.evil.example"))
+        #expect(!names.allows(hostname: "gateway.push.apple.com"))
+        // Only an IP address: the name asked for is not among its names.
+        #expect(!CertificateNames(dnsNames: [], hasAlternativeNames: true).allows(hostname: "api.push.apple.com"))
+        // No alternative names at all: swift-nio-ssl judged the common name already.
+        #expect(CertificateNames(dnsNames: [], hasAlternativeNames: false).allows(hostname: "api.push.apple.com"))
+        #expect(TLSClientHandlers.isAddress("127.0.0.1") && TLSClientHandlers.isAddress("[::1]") && !TLSClientHandlers.isAddress("localhost"))
+    }
+}

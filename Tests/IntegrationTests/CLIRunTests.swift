@@ -310,12 +310,16 @@ struct CLIRunTests {
         case expired = "expired"
         /// Signed by the trusted CA, valid from tomorrow.
         case notYetValid = "not yet valid"
+        /// Signed by the trusted CA for another name and the very address the endpoint's name resolves to (the
+        /// endpoint is `localhost`): swift-nio-ssl let the address stand for the name.
+        case otherNameSameAddress = "another name, the same address"
 
         var testDescription: String { rawValue }
 
         /// What the run's error must say.
         var reason: String {
-            self == .otherHost ? "the server's TLS certificate is not valid for this host name" : "the server's TLS certificate was refused"
+            [.otherHost, .otherNameSameAddress].contains(self)
+                ? "the server's TLS certificate is not valid for this host name" : "the server's TLS certificate was refused"
         }
 
         /// The identity the simulators serve (nil: their own).
@@ -328,6 +332,9 @@ struct CLIRunTests {
             case .otherHost:
                 return try SimulatorCertificates.issue(
                     in: directory, commonName: "push.example.net", purpose: .server(dnsNames: ["push.example.net"], ipv4Addresses: [[10, 9, 8, 7]]))
+            case .otherNameSameAddress:
+                return try SimulatorCertificates.issue(
+                    in: directory, commonName: "push.example.net", purpose: .server(dnsNames: ["push.example.net"], ipv4Addresses: [[127, 0, 0, 1]]))
             case .expired:
                 return try SimulatorCertificates.issue(
                     in: directory, commonName: "localhost", purpose: .loopbackServer, validity: now.addingTimeInterval(-30 * day)...now.addingTimeInterval(-day))
@@ -354,6 +361,10 @@ struct CLIRunTests {
         if fault == .otherCA {
             let other = try SimulatorCertificates.generate(in: environment.directory + "/other-ca", port: 0)
             providers = providers.replacingOccurrences(of: environment.material.caFile, with: other.caFile)
+        }
+        if fault == .otherNameSameAddress {
+            providers = providers.replacingOccurrences(of: "https://127.0.0.1:", with: "https://localhost:")
+            #expect(providers.contains("https://localhost:"), "\(providers)")
         }
         let output = try await Self.runWithProviders(
             providers, name: "refused-\(platform)", platform: platform, environment: environment, configuration: configuration)
