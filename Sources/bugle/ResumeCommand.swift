@@ -69,6 +69,9 @@ struct ResumeCommand: AsyncParsableCommand {
             switch record.status {
             case .completed, .cancelled, .failed:
                 Console(jsonOnStdout: output.json).say("run \(runID) is \(record.status.rawValue); nothing to send")
+                if record.status == .cancelled, let settled = try await CancelledRunSettlement.settle(runID: runID, repository: repository) {
+                    Console(jsonOnStdout: output.json).say(settled)
+                }
                 try await RunExecution.report(runID: runID, client: client, csv: report, json: output.json, logger: logger)
                 return record.status == .completed ? ExitCodes.completed : ExitCodes.failed
             case .materializing:
@@ -263,7 +266,11 @@ enum RunStatusChange {
                     status == .paused
                     ? try await repository.pause(runID: runID, reason: "paused by operator")
                     : try await repository.setStatus(runID: runID, to: status, reason: "cancelled by operator")
-                if changed { return "run \(runID): \(status.rawValue)" }
+                // What stopped workers left in flight, and what live ones handed back unsent after an earlier cancel,
+                // is ended by the cancel, or by cancelling again (it stayed `in_flight` and `retry_wait` for good).
+                let settled = status == .cancelled ? try await CancelledRunSettlement.settle(runID: runID, repository: repository) : nil
+                if changed { return "run \(runID): \(status.rawValue)" + (settled.map { "\n" + $0 } ?? "") }
+                if let settled { return "run \(runID) was cancelled already\n" + settled }
                 return try unchanged(runID, wanted: status, record: try await repository.run(id: runID))
             }
             print(said)

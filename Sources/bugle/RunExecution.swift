@@ -274,6 +274,11 @@ enum RunExecution {
         case .fenced(let status):
             let what = status.map { "the run is \($0.rawValue)" } ?? "this worker's lease was lost or is held by another worker"
             ExitCodes.printError("run \(runID): stopped: \(what)")
+            if status == .cancelled,
+                let settled = try await CancelledRunSettlement.settle(runID: runID, repository: RunRepository(client: client, logger: logger))
+            {
+                console.say(settled)
+            }
             return status == .paused ? ExitCodes.paused : ExitCodes.failed
         case .notGranted:
             return try await notGranted(runID, mode: mode, client: client, console: console, logger: logger)
@@ -346,5 +351,12 @@ enum RunExecution {
             SummaryPrinter.print(runID: runID, record: record, lines: lines, variants: variants)
         }
         console.say("report: \(csv) (\(rows) row(s))")
+        // Several workers: one leaving a stopped run reads the ledger while the others still record their last answers.
+        let others = try await repository.liveWorkers(runID: runID).filter { !LocalWorkers.isThisProcess(owner: $0.owner, host: ProcessInfo.processInfo.hostName) }
+        if let record, record.status != .running, !others.isEmpty {
+            console.say(
+                "note: \(others.count) other worker(s) still record their last answers: this summary and report may change; "
+                    + "`bugle report \(runID)` gives the final ones once they have left")
+        }
     }
 }

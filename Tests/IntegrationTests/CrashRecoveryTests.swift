@@ -520,6 +520,45 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// A worker killed mid-send, then the run cancelled: what it held in flight used to stay `in_flight` for good (no
+    /// command could move it: resume and worker refuse a cancelled run, a second cancel had "nothing to cancel"), and
+    /// the reservations of those users stayed held, blocking the type's other campaigns for the day.
+    @Test("a run whose worker was killed (kill -9), then cancelled: nothing left in flight or waiting, its unreached users' dedupe reservations released")
+    func cancelAfterKill() async throws {
+        try await CrashFixture.with(devices: 400) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 400, rate: 10, dedupe: "daily")
+            let running = try fixture.start(["run", campaign, "--quiet"])
+            try await fixture.waitUntil("the first 20 deliveries") { fixture.delivered >= 20 }
+            let runID = try await fixture.latestRunID()
+            try await fixture.waitUntil("recipients in flight") { try await fixture.states(runID: runID)["in_flight", default: 0] > 0 }
+            kill(running.process.processIdentifier, SIGKILL)
+            _ = await running.finish()
+            let held = try await fixture.states(runID: runID)["in_flight", default: 0]
+            #expect(held > 0, "the kill left nothing in flight; nothing to test")
+            let cancelled = try await fixture.bugle(["cancel", "\(runID)"])
+            #expect(cancelled.status == 0, "\(cancelled.stderr)")
+            #expect(cancelled.stdout.contains("run \(runID): cancelled"), "\(cancelled.stdout)")
+            #expect(cancelled.stdout.contains("\(held) recipient(s) left in flight by stopped workers are unknown"), "\(cancelled.stdout)")
+            let states = try await fixture.states(runID: runID)
+            #expect(states["in_flight", default: 0] == 0 && states["pending", default: 0] == 0 && states["retry_wait", default: 0] == 0, "\(states)")
+            #expect(states["unknown", default: 0] == held, "\(states)")
+            // Reservations remain only for users this run notified.
+            let unreached = try await fixture.withClient { client in
+                try await LedgerTestSupport.scalar(
+                    client,
+                    """
+                    SELECT count(*)::bigint FROM bugle.notification_log l
+                     WHERE l.run_id = \(runID) AND NOT EXISTS (SELECT 1 FROM bugle.run_recipients r
+                                                                WHERE r.run_id = l.run_id AND r.user_id = l.user_id AND r.state = 'sent')
+                    """, as: Int64.self)
+            }
+            #expect(unreached == 0, "\(unreached ?? -1) reservation(s) of users the cancelled run never reached")
+            // Nothing is left to settle: a second cancel says the run is finished (exit 1), as before.
+            let again = try await fixture.bugle(["cancel", "\(runID)"])
+            #expect(again.status == 1 && again.stderr.contains("is cancelled; there is nothing to cancel"), "\(again.stderr)")
+        }
+    }
+
     /// §2.1 #7: worker A is stopped (SIGSTOP) past its lease; worker B joins, reaps A and takes its in-flight
     /// recipients over; A, continued, finds its lease gone, writes nothing and stops (exit 2). Duplicates ≤ W.
     @Test("a zombie worker (SIGSTOP past its lease) is fenced after another takes over; duplicates stay within W")

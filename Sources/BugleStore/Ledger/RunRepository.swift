@@ -213,6 +213,55 @@ public struct RunRepository: Sendable {
         }
     }
 
+    /// What ``settleCancelled(runID:)`` ended.
+    public struct Settled: Sendable, Equatable {
+        /// Rows left in flight by workers that are gone, now `unknown` (they may have been delivered).
+        public var inFlight: Int64
+        /// Rows waiting to be sent (handed back by a worker after the cancel), now `cancelled`.
+        public var unsent: Int64
+        public var isEmpty: Bool { inFlight == 0 && unsent == 0 }
+    }
+
+    /// Ends what a cancelled run's workers left behind: rows in flight whose worker's lease has lapsed (killed with
+    /// kill -9, or still holding when the cancel came) become `unknown` (`crash_recovered`: they may have been
+    /// delivered; under `resend` too, as a cancelled run sends nothing again), and rows handed back unsent after the
+    /// cancel become `cancelled`; then the reservations of users nobody will notify are released and the summary is
+    /// rebuilt. Rows of a worker whose lease is live are left to it: it records their answers as it leaves. Nothing
+    /// happens to a run that is not cancelled.
+    public func settleCancelled(runID: Int64) async throws -> Settled {
+        let logger = self.logger
+        return try await client.withOpenTransaction(logger: logger) { connection -> Settled in
+            let status = try await connection.answeredQuery(
+                "SELECT status FROM bugle.runs WHERE id = \(runID) FOR UPDATE", logger: logger)
+            var cancelled = false
+            for try await (value,) in status.decode((String,).self) { cancelled = value == RunStatus.cancelled.rawValue }
+            guard cancelled else { return Settled(inFlight: 0, unsent: 0) }
+            let unheld = try await connection.answeredQuery(
+                """
+                UPDATE bugle.run_recipients r
+                   SET state = 'unknown', outcome_code = 'crash_recovered', finished_at = now()
+                 WHERE r.run_id = \(runID) AND r.state = 'in_flight'
+                   AND NOT EXISTS (SELECT 1 FROM bugle.run_workers w
+                                    WHERE w.run_id = \(runID) AND w.epoch = r.claim_epoch AND w.expires_at > now())
+                RETURNING r.seq
+                """,
+                logger: logger)
+            var inFlight: Int64 = 0
+            for try await _ in unheld { inFlight += 1 }
+            let waiting = try await connection.answeredQuery(
+                "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state IN ('pending', 'retry_wait')",
+                logger: logger)
+            var unsent: Int64 = 0
+            for try await (count,) in waiting.decode((Int64,).self) { unsent = count }
+            let settled = Settled(inFlight: inFlight, unsent: unsent)
+            guard !settled.isEmpty else { return settled }
+            try await UnsentRecipients.cancel(runID: runID, code: "run_cancelled", connection, logger: logger)
+            try await RunSummaries.releaseUnusedReservations(runID: runID, connection, logger: logger)
+            try await RunSummaries.rebuild(runID: runID, connection, logger: logger)
+            return settled
+        }
+    }
+
     /// Pauses a run for an operator (`bugle pause`): a `ready` or `running` run, or one paused only until its next
     /// recipients are due (`scheduled: …`, which `bugle tick` would send). A run paused for any other reason keeps it:
     /// a halt's reason is the diagnosis `bugle resume` needs acted on first.
