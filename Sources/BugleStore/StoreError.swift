@@ -1,3 +1,4 @@
+import Foundation
 import PostgresNIO
 
 /// An error raised by BugleStore: configuration parsing, the embedded cluster, migrations and device storage.
@@ -119,6 +120,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
                 parts.append(String(describing: underlying))
             }
             return parts.joined(separator: ": ")
+        case let error as CocoaError:
+            // Foundation's file errors print as `Error Domain=NSCocoaErrorDomain Code=642 "…" UserInfo={…}`.
+            let reason = (error.underlying as? POSIXError).map { String(cString: strerror($0.code.rawValue)) } ?? error.localizedDescription
+            return (error.filePath ?? error.url?.path).map { "\($0): \(reason)" } ?? reason
         default:
             let text = String(describing: error)
             // postgres-nio's pool errors print their internal type path (`ConnectionPoolError(base: _ConnectionPoolModule…`).

@@ -2,6 +2,8 @@ import ArgumentParser
 import BugleCore
 import BugleStore
 import Foundation
+import Logging
+import PostgresNIO
 
 /// `bugle db status|start|stop|migrate`.
 struct DBCommand: AsyncParsableCommand {
@@ -72,10 +74,30 @@ struct DBCommand: AsyncParsableCommand {
             try await ExitCodes.guarding {
                 DBCommand.noteDatabaseVariable()
                 let cluster = EmbeddedCluster.defaultCluster(environment: ProcessInfo.processInfo.environment)
+                if try await cluster.status().isRunning, let sending = try? await Self.runsBeingSent(cluster, logger: global.makeLogger()), !sending.isEmpty {
+                    // A run rides through a database restart, and on the embedded cluster that means starting it again.
+                    let runs = sending.map { "run \($0)" }.joined(separator: ", ")
+                    ExitCodes.printError(
+                        "note: \(runs) \(sending.count == 1 ? "is" : "are") being sent: \(sending.count == 1 ? "its worker" : "their workers") "
+                            + "will start the cluster again when they reconnect; `bugle pause` \(sending.count == 1 ? "it" : "them") first to keep it stopped")
+                }
                 try await cluster.stop()
                 print(try await cluster.status().description)
                 return ExitCodes.completed
             }
+        }
+    }
+
+    /// The runs with a live worker lease on the embedded cluster (an error when its schema is not there yet).
+    static func runsBeingSent(_ cluster: EmbeddedCluster, logger: Logger) async throws -> [Int64] {
+        try await Database.withClient(cluster.databaseConfiguration(), logger: logger) { client in
+            let rows = try await client.answeredQuery(
+                """
+                SELECT DISTINCT w.run_id FROM bugle.run_workers w WHERE w.expires_at > now() ORDER BY w.run_id
+                """, logger: logger)
+            var runs: [Int64] = []
+            for try await (run,) in rows.decode((Int64,).self) { runs.append(run) }
+            return runs
         }
     }
 

@@ -70,6 +70,8 @@ struct DemoCommand: AsyncParsableCommand {
             let dryCampaign = try dryPath.isEmpty ? nil : CampaignLoader.load(path: dryPath)
 
             let home = EmbeddedCluster.bugleHome(environment: ProcessInfo.processInfo.environment)
+            let lock = try DemoLock(home: home, say: console.say)
+            defer { withExtendedLifetime(lock) {} }
             let simulators = try await DemoSimulators.start(directory: home + "/sim", logger: logger)
             console.say("demo: APNs simulator on https://127.0.0.1:\(simulators.apnsPort), FCM on https://127.0.0.1:\(simulators.fcmPort) (providers file \(simulators.certificates.providersFile))")
             let lanes: LanePacing.Lanes

@@ -173,8 +173,15 @@ enum RunExecution {
             let what = missing.sorted { $0.key < $1.key }.map { provider, count in
                 "\(count) recipient(s) need \(provider)" + (ProviderKind(rawValue: provider).map { " (a `\($0.providersSection):` section)" } ?? "")
             }.joined(separator: ", ")
+            if mode == .join {
+                // One machine's incomplete providers file is that worker's problem: it used to halt the run that the
+                // other workers were delivering.
+                throw UsageError(
+                    "run \(runID): this worker cannot send it: \(what), which its providers file does not configure; the run goes on "
+                        + "with its other workers. Give this worker the providers file they use")
+            }
             _ = try await RunRepository(client: client, logger: logger).setStatus(runID: runID, to: .paused, reason: "halted: provider_not_configured: \(what)")
-            ExitCodes.printError("run \(runID) halted before sending: \(what), which the providers file does not configure. Add it, then `bugle resume \(runID)`.")
+            ExitCodes.printError("run \(runID) halted: \(what), which the providers file does not configure. Add it, then `bugle resume \(runID)`.")
             return ExitCodes.failed
         }
         var metrics: MetricsExporter?
@@ -255,6 +262,18 @@ enum RunExecution {
             console.say("run \(runID): stopped (\(why.dropFirst(Self.scheduledPrefix.count))), or `bugle resume \(runID)`")
             return ExitCodes.paused
         case .paused(let why):
+            // Only the last worker to leave pauses the run: one stopped beside others leaves it running with them (it
+            // said the run was paused and pointed at `bugle resume`, which refuses a run others send).
+            let repository = RunRepository(client: client, logger: logger)
+            if try await repository.run(id: runID)?.status == .running {
+                let others = try await repository.liveWorkers(runID: runID).filter {
+                    !LocalWorkers.isThisProcess(owner: $0.owner, host: ProcessInfo.processInfo.hostName)
+                }
+                if !others.isEmpty {
+                    console.say("run \(runID): this worker left (\(why)); the run goes on with its \(others.count) other worker(s)")
+                    return ExitCodes.completed
+                }
+            }
             console.say("run \(runID): paused (\(why)); resume with `bugle resume \(runID)`")
             return ExitCodes.paused
         case .halted(let code, let message):

@@ -627,6 +627,58 @@ struct CrashRecoveryTests {
 
     /// Scale-out: a second worker joins a running run; both send, and every recipient is delivered exactly once.
     /// §2.1 #10: the window W holds for the run as a whole, sampled from the ledger every 20 ms while both send.
+    @Test("a worker whose providers file lacks a lane the run needs is refused alone (exit 1); the run goes on and completes")
+    func workerWithoutALane() async throws {
+        try await CrashFixture.with(devices: 400) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 100, rate: 50)
+            let first = try fixture.start(["run", campaign, "--quiet"])
+            try await fixture.waitUntil("the run to start sending") { fixture.delivered >= 20 }
+            let runID = try await fixture.latestRunID()
+            // The same providers file without its fcm: section.
+            let full = try String(contentsOfFile: fixture.environment.material.providersFile, encoding: .utf8)
+            var kept: [Substring] = []
+            var inFCM = false
+            for line in full.split(separator: "\n", omittingEmptySubsequences: false) {
+                if let first = line.first, first != " ", first != "#" { inFCM = line.hasPrefix("fcm:") }
+                if !inFCM { kept.append(line) }
+            }
+            #expect(kept.count < full.split(separator: "\n", omittingEmptySubsequences: false).count, "no fcm: section to take out")
+            let apnsOnly = try CLITests.temporaryFile("apns-only.yaml", kept.joined(separator: "\n"))
+            let joined = try await fixture.bugle(["worker", "\(runID)", "--providers", apnsOnly])
+            #expect(joined.status == 1, "\(joined.stderr)")
+            #expect(joined.stderr.contains("this worker cannot send it") && joined.stderr.contains("the run goes on with its other workers"), "\(joined.stderr)")
+            // It used to halt the run the first worker was delivering.
+            let one = await first.finish()
+            #expect(one.status == 0, "\(one.stderr)")
+            try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
+    @Test("SIGTERM to one of two workers: it leaves the run to the other (exit 0, saying so, not pointing at resume); the run completes, everyone once")
+    func signalledWorkerLeaves() async throws {
+        try await CrashFixture.with(devices: 800) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 100, rate: 60)
+            let first = try fixture.start(["run", campaign, "--quiet"])
+            try await fixture.waitUntil("the run to start sending") { fixture.delivered >= 20 }
+            let runID = try await fixture.latestRunID()
+            let second = try fixture.start(["worker", "\(runID)", "--quiet"])
+            try await fixture.waitUntil("the second worker to join") {
+                try await fixture.withClient { client in
+                    try await LedgerTestSupport.scalar(
+                        client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self) ?? 0
+                } >= 2
+            }
+            kill(second.process.processIdentifier, SIGTERM)
+            let left = await second.finish()
+            #expect(left.status == 0, "\(left.stdout) \(left.stderr)")
+            #expect(left.stdout.contains("this worker left (interrupted by SIGTERM); the run goes on with its 1 other worker(s)"), "\(left.stdout)")
+            #expect(!left.stdout.contains("bugle resume"), "\(left.stdout)")
+            let one = await first.finish()
+            #expect(one.status == 0, "\(one.stderr)")
+            try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
     @Test("two workers on one run deliver each recipient exactly once, both send, and never more than W are in flight between them")
     func twoWorkers() async throws {
         try await CrashFixture.with(devices: 4000) { fixture in
