@@ -66,7 +66,7 @@ extension ClientBootstrap {
         guard let tunnel else { return connect(host: host, port: port) }
         let proxy = tunnel.proxy
         return connect(host: proxy.host, port: proxy.port).flatMapErrorThrowing { error in
-            throw ProxyUnreachable(proxy: "\(proxy)", reason: "\(error)")
+            throw ProxyUnreachable(proxy: "\(proxy)", reason: NetworkErrorText.describe(error))
         }
     }
 }
