@@ -66,8 +66,12 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
         case .missingPassphrase(let variable):
             return "apns.auth.certificate.passphrase_env names \(variable), which is not set in the environment"
         case .wrongPassphraseOrBundle(let path, let variable):
-            return "\(path) could not be opened"
-                + (variable.map { " with the passphrase in \($0): wrong passphrase, or" } ?? ":") + " not a valid key or PKCS#12 bundle"
+            guard let variable else {
+                // Only a PKCS#12 bundle is opened without a passphrase here; an encrypted one needs it.
+                return "\(path) could not be opened without a passphrase: it may be encrypted (set passphrase_env to the "
+                    + "environment variable that holds its passphrase), or it is not a valid PKCS#12 bundle"
+            }
+            return "\(path) could not be opened with the passphrase in \(variable): wrong passphrase, or not a valid key or PKCS#12 bundle"
         case .unsupported(let what):
             return "unsupported APNs configuration: \(what)"
         case .proxy(let error):

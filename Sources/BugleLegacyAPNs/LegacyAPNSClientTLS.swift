@@ -51,7 +51,8 @@ enum LegacyAPNSClientTLS {
         case .failure(.readableByOthers(let mode)): throw .keyFileReadableByOthers(path: settings.keyFile, mode: mode)
         }
         guard let key = try? NIOSSLPrivateKey(bytes: Array(keyBytes), format: .pem) else {
-            throw .invalidKey(path: settings.keyFile)
+            // An encrypted key fails to load like a malformed one: say what it is rather than that it is no key.
+            throw isEncrypted(keyBytes) ? .encryptedKey(path: settings.keyFile) : .invalidKey(path: settings.keyFile)
         }
         tls.certificateChain = chain.map { .certificate($0) }
         tls.privateKey = .privateKey(key)
@@ -68,6 +69,13 @@ enum LegacyAPNSClientTLS {
     /// - Parameter host: The configured host.
     static func serverHostname(for host: String) -> String? {
         (try? SocketAddress(ipAddress: host, port: 0)) != nil ? nil : host
+    }
+
+    /// Whether a PEM key file is encrypted: PKCS#8 (`-----BEGIN ENCRYPTED PRIVATE KEY-----`) or a traditional
+    /// PEM key with `Proc-Type: 4,ENCRYPTED`.
+    static func isEncrypted(_ pem: Data) -> Bool {
+        let text = String(decoding: pem, as: UTF8.self)
+        return text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("Proc-Type: 4,ENCRYPTED")
     }
 
     private static func readPublic(_ path: String) throws(LegacyAPNSConfigurationError) -> [UInt8] {

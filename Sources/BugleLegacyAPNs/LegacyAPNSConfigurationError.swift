@@ -8,6 +8,7 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
         case keyFileReadableByOthers(path: String, mode: Int)
         case unreadableFile(path: String)
         case invalidKey(path: String)
+        case encryptedKey(path: String)
         case invalidCertificate(path: String)
         case clientCertificateNotUsable(String)
         case tls(String)
@@ -24,6 +25,9 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
     public static func unreadableFile(path: String) -> Self { Self(base: .unreadableFile(path: path)) }
     /// The key file is not a PEM private key.
     public static func invalidKey(path: String) -> Self { Self(base: .invalidKey(path: path)) }
+    /// The key file holds an encrypted private key (PKCS#8 `ENCRYPTED PRIVATE KEY`, or a traditional PEM with
+    /// `Proc-Type: 4,ENCRYPTED`); `legacy_apns` takes an unencrypted one.
+    public static func encryptedKey(path: String) -> Self { Self(base: .encryptedKey(path: path)) }
     /// A certificate file holds no usable PEM certificate.
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
     /// The client certificate has expired or is not yet valid (the reason names the file and the date).
@@ -43,6 +47,9 @@ public struct LegacyAPNSConfigurationError: Error, Sendable, Equatable, CustomSt
             return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
         case .invalidKey(let path):
             return "\(path) is not a PEM private key"
+        case .encryptedKey(let path):
+            return "\(path) is an encrypted private key, and legacy_apns takes an unencrypted one: "
+                + "decrypt it with `openssl pkey -in \(path) -out key.pem` (then chmod 600 key.pem) and name that file in key_file"
         case .invalidCertificate(let path):
             return "\(path) holds no usable PEM certificate"
         case .clientCertificateNotUsable(let reason):

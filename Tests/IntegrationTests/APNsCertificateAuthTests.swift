@@ -138,6 +138,28 @@ struct APNsCertificateAuthTests {
         }
     }
 
+    /// It said `… could not be opened: not a valid key or PKCS#12 bundle`, with no word of the passphrase it lacked.
+    @Test("an encrypted PKCS#12 bundle without passphrase_env says it may need one; with the passphrase it loads")
+    func encryptedBundleWithoutPassphrase() async throws {
+        try await Fixture.with { fixture in
+            let bundle = fixture.environment.directory + "/client.p12"
+            try fixture.openssl(["pkcs12", "-export", "-in", fixture.certificateFile, "-inkey", fixture.keyFile, "-out", bundle, "-passout", "env:PASS"])
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle)
+            let unnamed = APNsSettings.Auth.certificate(certFile: bundle, keyFile: nil, passphraseEnv: nil)
+            let error = #expect(throws: APNSConfigurationError.self) {
+                _ = try APNSProvider(settings: fixture.settings(unnamed), tokenSource: nil, options: .init(environment: [:]), logger: APNsTestEnvironment.logger)
+            }
+            let message = error.map { String(describing: $0) } ?? ""
+            #expect(
+                message == "\(bundle) could not be opened without a passphrase: it may be encrypted (set passphrase_env to the "
+                    + "environment variable that holds its passphrase), or it is not a valid PKCS#12 bundle")
+            let named = APNsSettings.Auth.certificate(certFile: bundle, keyFile: nil, passphraseEnv: Self.variable)
+            _ = try APNSProvider(
+                settings: fixture.settings(named), tokenSource: nil, options: .init(environment: [Self.variable: Self.passphrase]),
+                logger: APNsTestEnvironment.logger)
+        }
+    }
+
     @Test("a PEM certificate with a key that is not its own is refused naming both files (it said only failedToLoadCertificate)")
     func mismatchedKeyNamesTheFiles() async throws {
         try await Fixture.with { fixture in
