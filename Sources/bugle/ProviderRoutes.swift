@@ -27,7 +27,8 @@ enum ProviderRoutes {
                     throw .unreadableCAFile(path: file)
                 }
             } catch {
-                throw UsageError("\(source): \(lane.name): \(error)")
+                // At the line and key of the variable or file the error names, as the lanes' own errors are.
+                throw UsageError(settings.locating("\(error)", section: lane.name))
             }
             let trust = proxy?.caFile.map { " (its certificate checked against proxy_ca_file \($0) too)" } ?? ""
             lines.append("\(lane.name): \(lane.address) " + (proxy.map { "through the proxy \($0)" + trust } ?? "directly"))

@@ -201,6 +201,32 @@ struct ProviderSettingsLoaderTests {
         #expect(settings.fcm?.endpoint.authority == (port == 443 ? written : "\(written):\(port)"))
     }
 
+    /// An unset or malformed proxy_credentials_env named only the file and the section: its name was not noted.
+    @Test("proxy_credentials_env is located like the paths, so an error naming its variable gets its line, column and key")
+    func proxyCredentialsLocated() throws {
+        let yaml = """
+            legacy_apns:
+              host: 127.0.0.1
+              cert_file: c.pem
+              key_file: k.pem
+              proxy: http://127.0.0.1:3128
+              proxy_credentials_env: PX_CRED
+            apns:
+              endpoint: production
+              topic: com.example.app
+              auth: { token: { team_id: ABCDE12345, key_id: KEY1234567, key_file: a.p8 } }
+              proxy: socks5h://127.0.0.1:1080
+              proxy_credentials_env: PX_OTHER
+            """
+        let settings = try ProviderSettingsLoader.load(yaml: yaml, path: "p.yaml")
+        #expect(
+            settings.locating(ProxyConfigurationError.missingCredentials(variable: "PX_CRED").description, section: "legacy_apns")
+                == "p.yaml:6:26: legacy_apns.proxy_credentials_env: proxy_credentials_env names PX_CRED, which is not set in the environment")
+        #expect(
+            settings.locating(ProxyConfigurationError.malformedCredentials(variable: "PX_OTHER").description, section: "apns")
+                == "p.yaml:12:26: apns.proxy_credentials_env: PX_OTHER (proxy_credentials_env) must hold user:password")
+    }
+
     @Test("legacy_apns.host takes an IPv6 address as it is", arguments: ["::1", "2001:db8::7"])
     func legacyIPv6Host(_ host: String) throws {
         let settings = try ProviderSettingsLoader.load(yaml: "legacy_apns: { host: \"\(host)\", cert_file: c, key_file: k }", path: "p.yaml")

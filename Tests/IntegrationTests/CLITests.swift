@@ -239,7 +239,10 @@ struct CLITests {
                 .replacingOccurrences(of: "apns:\n", with: "apns:\n  proxy: http://10.0.0.5:3128\n  proxy_credentials_env: BUGLE_TEST_UNSET_PROXY\n"))
         let unset = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", named])
         #expect(unset.status == 1)
-        #expect(unset.stderr.contains("apns: proxy_credentials_env names BUGLE_TEST_UNSET_PROXY, which is not set"), "\(unset.stderr)")
+        // At the variable's line, column and key (it named only the file and the section).
+        #expect(
+            unset.stderr.contains("\(named):3:26: apns.proxy_credentials_env: proxy_credentials_env names BUGLE_TEST_UNSET_PROXY, which is not set"),
+            "\(unset.stderr)")
 
         // An https:// proxy and the CA its certificate is checked against; a proxy_ca_file that is not there exits 1.
         let caFile = keys.material.caFile
@@ -256,7 +259,7 @@ struct CLITests {
             "providers.yaml", try String(contentsOfFile: secure, encoding: .utf8).replacingOccurrences(of: caFile, with: caFile + ".missing"))
         let unreadable = try await Self.bugle(["validate", "campaigns/spring-sale.yaml", "--providers", missing])
         #expect(unreadable.status == 1)
-        #expect(unreadable.stderr.contains("fcm: proxy_ca_file \(caFile).missing cannot be read"), "\(unreadable.stderr)")
+        #expect(unreadable.stderr.contains("\(missing):7:18: fcm.proxy_ca_file: proxy_ca_file \(caFile).missing cannot be read"), "\(unreadable.stderr)")
     }
 
     /// RELIABILITY.md's bad-input catalogue: a credential that `bugle run` would refuse is refused by `bugle validate`

@@ -100,7 +100,7 @@ public enum ProviderSettingsLoader {
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
-        settings.proxy = try proxy(map)
+        settings.proxy = try proxy(map, paths: paths)
         settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
         return settings
     }
@@ -149,7 +149,7 @@ public enum ProviderSettingsLoader {
             timeoutSeconds: try map["timeout"].map(timeout) ?? 10,
             rate: try map["rate"].map(rate))
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
-        settings.proxy = try proxy(map)
+        settings.proxy = try proxy(map, paths: paths)
         settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
         try fcmCredentials(map, into: &settings)
         return settings
@@ -206,15 +206,16 @@ public enum ProviderSettingsLoader {
             rate: try map["rate"].map(rate),
             quietPeriodSeconds: try map["quiet_period"].map(quietPeriod) ?? 0.5)
         settings.concurrency = try map["concurrency"].map { try $0.int(in: 1...100_000) }
-        settings.proxy = try proxy(map)
+        settings.proxy = try proxy(map, paths: paths)
         settings.proxyCAFile = try proxyCAFile(map, proxy: settings.proxy, paths: paths)
         return settings
     }
 
     /// `proxy: none | http(s)://host[:port] | socks5h://host[:port]` and `proxy_credentials_env`; no `proxy:` key leaves it
     /// to the environment.
-    private static func proxy(_ map: ConfigurationMapping) throws -> ProxySetting {
-        let credentialsEnv = try map["proxy_credentials_env"].map(environmentVariableName)
+    private static func proxy(_ map: ConfigurationMapping, paths: PathResolver) throws -> ProxySetting {
+        // Noted like the other variable names, so an unset or malformed variable is reported at its line and column.
+        let credentialsEnv = try map["proxy_credentials_env"].map(paths.variable)
         guard let node = map["proxy"] else {
             if let credentials = map["proxy_credentials_env"] {
                 throw credentials.keyError("needs proxy: http(s)://host:port or socks5h://host:port beside it (a proxy from https_proxy carries its own user:password)")
