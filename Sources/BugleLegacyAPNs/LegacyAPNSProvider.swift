@@ -199,6 +199,14 @@ public final class LegacyAPNSProvider: PushProvider {
         try await feedbackClient(timeout: timeout).fetch()
     }
 
+    /// Reads the feedback service once, keeping the complete tuples received even when the stream then ends badly
+    /// (see ``LegacyAPNSFeedbackClient/read()``).
+    /// - Parameter timeout: Longest time for connecting and reading.
+    /// - Throws: ``LegacyAPNSFeedbackError/connectFailed(_:)`` when no connection was made.
+    public func readFeedback(timeout: TimeAmount = .seconds(30)) async throws -> LegacyAPNSFeedbackRead {
+        try await feedbackClient(timeout: timeout).read()
+    }
+
     /// A feedback client with this lane's TLS identity.
     /// - Parameter timeout: Longest time for connecting and reading.
     public func feedbackClient(timeout: TimeAmount = .seconds(30)) -> LegacyAPNSFeedbackClient {

@@ -32,10 +32,17 @@ struct FeedbackCommand: AsyncParsableCommand {
     struct Summary: Sendable, CustomStringConvertible {
         var tuples: Int
         var result: DeviceStore.UninstalledResult
+        /// How the stream ended badly after the complete tuples that were applied (nil: it ended cleanly).
+        var problem: LegacyAPNSFeedbackError? = nil
 
         var description: String {
             "feedback: \(tuples) tuple(s); \(result.deactivated) device(s) deactivated, "
                 + "\(result.keptReregistered) kept (registered again later), \(result.notActive) unknown or already inactive"
+        }
+
+        /// The stream's bad ending, saying that the complete tuples before it were applied (nil: it ended cleanly).
+        var problemNote: String? {
+            problem.map { "\($0); the \(tuples) complete tuple(s) received before it were applied" }
         }
     }
 
@@ -60,30 +67,40 @@ struct FeedbackCommand: AsyncParsableCommand {
                     logger: logger
                 )
             } catch {
-                throw UsageError("\(path): legacy_apns: \(error)")
+                throw UsageError(settings.locating("\(error)", section: "legacy_apns"))
             }
             let summary = try await DatabaseSession.with(global, logger: logger) { client in
                 try await Self.poll(lane, client: client, logger: logger)
             }
             await lane.shutdown()
             print(summary.description)
+            if let note = summary.problemNote {
+                ExitCodes.printError(note)
+                return ExitCodes.failed
+            }
             return ExitCodes.completed
         }
     }
 
-    /// Reads the feedback service once and applies it to `bugle.devices`.
+    /// Reads the feedback service once and applies it to `bugle.devices`. The service empties its list once read, so
+    /// the complete tuples received before a stream that ends badly (cut inside a tuple, stalled, failed) are applied
+    /// all the same, and the summary carries the problem.
     /// - Parameters:
     ///   - lane: The legacy lane (its TLS identity and feedback address).
     ///   - client: A connected client on a migrated database.
     ///   - logger: Logger.
+    ///   - timeout: Longest time for connecting and reading.
     /// - Returns: What was read and done.
-    /// - Throws: ``LegacyAPNSFeedbackError`` or ``StoreError``.
-    static func poll(_ lane: LegacyAPNSProvider, client: PostgresClient, logger: Logger) async throws -> Summary {
-        let tuples = try await lane.fetchFeedback()
+    /// - Throws: ``LegacyAPNSFeedbackError`` when not one complete tuple was received before the problem, or
+    ///   ``StoreError``.
+    static func poll(_ lane: LegacyAPNSProvider, client: PostgresClient, logger: Logger, timeout: TimeAmount = .seconds(30)) async throws -> Summary {
+        let read = try await lane.readFeedback(timeout: timeout)
+        if let problem = read.problem, read.tuples.isEmpty { throw problem }
+        let tuples = read.tuples
         let uninstalled = tuples.map {
             DeviceStore.Uninstalled(token: $0.tokenHex, since: Date(timeIntervalSince1970: $0.since.secondsSince1970))
         }
         let result = try await DeviceStore(client: client, logger: logger).deactivate(uninstalled: uninstalled, platform: .ios, reason: "feedback")
-        return Summary(tuples: tuples.count, result: result)
+        return Summary(tuples: tuples.count, result: result, problem: read.problem)
     }
 }

@@ -323,7 +323,11 @@ enum RunExecution {
     /// The end-of-run feedback poll of a legacy campaign; a failure is reported but does not fail the run.
     private static func pollFeedback(_ lane: LegacyAPNSProvider, runID: Int64, client: PostgresClient, console: Console, logger: Logger) async {
         do {
-            console.say("run \(runID): " + (try await FeedbackCommand.poll(lane, client: client, logger: logger)).description)
+            let summary = try await FeedbackCommand.poll(lane, client: client, logger: logger)
+            console.say("run \(runID): " + summary.description)
+            if let note = summary.problemNote {
+                ExitCodes.printError("run \(runID): the legacy APNs feedback service was not read to the end: \(note)")
+            }
         } catch {
             ExitCodes.printError("run \(runID): the legacy APNs feedback service could not be read: \(error); run `bugle feedback` later")
         }

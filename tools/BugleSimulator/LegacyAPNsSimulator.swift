@@ -99,6 +99,7 @@ public final class LegacyAPNsSimulator: Sendable {
                 + configuration.lingerAfterError.components.attoseconds / 1_000_000_000
         )
 
+        let feedbackCut = configuration.faults.feedbackCut
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
         let gateway = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -122,7 +123,7 @@ public final class LegacyAPNsSimulator: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try sync.addHandler(LegacyAPNsFeedbackHandler(ledger: ledger))
+                    try sync.addHandler(LegacyAPNsFeedbackHandler(ledger: ledger, cut: feedbackCut))
                 }
             }
         var channels: [any Channel] = []

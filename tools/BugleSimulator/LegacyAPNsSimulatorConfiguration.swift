@@ -11,15 +11,28 @@ public struct LegacyAPNsSimulatorConfiguration: Sendable {
         /// Every Nth accepted notification (across all connections) is followed by a close without an error
         /// response (a silent close).
         public var silentCloseEvery: Int?
+        /// How the feedback service ends its stream (nil: every tuple, then a close).
+        public var feedbackCut: FeedbackCut?
 
         /// Creates faults.
         /// - Parameters:
         ///   - shutdownEvery: Status 10 after every Nth accepted notification.
         ///   - silentCloseEvery: Silent close after every Nth accepted notification.
-        public init(shutdownEvery: Int? = nil, silentCloseEvery: Int? = nil) {
+        ///   - feedbackCut: A feedback stream cut short.
+        public init(shutdownEvery: Int? = nil, silentCloseEvery: Int? = nil, feedbackCut: FeedbackCut? = nil) {
             self.shutdownEvery = shutdownEvery
             self.silentCloseEvery = silentCloseEvery
+            self.feedbackCut = feedbackCut
         }
+    }
+
+    /// A feedback stream that ends badly after `after` complete tuples. The list is emptied all the same (the
+    /// service's list is cleared once read), so the tuples not sent are lost, as they would be at Apple.
+    public enum FeedbackCut: Sendable, Equatable {
+        /// Half of the next tuple (or half a tuple header when there is none), then a close.
+        case midTuple(after: Int)
+        /// Nothing more, and the connection is left open.
+        case stall(after: Int)
     }
 
     /// Server certificate (PEM, leaf).

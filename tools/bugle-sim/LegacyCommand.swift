@@ -39,6 +39,16 @@ extension BugleSim {
         @Option(name: .customLong("silent-close-every"), help: "Close without an error response after every Nth accepted notification.")
         var silentCloseEvery: Int?
 
+        @Option(
+            name: .customLong("feedback-cut-after"),
+            help: "Feedback service: send N complete tuples, then half of the next one, and close (the list is emptied all the same).")
+        var feedbackCutAfter: Int?
+
+        @Option(
+            name: .customLong("feedback-stall-after"),
+            help: "Feedback service: send N complete tuples, then nothing more, leaving the connection open (the list is emptied all the same).")
+        var feedbackStallAfter: Int?
+
         @Option(name: .customLong("quiet-period"), help: "quiet_period written into providers-legacy.yaml, in seconds.")
         var quietPeriod: Double = 0.5
 
@@ -58,6 +68,12 @@ extension BugleSim {
             guard (0.01...60).contains(quietPeriod) else { throw ValidationError("--quiet-period must be within 0.01...60") }
             if let shutdownEvery, shutdownEvery < 1 { throw ValidationError("--shutdown-every must be at least 1") }
             if let silentCloseEvery, silentCloseEvery < 1 { throw ValidationError("--silent-close-every must be at least 1") }
+            if feedbackCutAfter != nil, feedbackStallAfter != nil {
+                throw ValidationError("give at most one of --feedback-cut-after and --feedback-stall-after")
+            }
+            if let count = feedbackCutAfter ?? feedbackStallAfter, count < 0 {
+                throw ValidationError("--feedback-cut-after and --feedback-stall-after must be at least 0")
+            }
         }
 
         func run() async throws {
@@ -78,7 +94,9 @@ extension BugleSim {
             var configuration = LegacyAPNsSimulatorConfiguration(certificates: material, gatewayPort: port, feedbackPort: feedbackPort)
             configuration.payloadLimit = payloadLimit
             configuration.strictLegacyPayloadLimit = strictLegacyLimit
-            configuration.faults = .init(shutdownEvery: shutdownEvery, silentCloseEvery: silentCloseEvery)
+            let feedbackCut = feedbackCutAfter.map { LegacyAPNsSimulatorConfiguration.FeedbackCut.midTuple(after: $0) }
+                ?? feedbackStallAfter.map { LegacyAPNsSimulatorConfiguration.FeedbackCut.stall(after: $0) }
+            configuration.faults = .init(shutdownEvery: shutdownEvery, silentCloseEvery: silentCloseEvery, feedbackCut: feedbackCut)
             configuration.recordFile = record
             configuration.keepRecordsInMemory = false
             configuration.threads = threads
