@@ -74,7 +74,7 @@ struct DBCommand: AsyncParsableCommand {
             try await ExitCodes.guarding {
                 DBCommand.noteDatabaseVariable()
                 let cluster = EmbeddedCluster.defaultCluster(environment: ProcessInfo.processInfo.environment)
-                if try await cluster.status().isRunning, let sending = try? await Self.runsBeingSent(cluster, logger: global.makeLogger()), !sending.isEmpty {
+                if try await cluster.status().isRunning, let sending = try? await DBCommand.runsBeingSent(cluster, logger: global.makeLogger()), !sending.isEmpty {
                     // A run rides through a database restart, and on the embedded cluster that means starting it again.
                     let runs = sending.map { "run \($0)" }.joined(separator: ", ")
                     ExitCodes.printError(

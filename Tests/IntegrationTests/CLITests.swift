@@ -754,7 +754,7 @@ struct CLITests {
         #expect(more.stdout == "demo: 15 demo device(s) added; bugle.devices holds 45\n", "\(more.stdout)")
     }
 
-    @Test("demo: a server named by URL is refused with nothing written; on the embedded cluster a --metrics-port in use is refused before any run, and --json leaves one JSON object on stdout")
+    @Test("demo: a server named by URL is refused with nothing written; on the embedded cluster a --metrics-port in use is refused before any run, --json leaves one JSON object on stdout, and a second demo waits for the first; db stop notes a run being sent")
     func demoOnTheEmbeddedClusterOnly() async throws {
         let configuration = try await TestDatabase.fresh()
         let refused = try await Self.bugle(["demo", "--devices", "20"], environment: ["BUGLE_DATABASE_URL": try Self.url(configuration)])
@@ -786,6 +786,28 @@ struct CLITests {
         let summary = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect(summary?["status"] as? String == "completed", "stdout is not one JSON summary: \(json.stdout)")
         #expect(json.stderr.contains("demo: the simulators accepted") && json.stderr.contains("dry run of"), "\(json.stderr)")
+
+        // Two demos at once on one BUGLE_HOME: the second waits for the first (they rewrote each other's providers file).
+        let demos = try (0..<2).map { _ in
+            try CLIRunTests.RunningBugle(executable: CLIRunTests.binary, arguments: ["demo", "--devices", "40", "--quiet"], environment: environment)
+        }
+        var outputs: [Output] = []
+        for demo in demos { outputs.append(await demo.finish()) }
+        #expect(outputs.allSatisfy { $0.status == 0 }, "\(outputs.map(\.stderr))")
+        #expect(outputs.contains { $0.stdout.contains("demo: another `bugle demo` runs on \(home); waiting for it to finish") }, "\(outputs.map(\.stdout))")
+
+        // `db stop` with a run being sent says its worker will start the cluster again.
+        let runID = try await Database.withClient(cluster.databaseConfiguration(), logger: TestDatabase.logger) { client -> Int64 in
+            let run = try await RunRepository(client: client, logger: TestDatabase.logger).createRun(
+                campaign: LedgerTestSupport.campaign(name: "live"), yaml: "name: live", periodKey: nil)
+            try await client.query(
+                "INSERT INTO bugle.run_workers (run_id, epoch, owner, expires_at) VALUES (\(run), 1, 'elsewhere:1:1', now() + interval '1 hour')",
+                logger: TestDatabase.logger)
+            return run
+        }
+        let stopped = try await Self.bugle(["db", "stop"], environment: environment)
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("note: run \(runID) is being sent: its worker will start the cluster again"), "\(stopped.stderr)")
     }
 
     @Test("devices register / unregister through the CLI")
