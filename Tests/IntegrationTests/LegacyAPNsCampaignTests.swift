@@ -196,20 +196,7 @@ struct LegacyAPNsCampaignTests {
             try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
                 try await Self.seedIOS(client, count: 300, invalidEvery: 100, deadEvery: 30)
             }
-            let campaign = try CLITests.temporaryFile(
-                "legacy.yaml",
-                """
-                name: legacy-cli
-                notification_type: promo
-                ios_transport: legacy
-                segment:
-                  sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.is_active
-                message:
-                  default_locale: en
-                  locales:
-                    en: { title: "Hello", body: "World" }
-                """
-            )
+            let campaign = try Self.legacyCampaign(name: "legacy-cli", filter: "d.is_active")
             let csv = TestScratch.root + "bugle-legacy-\(UUID().uuidString).csv"
             defer { try? FileManager.default.removeItem(atPath: csv) }
             let run = try await CLITests.bugle(
@@ -243,5 +230,25 @@ struct LegacyAPNsCampaignTests {
             throw error
         }
         try await simulator.stop()
+    }
+}
+
+extension LegacyAPNsCampaignTests {
+    /// A campaign file sending the devices `filter` selects through the legacy lane.
+    static func legacyCampaign(name: String, filter: String) throws -> String {
+        try CLITests.temporaryFile(
+            "\(name).yaml",
+            """
+            name: \(name)
+            notification_type: promo
+            ios_transport: legacy
+            segment:
+              sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE \(filter)
+            message:
+              default_locale: en
+              locales:
+                en: { title: "Hello", body: "World" }
+            """
+        )
     }
 }

@@ -101,20 +101,7 @@ struct LegacyFeedbackTests {
     @Test("CLI: the feedback read at the end of a legacy run applies the complete tuples of a cut stream and reports the cut; the run completes")
     func runEndAppliesCompleteTuples() async throws {
         try await Self.withCutFeedback { environment, _, configuration, url in
-            let campaign = try CLITests.temporaryFile(
-                "legacy-cut.yaml",
-                """
-                name: legacy-cut
-                notification_type: promo
-                ios_transport: legacy
-                segment:
-                  sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.id <= 3
-                message:
-                  default_locale: en
-                  locales:
-                    en: { title: "Hello", body: "World" }
-                """
-            )
+            let campaign = try LegacyAPNsCampaignTests.legacyCampaign(name: "legacy-cut", filter: "d.id <= 3")
             let csv = TestScratch.root + "bugle-legacy-cut-\(UUID().uuidString).csv"
             defer { try? FileManager.default.removeItem(atPath: csv) }
             let run = try await CLITests.bugle(
