@@ -17,7 +17,10 @@ enum DryRunPrinter {
             + "have sent by then; the counts above do not apply them"
         guard let estimate else { return note }
         var now: [String] = []
-        if let period = estimate.periodKey { now.append("\(estimate.deduped) by dedupe (users already notified in period \(period))") }
+        if let period = estimate.periodKey {
+            let already = period == "once" ? "users this notification type already reached" : "users already notified in period \(period)"
+            now.append("\(estimate.deduped) by dedupe (\(already))")
+        }
         if let cap = estimate.cap { now.append("\(estimate.capped) by the frequency cap (users at \(cap.count) per \(window(cap.perSeconds)))") }
         note += "; claimed now, " + now.joined(separator: " and ") + " would be skipped"
         return note

@@ -460,6 +460,7 @@ struct CLITests {
         #expect(output.stdout.contains("300 row(s) read, 300 would be sent"))
         // spring-sale has `dedupe: daily`, judged at claim time: the counts say they do not apply it.
         #expect(output.stdout.contains("note: dedupe (daily) is applied as the run claims each recipient"), "\(output.stdout)")
+        #expect(output.stdout.contains("claimed now, 0 by dedupe (users already notified in period d:"), "\(output.stdout)")
         #expect(output.stdout.contains("sample ios"))
         #expect(output.stdout.contains("\"aps\""))
         let after = try await Database.withClient(configuration, logger: TestDatabase.logger) { try await LedgerTestSupport.checksum($0) }
@@ -786,6 +787,8 @@ struct CLITests {
         let summary = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect(summary?["status"] as? String == "completed", "stdout is not one JSON summary: \(json.stdout)")
         #expect(json.stderr.contains("demo: the simulators accepted") && json.stderr.contains("dry run of"), "\(json.stderr)")
+        // The dry-run campaign's dedupe is `once`: its estimate names no period.
+        #expect(json.stderr.contains("by dedupe (users this notification type already reached)"), "\(json.stderr)")
 
         // Two demos at once on one BUGLE_HOME: the second waits for the first (they rewrote each other's providers file).
         let demos = try (0..<2).map { _ in
