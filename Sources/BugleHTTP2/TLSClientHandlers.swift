@@ -1,11 +1,6 @@
+import BugleCore
 import NIOCore
 import NIOSSL
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The TLS client handler for every provider connection (APNs, FCM, OAuth2, legacy gateway and feedback): the usual
 /// verification — chain, validity, host name — and one more check on the host name.
@@ -17,7 +12,7 @@ import Darwin
 public enum TLSClientHandlers {
     /// A client handler for `serverHostname` (nil: no SNI, no name to check).
     public static func make(context: NIOSSLContext, serverHostname: String?) throws -> NIOSSLClientHandler {
-        guard let hostname = serverHostname, !isAddress(hostname) else {
+        guard let hostname = serverHostname, !IPAddressLiteral.isAddress(hostname) else {
             return try NIOSSLClientHandler(context: context, serverHostname: serverHostname)
         }
         return try NIOSSLClientHandler._makeSSLClientHandler(context: context, serverHostname: hostname) { certificate, channel in
@@ -26,14 +21,6 @@ public enum TLSClientHandlers {
             }
             return channel.eventLoop.makeFailedFuture(NIOSSLExtraError.failedToValidateHostname)
         }
-    }
-
-    /// An IPv4 or IPv6 address literal (checked against the certificate's addresses, as swift-nio-ssl does).
-    static func isAddress(_ host: String) -> Bool {
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return bare.withCString { inet_pton(AF_INET, $0, &v4) == 1 || inet_pton(AF_INET6, $0, &v6) == 1 }
     }
 }
 

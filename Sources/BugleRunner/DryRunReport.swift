@@ -18,8 +18,10 @@ public struct DryRunReport: Sendable {
     /// Rows read.
     public private(set) var rowsRead: Int64 = 0
     /// The users of the rows the last ``add(_:csv:)`` would send, one entry per row, for what dedupe and the frequency
-    /// cap would make of them (the store's claim-rules estimate).
+    /// cap would make of them (the store's claim-rules estimate); kept only with ``collectsUserIDs``.
     public private(set) var pageUserIDs: [String] = []
+    /// Whether ``pageUserIDs`` is kept (a campaign with dedupe or a cap).
+    public let collectsUserIDs: Bool
     /// Largest rendered body per platform, in bytes.
     public private(set) var largestBody: [Platform: Int] = [:]
     /// Up to ``sampleLimit`` rendered requests per platform (body JSON, and APNs headers), for the operator to eyeball,
@@ -51,7 +53,11 @@ public struct DryRunReport: Sendable {
     ///   - now: UNIX seconds used for `apns-expiration` in samples.
     ///   - legacyPayloadLimit: The providers file's `legacy_apns.payload_limit` (its default without one).
     ///   - sampleLimit: Requests rendered per platform for ``samples``.
-    public init(campaign: Campaign, now: Int, legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit, sampleLimit: Int = 1) {
+    public init(
+        campaign: Campaign, now: Int, legacyPayloadLimit: Int = LegacyAPNsSettings.defaultPayloadLimit, sampleLimit: Int = 1,
+        collectsUserIDs: Bool = false
+    ) {
+        self.collectsUserIDs = collectsUserIDs
         self.legacyPayloadLimit = legacyPayloadLimit
         self.sampleLimit = max(0, sampleLimit)
         self.composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
@@ -126,7 +132,7 @@ public struct DryRunReport: Sendable {
                         sample(recipient, selection: selection, slot: slot, copy: planned.locale + "\u{0}" + variant)
                     }
                     sends[slot] += 1
-                    pageUserIDs.append(recipient.userID)
+                    if collectsUserIDs { pageUserIDs.append(recipient.userID) }
                     largest[slot] = max(largest[slot], bodySize)
                     if let slot = locales.firstIndex(where: { $0.tag == planned.locale }) {
                         locales[slot].count += 1

@@ -25,7 +25,9 @@ enum DryRunExecution {
         let now = Date()
         var estimate = try await ClaimRulesEstimate.make(for: campaign, now: now, client: client, logger: logger)
         let writer = try csv.map { try ReportFileWriter($0) }
-        var report = DryRunReport(campaign: campaign, now: Int(now.timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit, sampleLimit: samples)
+        var report = DryRunReport(
+            campaign: campaign, now: Int(now.timeIntervalSince1970), legacyPayloadLimit: legacyPayloadLimit, sampleLimit: samples,
+            collectsUserIDs: estimate != nil)
         var validation = validator
         do {
             if let writer {

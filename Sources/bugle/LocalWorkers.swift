@@ -31,6 +31,12 @@ enum LocalWorkers {
         return ended
     }
 
+    /// The run's live workers other than this process.
+    static func others(runID: Int64, repository: RunRepository) async throws -> [RunRepository.Worker] {
+        let host = ProcessInfo.processInfo.hostName
+        return try await repository.liveWorkers(runID: runID).filter { !isThisProcess(owner: $0.owner, host: host) }
+    }
+
     static func isThisProcess(owner: String, host: String) -> Bool {
         let parts = owner.split(separator: ":")
         return parts.count == 3 && String(parts[0]) == host && pid_t(parts[1]) == getpid()

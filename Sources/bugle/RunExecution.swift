@@ -266,9 +266,7 @@ enum RunExecution {
             // said the run was paused and pointed at `bugle resume`, which refuses a run others send).
             let repository = RunRepository(client: client, logger: logger)
             if try await repository.run(id: runID)?.status == .running {
-                let others = try await repository.liveWorkers(runID: runID).filter {
-                    !LocalWorkers.isThisProcess(owner: $0.owner, host: ProcessInfo.processInfo.hostName)
-                }
+                let others = try await LocalWorkers.others(runID: runID, repository: repository)
                 if !others.isEmpty {
                     console.say("run \(runID): this worker left (\(why)); the run goes on with its \(others.count) other worker(s)")
                     return ExitCodes.completed
@@ -375,7 +373,7 @@ enum RunExecution {
         }
         console.say("report: \(csv) (\(rows) row(s))")
         // Several workers: one leaving a stopped run reads the ledger while the others still record their last answers.
-        let others = try await repository.liveWorkers(runID: runID).filter { !LocalWorkers.isThisProcess(owner: $0.owner, host: ProcessInfo.processInfo.hostName) }
+        let others = try await LocalWorkers.others(runID: runID, repository: repository)
         if let record, record.status != .running, !others.isEmpty {
             console.say(
                 "note: \(others.count) other worker(s) still record their last answers: this summary and report may change; "

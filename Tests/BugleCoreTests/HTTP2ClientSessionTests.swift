@@ -481,6 +481,6 @@ struct CertificateNamesTests {
         #expect(!CertificateNames(dnsNames: [], hasAlternativeNames: true).allows(hostname: "api.push.apple.com"))
         // No alternative names at all: swift-nio-ssl judged the common name already.
         #expect(CertificateNames(dnsNames: [], hasAlternativeNames: false).allows(hostname: "api.push.apple.com"))
-        #expect(TLSClientHandlers.isAddress("127.0.0.1") && TLSClientHandlers.isAddress("[::1]") && !TLSClientHandlers.isAddress("localhost"))
+        #expect(IPAddressLiteral.isAddress("127.0.0.1") && IPAddressLiteral.isAddress("[::1]") && !IPAddressLiteral.isAddress("localhost"))
     }
 }

@@ -190,7 +190,7 @@ public enum ProviderSettingsLoader {
         }
         // A colon belongs to an IPv6 address only: `gateway.push.apple.com:2195` was taken for one, and every connect
         // failed on DNS.
-        if host.contains(":") && !Self.isIPv6Address(host) {
+        if host.contains(":") && !IPAddressLiteral.isIPv6(host) {
             throw hostNode.error("expected a host name or IP address (an IPv6 address without brackets), without a port: the port is `port:`")
         }
         var settings = LegacyAPNsSettings(
@@ -292,11 +292,6 @@ public enum ProviderSettingsLoader {
         return seconds
     }
 
-    /// True for an IPv6 address as `inet_pton` reads it (`::1`, `2001:db8::1`).
-    static func isIPv6Address(_ text: String) -> Bool {
-        var address = in6_addr()
-        return text.withCString { inet_pton(AF_INET6, $0, &address) } == 1
-    }
 
     /// Parses `https://host[:port]` (no path, query or user info). `http://` is refused: TLS only.
     private static func endpoint(_ node: ConfigurationNode, expected: String) throws -> Endpoint {
