@@ -104,15 +104,23 @@ enum SummaryPrinter {
     /// The statuses of recipients a provider answered (the view's `rate_per_second` counts the same).
     static let answeredStatuses = Set([RecipientState.sent, .invalidToken, .failedPermanent, .unknown].map(\.rawValue))
 
+    /// How many of the lines' recipients a provider answered.
+    static func answered(_ lines: [SummaryLine]) -> Int64 {
+        lines.filter { answeredStatuses.contains($0.status) }.reduce(Int64(0)) { $0 + $1.count }
+    }
+
     static func print(runID: Int64, record: RunRecord?, lines: [SummaryLine], variants: [VariantSummaryLine] = []) {
         if let record {
             // A test send says so: its summary read like a one-off run of the campaign.
             var header = "run \(runID) · \(record.campaign)\(record.kind == "test" ? " (test send)" : "") · \(record.status.rawValue)"
             if let duration = record.durationSeconds, duration > 0 {
                 // Answered notifications per second, as `bugle.run_overview.rate_per_second` counts them: skipped and
-                // cancelled recipients were never sent (a run cancelled early read as 214,908/s).
-                let answered = lines.filter { answeredStatuses.contains($0.status) }.reduce(Int64(0)) { $0 + $1.count }
-                header += String(format: " · %.1fs · ", duration) + ProgressRenderer.rate(Double(answered) / duration) + "/s"
+                // cancelled recipients were never sent (a run cancelled early read as 214,908/s), and time paused is
+                // not sending time (a run paused for twenty minutes read 7.5/s).
+                let answered = answered(lines)
+                header += String(format: " · %.1fs", duration)
+                if record.pausedSeconds >= 0.05 { header += String(format: " (%.1fs paused)", record.pausedSeconds) }
+                if let rate = record.rate(answered: answered) { header += " · " + ProgressRenderer.rate(rate) + "/s" }
             }
             Swift.print(header)
             if let reason = record.pauseReason { Swift.print("  reason: \(reason)") }

@@ -4,7 +4,8 @@ import Foundation
 
 /// `--json`: the final summary of a run as one JSON object on stdout, for scripts.
 ///
-/// `{"run_id", "campaign", "kind" (`campaign`, or `test` for `bugle send-test`), "status", "reason", "started_at", "finished_at", "duration_seconds", "recipients",
+/// `{"run_id", "campaign", "kind" (`campaign`, or `test` for `bugle send-test`), "status", "reason", "started_at", "finished_at", "duration_seconds", "paused_seconds",
+/// "rate_per_second" (answered notifications per second of unpaused time, as `run_overview` counts them), "recipients",
 /// "rows_scanned", "duplicates_collapsed", "counts": [{"platform", "status", "reason", "count"}], "report":
 /// {"path", "rows"} (null when no report was written), "phase_seconds": {"materialize", "send", "report"}}` — keys sorted, absent values as `null`;
 /// `phase_seconds` holds the phases this invocation went through (`bugle report` has only "report").
@@ -19,6 +20,8 @@ enum SummaryJSON {
             "started_at": record?.startedAt ?? NSNull(),
             "finished_at": record?.finishedAt ?? NSNull(),
             "duration_seconds": record?.durationSeconds ?? NSNull(),
+            "paused_seconds": record?.pausedSeconds ?? NSNull(),
+            "rate_per_second": record?.rate(answered: SummaryPrinter.answered(lines)) ?? NSNull(),
             "recipients": record?.recipientsTotal ?? NSNull(),
             "rows_scanned": record?.rowsScanned ?? NSNull(),
             "duplicates_collapsed": record?.duplicatesCollapsed ?? 0,

@@ -729,6 +729,13 @@ struct CLIRunTests {
         let sent = counts.filter { $0["status"] as? String == "sent" }.compactMap { $0["count"] as? Int }.reduce(0, +)
         #expect(sent == 588)
         #expect((object["report"] as? [String: Any])?["rows"] as? Int == 600)
+        // Never paused, so its rate is the answered recipients over its whole duration.
+        let answered = counts.filter { ["sent", "invalid_token", "failed_permanent", "unknown"].contains($0["status"] as? String ?? "") }
+            .compactMap { $0["count"] as? Int }.reduce(0, +)
+        #expect(object["paused_seconds"] as? Double == 0)
+        let duration = try #require(object["duration_seconds"] as? Double)
+        let answeredRate = try #require(object["rate_per_second"] as? Double)
+        #expect(answered >= 588 && abs(answeredRate * duration - Double(answered)) < 0.5, "\(answeredRate)/s over \(duration)s, \(answered) answered")
         // Phase timings: 600 recipients paced at 300/s cannot be sent in under a second and a half.
         let phases = try #require(object["phase_seconds"] as? [String: Double])
         #expect(Set(phases.keys) == ["materialize", "send", "report"])

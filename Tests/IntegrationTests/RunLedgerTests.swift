@@ -252,6 +252,50 @@ struct RunLedgerTests {
         }
     }
 
+    @Test("time paused after sending began is kept on every status change and left out of the rate; a wait before it is not")
+    func pausedTimeIsNotSendingTime() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 200, deadEvery: 0)
+            let (runID, result) = try await Support.runCampaign(client, Support.campaign(pageSize: 100, window: 32), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)])
+            #expect(result.ending == .completed)
+            let repository = RunRepository(client: client, logger: Support.logger)
+            #expect(try await repository.run(id: runID)?.pausedSeconds == 0)
+            // Each statement is its own transaction, so `now()` moves on; a pause's start is moved back by hand to
+            // stand for the time it lasted (the trigger fires on status changes only).
+            let steps: [PostgresQuery] = [
+                // A run scheduled for later waits paused before it sends: that wait is not sending time.
+                "UPDATE bugle.runs SET status = 'paused', started_at = NULL, finished_at = NULL WHERE id = \(runID)",
+                "UPDATE bugle.runs SET paused_at = now() - interval '50 seconds' WHERE id = \(runID)",
+                // Sending begins as a lease sets it; then moved back to stand for a run begun 100 s ago.
+                "UPDATE bugle.runs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = \(runID)",
+                "UPDATE bugle.runs SET started_at = now() - interval '100 seconds' WHERE id = \(runID)",
+                // Paused for 60 s by an operator, resumed.
+                "UPDATE bugle.runs SET status = 'paused', pause_reason = 'paused by operator' WHERE id = \(runID)",
+                "UPDATE bugle.runs SET paused_at = now() - interval '60 seconds' WHERE id = \(runID)",
+                "UPDATE bugle.runs SET status = 'running', pause_reason = NULL WHERE id = \(runID)",
+                // Halted for 10 s, then finished by a cancel while still paused: the last pause counts up to the end.
+                "UPDATE bugle.runs SET status = 'paused', pause_reason = 'halted' WHERE id = \(runID)",
+                "UPDATE bugle.runs SET paused_at = now() - interval '10 seconds' WHERE id = \(runID)",
+                "UPDATE bugle.runs SET status = 'cancelled', finished_at = now() WHERE id = \(runID)",
+            ]
+            for step in steps { _ = try await client.answeredQuery(step, logger: Support.logger).collect() }
+            let record = try #require(try await repository.run(id: runID))
+            #expect(record.pausedSeconds >= 70 && record.pausedSeconds < 75, "\(record.pausedSeconds)")
+            let duration = try #require(record.durationSeconds)
+            #expect(duration >= 100 && duration < 105, "\(duration)")
+            // 200 answered over the ~30 s it was not paused, in the record and in the analysts' view alike.
+            let rate = try #require(record.rate(answered: 200))
+            #expect(rate > 200 / 35 && rate < 200 / 25, "\(rate)")
+            let viewed = try await Support.scalar(client, "SELECT rate_per_second FROM bugle.run_overview WHERE run_id = \(runID)", as: Double.self)
+            #expect(viewed.map { abs($0 - rate) < 0.01 } == true, "\(viewed ?? -1) against \(rate)")
+            let paused = try await Support.scalar(client, "SELECT paused_seconds FROM bugle.run_overview WHERE run_id = \(runID)", as: Double.self)
+            #expect(paused == record.pausedSeconds)
+            // A status update that changes nothing, or a pause's reason rewritten, keeps the clock as it is.
+            _ = try await client.answeredQuery("UPDATE bugle.runs SET status = 'cancelled' WHERE id = \(runID)", logger: Support.logger).collect()
+            #expect(try await repository.run(id: runID)?.pausedSeconds == record.pausedSeconds)
+        }
+    }
+
     @Test("every live recipient delivered once, dead tokens deactivated, invalid rows skipped; CSV and summary agree")
     func endToEnd() async throws {
         try await Support.withFreshDatabase { client in

@@ -687,7 +687,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 // a day). The summary just rebuilt says whether anything was sent or tried.
                 _ = try await connection.answeredQuery(
                     """
-                    UPDATE bugle.runs SET started_at = NULL
+                    UPDATE bugle.runs SET started_at = NULL, paused_seconds = 0
                      WHERE id = \(lease.runID) AND NOT EXISTS (
                        SELECT 1 FROM bugle.run_summary s
                         WHERE s.run_id = \(lease.runID)

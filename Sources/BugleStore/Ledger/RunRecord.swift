@@ -22,6 +22,14 @@ public struct RunRecord: Sendable, Equatable {
     public var durationSeconds: Double?
     /// `campaign`, or `test` for a `bugle send-test` run.
     public var kind: String
+    /// Seconds the run spent paused after it began sending (kept by the schema on every status change).
+    public var pausedSeconds: Double = 0
+
+    /// Answered notifications per second over the time the run was not paused, or nil before it finished.
+    public func rate(answered: Int64) -> Double? {
+        guard let duration = durationSeconds, duration - pausedSeconds > 0 else { return nil }
+        return Double(answered) / (duration - pausedSeconds)
+    }
 }
 
 /// One summary line: run × platform × status × reason.

@@ -51,7 +51,7 @@ public struct RunRepository: Sendable {
         to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
         to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
         to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-        extract(epoch FROM finished_at - started_at)::float8, kind
+        extract(epoch FROM finished_at - started_at)::float8, kind, paused_seconds
         """
 
     /// One run, or nil.
@@ -85,7 +85,8 @@ public struct RunRepository: Sendable {
                     duplicatesCollapsed: try c[9].decode(Int64.self), pauseReason: try c[10].decode(String?.self),
                     failureReason: try c[11].decode(String?.self), createdAt: try c[12].decode(String.self),
                     startedAt: try c[13].decode(String?.self), finishedAt: try c[14].decode(String?.self),
-                    durationSeconds: try c[15].decode(Double?.self), kind: try c[16].decode(String.self)
+                    durationSeconds: try c[15].decode(Double?.self), kind: try c[16].decode(String.self),
+                    pausedSeconds: try c[17].decode(Double.self)
                 )
             )
         }
