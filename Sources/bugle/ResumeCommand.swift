@@ -102,7 +102,7 @@ struct ResumeCommand: AsyncParsableCommand {
                 if !live.isEmpty { Console(jsonOnStdout: output.json).say("run \(runID): \(live.count) other worker(s) send it; joining them") }
                 mode = .join
             } else if !live.isEmpty {
-                throw UsageError(beingSent(runID, by: live))
+                throw UsageError(beingSent(runID, by: live, status: try await repository.run(id: runID)?.status))
             }
             let code = try await send(output, worker, mode)
             phases.end("send")
@@ -113,9 +113,14 @@ struct ResumeCommand: AsyncParsableCommand {
 }
 
 extension ResumeCommand {
-    /// Why `resume` refuses a run that live workers send, and what to do instead.
-    static func beingSent(_ runID: Int64, by live: [RunRepository.Worker]) -> String {
+    /// Why `resume` refuses a run that live workers send, and what to do instead. A run `paused` now (read after its
+    /// workers) is one they are leaving: `bugle worker` refuses a paused run, so only waiting is suggested.
+    static func beingSent(_ runID: Int64, by live: [RunRepository.Worker], status: RunStatus?) -> String {
         let lease = live.first.map { " (\($0.owner), lease for \(Int($0.expiresIn.rounded(.up))) s more)" } ?? ""
+        if status == .paused {
+            return "run \(runID) is being sent by \(live.count) worker(s)\(lease); it is paused and they are finishing what they sent: "
+                + "resume it once they have left, within the lease"
+        }
         return "run \(runID) is being sent by \(live.count) worker(s)\(lease); join it with `bugle worker \(runID)` or resume once the lease has expired"
     }
 

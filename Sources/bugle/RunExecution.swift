@@ -313,7 +313,7 @@ enum RunExecution {
             return ExitCodes.completed
         }
         let live = try await repository.liveWorkers(runID: runID)
-        if mode == .exclusive, !live.isEmpty { throw UsageError(ResumeCommand.beingSent(runID, by: live)) }
+        if mode == .exclusive, !live.isEmpty { throw UsageError(ResumeCommand.beingSent(runID, by: live, status: status)) }
         if mode == .join, let status { throw UsageError(WorkerCommand.notRunning(runID, status)) }
         throw UsageError("run \(runID) could not be taken: it is \(status?.rawValue ?? "gone"); see `bugle runs`")
     }

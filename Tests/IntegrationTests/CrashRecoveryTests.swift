@@ -422,6 +422,35 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// A paused run whose worker has not left yet (frozen here, as one finishing a slow window would be): `bugle resume`
+    /// is refused, saying to wait for it; it used to suggest `bugle worker`, which refuses a paused run. Once the worker
+    /// has left (exit 3), the resume completes it.
+    @Test("resume of a paused run its worker has not left yet: refused, told to wait for it rather than to join; then resumed")
+    func resumeWhileThePausedWorkerLeaves() async throws {
+        try await CrashFixture.with(devices: 1000) { fixture in
+            let campaign = try fixture.campaign(policy: .resend, window: 100, rate: 200)
+            let running = try fixture.start(["run", campaign, "--quiet", "--lease-ttl", "60", "--database-outage-limit", "0"])
+            try await fixture.waitUntil("the first 100 deliveries") { fixture.delivered >= 100 }
+            let runID = try await fixture.latestRunID()
+            kill(running.process.processIdentifier, SIGSTOP)
+            let pause = try await fixture.bugle(["pause", "\(runID)"])
+            #expect(pause.status == 0, "\(pause.stderr)")
+            let refused = try await fixture.bugle(["resume", "\(runID)"])
+            kill(running.process.processIdentifier, SIGCONT)
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stderr.contains("run \(runID) is being sent by 1 worker(s)"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("it is paused and they are finishing what they sent"), "\(refused.stderr)")
+            #expect(!refused.stderr.contains("bugle worker"), "\(refused.stderr)")
+            let left = await running.finish()
+            #expect(left.status == 3, "\(left.stderr)")
+            let resumed = try await fixture.bugle(["resume", "\(runID)", "--quiet"])
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            let (duplicates, unknown) = try await fixture.checkInvariants(runID: runID)
+            #expect(duplicates == 0)
+            #expect(unknown == 0)
+        }
+    }
+
     /// How an operator stops a run from outside the worker.
     enum OperatorStop: String, CaseIterable, Sendable {
         /// `sigtermTwice`: SIGTERM twice at once, as GNU `timeout` sends it (to the command, then to its group): one
