@@ -295,8 +295,12 @@ public final class FCMProvider: PushProvider {
                 case .rejected:
                     return .halt(code: "OAUTH_REJECTED", message: error.description)
                 case .unavailable:
+                    // The lane's outage, not the recipient's: with a delay (none of its own) the lane pauses and backs
+                    // off, nothing is charged, and the outage breaker halts a long one. Without it each failed fetch, at
+                    // once, was charged as the recipient's retry: a minute without tokens failed the whole audience
+                    // `attempts_exhausted`, and the run said `completed`.
                     warnTokenUnavailable(error.description)
-                    return .retry(.provider, code: "OAUTH_UNAVAILABLE", after: nil)
+                    return .retry(.provider, code: "OAUTH_UNAVAILABLE", after: .zero)
                 }
             }
             let response: HTTP2Response

@@ -201,4 +201,42 @@ struct FCMCampaignTests {
             }
         }
     }
+
+    /// The auditor's run: a metadata server answering 500 for a minute failed all 300 Android recipients
+    /// `attempts_exhausted:OAUTH_UNAVAILABLE` in about 55 s, and the run said `completed`: each failed fetch, at once,
+    /// was charged as the recipient's retry.
+    @Test("the token endpoint down for a while: the FCM lane waits it out, nobody charged or failed; every message goes out once it is back")
+    func tokenEndpointOutage() async throws {
+        try await MixedTestEnvironment.with(fcm: { $0.faults.tokenOutage = .seconds(3600) }) { environment in
+            try await Support.withFreshDatabase { client in
+                try await MixedTestEnvironment.seed(client, count: 400, deadEvery: 1_000_000)
+                var campaign = Self.mixedCampaign(window: 100)
+                // Three attempts: charged as before, every Android recipient had used them up by the third refusal.
+                campaign.delivery.maxAttempts = 3
+                let fcm = environment.fcm
+                let refusals: @Sendable () -> Int = { fcm.counters().tokenErrors["temporarily_unavailable", default: 0] }
+                let watcher = Task {
+                    while refusals() < 6 { try await Task.sleep(for: .milliseconds(20)) }
+                    fcm.endTokenOutage()
+                }
+                let (runID, result) = try await Self.run(client, campaign, lanes: try environment.lanes(for: campaign))
+                watcher.cancel()
+                #expect(result.ending == .completed)
+                #expect(refusals() >= 6)
+                let records = environment.fcm.accepted()
+                #expect(records.count == 200)
+                #expect(Set(records.compactMap(\.token)).count == 200)
+                var notSent: [String] = []
+                let rows = try await client.query(
+                    "SELECT state || ' ' || coalesce(outcome_code, '') || ' ' || count(*) FROM bugle.run_recipients WHERE run_id = \(runID) AND state <> 'sent' GROUP BY state, outcome_code",
+                    logger: Support.logger)
+                for try await (line,) in rows.decode((String,).self) { notSent.append(line) }
+                #expect(notSent.isEmpty, "\(notSent)")
+                // The waits were the lane's: no Android recipient spent an attempt on them.
+                let charged = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND platform = 'android' AND attempts > 1", as: Int64.self)
+                #expect(charged == 0)
+            }
+        }
+    }
 }

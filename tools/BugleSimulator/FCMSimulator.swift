@@ -39,6 +39,7 @@ public final class FCMSimulator: Sendable {
     private let logger: Logger
     private let lifecycle = NIOLockedValueBox<Lifecycle>(.idle)
     private let ledgerBox = NIOLockedValueBox<FCMSimulatorLedger?>(nil)
+    private let tokenOutage = FCMTokenOutage()
 
     /// Creates a simulator (not yet listening).
     /// - Parameters:
@@ -71,7 +72,8 @@ public final class FCMSimulator: Sendable {
             keepRecords: configuration.keepRecordsInMemory,
             recordFile: configuration.recordFile
         )
-        let core = FCMSimulatorCore(configuration: configuration, ledger: ledger)
+        tokenOutage.begin(now: configuration.wallClock(), lasting: FCMSimulatorCore.seconds(configuration.faults.tokenOutage))
+        let core = FCMSimulatorCore(configuration: configuration, ledger: ledger, tokenOutage: tokenOutage)
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.certificatePEM.utf8))
                 .map { .certificate($0) },
@@ -170,6 +172,11 @@ public final class FCMSimulator: Sendable {
     }
 
     /// Live counters (a snapshot).
+    /// Ends the token endpoint's injected outage (``FCMSimulatorConfiguration/Faults/tokenOutage``): grants resume.
+    public func endTokenOutage() {
+        tokenOutage.end()
+    }
+
     public func counters() -> FCMSimulatorCounters {
         ledgerBox.withLockedValue { $0 }?.counters() ?? FCMSimulatorCounters()
     }

@@ -110,6 +110,9 @@ public struct FCMSimulatorConfiguration: Sendable {
         public var latency: Duration?
         /// Seed of the random generator.
         public var seed: UInt64
+        /// How long after start the OAuth token endpoint answers 503 `temporarily_unavailable` to every grant (zero:
+        /// never; ``FCMSimulator/endTokenOutage()`` ends it early).
+        public var tokenOutage: Duration
 
         /// Creates fault settings (all off by default).
         /// - Parameters:
@@ -117,16 +120,19 @@ public struct FCMSimulatorConfiguration: Sendable {
         ///   - internalRatio: Fraction answered 500.
         ///   - latency: Delay before every answer.
         ///   - seed: Random seed.
+        ///   - tokenOutage: How long after start the token endpoint is down.
         public init(
             unavailableRatio: Double = 0,
             internalRatio: Double = 0,
             latency: Duration? = nil,
-            seed: UInt64 = 0x5EED
+            seed: UInt64 = 0x5EED,
+            tokenOutage: Duration = .zero
         ) {
             self.unavailableRatio = unavailableRatio
             self.internalRatio = internalRatio
             self.latency = latency
             self.seed = seed
+            self.tokenOutage = tokenOutage
         }
     }
 

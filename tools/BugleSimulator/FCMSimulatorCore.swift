@@ -42,6 +42,7 @@ final class FCMSimulatorCore: Sendable {
     /// The STS and IAM endpoints, when federation is configured.
     private let federation: FCMFederationEndpoints?
     private let boundPort = NIOLockedValueBox<Int?>(nil)
+    private let tokenOutage: FCMTokenOutage
     /// Expiry of access tokens whose HMAC already verified, so a busy client's token is checked once.
     private let verifiedTokens = NIOLockedValueBox<[String: Double]>([:])
     private static let verifiedTokensLimit = 1024
@@ -54,9 +55,11 @@ final class FCMSimulatorCore: Sendable {
     /// - Parameters:
     ///   - configuration: Simulator configuration.
     ///   - ledger: Shared records and counters.
-    init(configuration: FCMSimulatorConfiguration, ledger: FCMSimulatorLedger) {
+    ///   - tokenOutage: The token endpoint's injected outage.
+    init(configuration: FCMSimulatorConfiguration, ledger: FCMSimulatorLedger, tokenOutage: FCMTokenOutage) {
         self.configuration = configuration
         self.ledger = ledger
+        self.tokenOutage = tokenOutage
         self.tokens = FCMAccessTokenAuthority(secret: configuration.accessTokenSecret)
         self.verifier = FCMAssertionVerifier(
             clientEmail: configuration.clientEmail,
@@ -131,6 +134,10 @@ final class FCMSimulatorCore: Sendable {
     // MARK: - OAuth token endpoint
 
     private func grantToken(body: [UInt8], now: Double) -> Answer {
+        if tokenOutage.isOn(now: now) {
+            ledger.recordTokenAnswer(error: "temporarily_unavailable")
+            return oauthError(status: 503, error: "temporarily_unavailable", description: "The service is unavailable; try again later.")
+        }
         let form = Self.parseForm(body)
         guard let grantType = form["grant_type"] else {
             ledger.recordTokenAnswer(error: "invalid_request")

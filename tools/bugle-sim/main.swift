@@ -190,6 +190,12 @@ extension BugleSim {
         @Option(name: .customLong("fcm-latency-ms"), help: "Delay before every FCM answer, in milliseconds (0 = none).")
         var fcmLatencyMilliseconds: Int = 0
 
+        @Option(
+            name: .customLong("fcm-token-outage"),
+            help: "Seconds after start during which the FCM token endpoint answers every grant 503 temporarily_unavailable (0 = none)."
+        )
+        var fcmTokenOutage: Int = 0
+
         @Option(name: .customLong("fcm-record"), help: "Append every delivered FCM message as JSON lines to this file.")
         var fcmRecord: String?
 
@@ -219,7 +225,9 @@ extension BugleSim {
             try OptionCheck.within(OptionCheck.threads, "--threads", threads)
             try OptionCheck.within(OptionCheck.latencies, "--latency-ms", latencyMilliseconds)
             try OptionCheck.within(OptionCheck.latencies, "--fcm-latency-ms", fcmLatencyMilliseconds)
-            try OptionCheck.atLeast(0, [("--token-update-interval", tokenUpdateInterval), ("--fcm-quota", fcmQuota)])
+            try OptionCheck.atLeast(0, [
+                ("--token-update-interval", tokenUpdateInterval), ("--fcm-quota", fcmQuota), ("--fcm-token-outage", fcmTokenOutage),
+            ])
             guard (0...1).contains(errorRatio), (0...1).contains(hangRatio), errorRatio + hangRatio <= 1 else {
                 throw ValidationError("--error-ratio and --hang-ratio must be within 0...1 and sum to at most 1")
             }
@@ -358,7 +366,8 @@ extension BugleSim {
                 unavailableRatio: fcmErrorRatio,
                 internalRatio: fcmInternalRatio,
                 latency: fcmLatencyMilliseconds > 0 ? .milliseconds(fcmLatencyMilliseconds) : nil,
-                seed: seed
+                seed: seed,
+                tokenOutage: .seconds(fcmTokenOutage)
             )
             return configuration
         }
