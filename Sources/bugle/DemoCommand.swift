@@ -85,7 +85,7 @@ struct DemoCommand: AsyncParsableCommand {
             }
             do {
                 // A port in use is found before the run is written (it left a `ready` run that no resume could send).
-                try await output.checkMetricsPort(logger: logger)
+                try await output.startMetrics(logger: logger)
             } catch {
                 await lanes.shutdown()
                 try await simulators.stop()

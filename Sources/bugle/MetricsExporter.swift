@@ -30,6 +30,21 @@ final class MetricsExporter: Sendable {
     let port: Int
     private let channel: any Channel
 
+    /// The endpoint this process serves, once started: one for the whole process, so it stays up while a worker waits
+    /// out a database outage and sends again, and across the runs of one `bugle tick`.
+    private static let serving = Mutex<MetricsExporter?>(nil)
+
+    /// The process's endpoint: started on `port` the first time (before the command writes anything, so a port in use
+    /// leaves nothing behind), the same one after. It closes when the process exits.
+    /// - Throws: ``UsageError`` when the port cannot be bound.
+    /// - Returns: The endpoint, and whether this call started it.
+    static func serve(port: Int, logger: Logger) async throws -> (exporter: MetricsExporter, started: Bool) {
+        if let running = serving.withLock({ $0 }) { return (running, false) }
+        let started = try await start(port: port, logger: logger)
+        serving.withLock { $0 = started }
+        return (started, true)
+    }
+
     private init(port: Int, channel: any Channel) {
         self.port = port
         self.channel = channel
@@ -41,7 +56,7 @@ final class MetricsExporter: Sendable {
     ///   - logger: Logger.
     /// - Returns: The running exporter.
     /// - Throws: Bind errors.
-    static func start(port: Int, logger: Logger) async throws -> MetricsExporter {
+    private static func start(port: Int, logger: Logger) async throws -> MetricsExporter {
         let registry = Self.registry
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)

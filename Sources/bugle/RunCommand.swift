@@ -95,7 +95,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try ProviderLanes.checkTransport(campaign, lanes: lanes, providersPath: providersPath)
             // A port in use is found before the run is written, not after (it used to leave a `ready` run behind).
-            try await output.checkMetricsPort(logger: logger)
+            try await output.startMetrics(logger: logger)
         } catch {
             await lanes.shutdown()
             throw error

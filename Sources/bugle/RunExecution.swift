@@ -184,9 +184,7 @@ enum RunExecution {
             ExitCodes.printError("run \(runID) halted: \(what), which the providers file does not configure. Add it, then `bugle resume \(runID)`.")
             return ExitCodes.failed
         }
-        var metrics: MetricsExporter?
-        if let port = output.metricsPort { metrics = try await MetricsExporter.start(port: port, logger: logger) }
-        if let metrics { console.say("run \(runID): metrics at http://127.0.0.1:\(metrics.port)/metrics") }
+        try await output.startMetrics(logger: logger)
         let store = PostgresCampaignStore(client: client, sessionTag: DatabaseSession.sessionTag, logger: logger)
         let control = RunControl()
         let trap = SignalTrap.shared
@@ -226,14 +224,12 @@ enum RunExecution {
             result = try await runner.run(owner: LocalWorkers.ownerID(), mode: mode)
         } catch {
             await display?.stop()
-            await metrics?.stop()
             if configuration.goesOnAfterDatabaseLoss(), control.stopRequest == .leaseLost(nil) {
                 throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error), handover: nil)
             }
             throw error
         }
         await display?.stop()
-        await metrics?.stop()
         // Fenced for want of renewals: a claim that ran late may also have found the lease lapsed (`.fenced(.running)`).
         if case .fenced = result.ending, control.stopRequest == .leaseLost(nil) {
             if configuration.goesOnAfterDatabaseLoss() { throw DatabaseLost(runID: runID, detail: nil, handover: result.handover) }

@@ -24,15 +24,21 @@ struct RunOutputOptions: ParsableArguments {
         if metricsPort != nil { MetricsExporter.bootstrap() }
     }
 
-    /// Refuses a `--metrics-port` already in use by opening it once and closing it again: called before a command writes
-    /// its run, so a port in use leaves nothing behind (it used to leave a `ready` run).
-    func checkMetricsPort(logger: Logger) async throws {
-        if let port = metricsPort, port != 0 { await (try await MetricsExporter.start(port: port, logger: logger)).stop() }
+    /// Starts the process's metrics endpoint (``MetricsExporter/serve(port:logger:)``) when `--metrics-port` is given:
+    /// called before a command writes its run, and held from there to the end, so a port in use leaves nothing behind.
+    /// (A check that bound the port and closed it again left a `ready` run when another process took the port while
+    /// the segment was read.)
+    /// Says where the endpoint is once, when it starts (it was said again each time a worker came back from a database
+    /// outage).
+    func startMetrics(logger: Logger) async throws {
+        guard let port = metricsPort else { return }
+        let (exporter, started) = try await MetricsExporter.serve(port: port, logger: logger)
+        if started { Console(jsonOnStdout: json).say("metrics at http://127.0.0.1:\(exporter.port)/metrics") }
     }
 
     func validate() throws {
-        if let metricsPort, !(1...65_535).contains(metricsPort) {
-            throw ValidationError("--metrics-port must be within 1...65535")
+        if let metricsPort, !(0...65_535).contains(metricsPort) {
+            throw ValidationError("--metrics-port must be within 0...65535 (0 picks a free port)")
         }
         if let progressInterval, !(0.05...3600).contains(progressInterval) {
             throw ValidationError("--progress-interval must be within 0.05...3600 seconds")

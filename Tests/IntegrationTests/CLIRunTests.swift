@@ -634,6 +634,63 @@ struct CLIRunTests {
         #expect(runs == 0)
     }
 
+    /// The auditor's case: the port was checked by binding it and closing it again, and bound for good only once the
+    /// segment was read, so a process that took it meanwhile left a `ready` run behind (exit 1, nothing sent).
+    @Test("--metrics-port is held from before the run is written to the end: served while the segment is read, said once; port 0 picks one")
+    func metricsPortHeldFromTheStart() async throws {
+        let fixture = try await Fixture.make(devices: 40, rate: 300)
+        // A segment read slowly: 20 rows, a tenth of a second each, five to a page.
+        let campaign = try CLITests.temporaryFile(
+            "slow-read.yaml",
+            """
+            name: slow-read
+            notification_type: cli-slow-read
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE platform = 'ios' AND pg_sleep(0.1)::text = '' ORDER BY id LIMIT 20
+              page_size: 5
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Slowly } }
+            """
+        )
+        let port = try freeLoopbackPort()
+        let csv = URL(fileURLWithPath: TestScratch.root).appendingPathComponent("bugle-held-\(UUID().uuidString).csv").path
+        let running = try RunningBugle(
+            executable: Self.binary, arguments: ["run", campaign, "--providers", fixture.providers, "--csv", csv, "--quiet", "--metrics-port", String(port)],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL])
+        var servedWhileReading = false
+        var takenMeanwhile = false
+        let configuration = try DatabaseConfiguration(url: fixture.databaseURL)
+        while running.process.isRunning && !servedWhileReading {
+            let status = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+                try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs ORDER BY id DESC LIMIT 1", as: String.self)
+            }
+            if status == "materializing", (try? Self.get(port: port, path: "/metrics")) != nil {
+                servedWhileReading = true
+                // Another process cannot take the port now.
+                do {
+                    try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: port).get().close()
+                    takenMeanwhile = true
+                } catch {}
+            } else {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        let output = await running.finish()
+        #expect(servedWhileReading, "the endpoint was never seen while the segment was read: \(output.stderr)")
+        #expect(!takenMeanwhile)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.components(separatedBy: "metrics at http://127.0.0.1:\(port)/metrics").count == 2, "\(output.stdout)")
+        // Port 0: a free one, said.
+        let any = try await CLITests.bugle(
+            ["run", fixture.campaign, "--providers", fixture.providers, "--csv", csv, "--quiet", "--json", "--metrics-port", "0"],
+            environment: ["BUGLE_DATABASE_URL": fixture.databaseURL])
+        try await fixture.stop()
+        #expect(any.status == 0, "\(any.stderr)")
+        #expect(try Regex(#"metrics at http://127\.0\.0\.1:[1-9][0-9]*/metrics"#).firstMatch(in: any.stderr) != nil, "\(any.stderr)")
+    }
+
     @Test("a paced 2/s lane's progress lines read its rate to a tenth, not 0/s or 1/s")
     func progressOfASlowRun() async throws {
         let fixture = try await Fixture.make(devices: 40, rate: 2)
