@@ -10,8 +10,9 @@ public final class RunProgressBoard: Sendable {
         public var sent: Int64 = 0
         public var failed: Int64 = 0
         public var deactivated: Int64 = 0
-        /// Answers that put a recipient back to wait (not terminal).
-        public var retrying: Int64 = 0
+        /// Answers that put a recipient back to wait (not terminal), counted as they come: a recipient retried and
+        /// then sent is counted here and in ``sent``.
+        public var retries: Int64 = 0
         /// Ambiguous deliveries recorded as unknown.
         public var unknown: Int64 = 0
         /// Recipients skipped when they were to be sent (quiet hours under `skip`).
@@ -74,7 +75,7 @@ public final class RunProgressBoard: Sendable {
             case .sent: counts.sent += 1
             case .invalidToken: counts.deactivated += 1
             case .failedPermanent: counts.failed += 1
-            case .retryWait, .pending: counts.retrying += 1
+            case .retryWait, .pending: counts.retries += 1
             case .unknown: counts.unknown += 1
             case .skippedQuietHours: counts.skipped += 1
             default: break

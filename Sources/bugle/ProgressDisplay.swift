@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 
 /// The live progress of a run on stderr: on a terminal, a block redrawn in place (per platform: sent,
-/// failed, deactivated, retrying; the rate, the ETA and each lane's rate in force or pause); otherwise one
+/// failed, deactivated, retries; the rate, the ETA and each lane's rate in force or pause); otherwise one
 /// log line every few seconds. Reads a ``RunProgressBoard`` and the lanes' pacers; never touches the database.
 final class ProgressDisplay: Sendable {
     private let runID: Int64

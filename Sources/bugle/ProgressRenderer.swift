@@ -26,7 +26,7 @@ struct ProgressRenderer {
                     + " sent " + Self.number(counts.sent).leftPadded(10)
                     + "  failed " + Self.number(counts.failed).leftPadded(7)
                     + "  deactivated " + Self.number(counts.deactivated).leftPadded(7)
-                    + "  retrying " + Self.number(counts.retrying).leftPadded(7)
+                    + "  retries " + Self.number(counts.retries).leftPadded(7)
                     + (counts.unknown > 0 ? "  unknown " + Self.number(counts.unknown) : "")
                     + (counts.skipped > 0 ? "  skipped " + Self.number(counts.skipped) : "")
             )
@@ -53,7 +53,9 @@ struct ProgressRenderer {
         }
         for platform in Platform.allCases {
             guard let c = snapshot.platforms[platform] else { continue }
-            line += " \(platform.rawValue):sent=\(c.sent),failed=\(c.failed),deactivated=\(c.deactivated),retrying=\(c.retrying)"
+            // `retries` counts answers that put a recipient back to wait (a recipient retried and then sent is in both);
+            // it read `retrying`, as if it were how many wait now, and the `unknown` that `finished` counts had no key.
+            line += " \(platform.rawValue):sent=\(c.sent),failed=\(c.failed),deactivated=\(c.deactivated),unknown=\(c.unknown),retries=\(c.retries)"
             if c.skipped > 0 { line += ",skipped=\(c.skipped)" }
         }
         for (kind, lane) in lanes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
