@@ -1,9 +1,11 @@
 import BugleCore
 
-/// Trips when an APNs lane's first answers reject (nearly) every token as not belonging where it was sent:
+/// Trips when a lane's first answers reject (nearly) every token as not belonging where it was sent:
 /// `BadDeviceToken` (legacy lane: status 8 `InvalidToken`) when the tokens belong to the other APNs environment (sandbox
 /// vs production), `DeviceTokenNotForTopic` when the `topic` names another app of the team than the one the tokens were
-/// registered for. Deactivating on those answers would destroy thousands of good tokens (RELIABILITY.md §2.3 #23).
+/// registered for, FCM's `SENDER_ID_MISMATCH` when the service account and `project_id` are another Firebase project's
+/// than the one the apps registered with (a staging account in production). Deactivating on those answers would destroy
+/// thousands of good tokens (RELIABILITY.md §2.3 #23).
 ///
 /// Until the lane has been judged, such answers are held unconfirmed (the recipient goes back to `retry_wait` without
 /// deactivation or a charged attempt). The lane is judged on the first ``window`` different tokens it answers (held or
@@ -35,6 +37,8 @@ struct WrongEnvironmentBreaker: Sendable {
         "InvalidToken": "the device tokens belong to the other APNs environment (sandbox vs production)",
         "DeviceTokenNotForTopic":
             "the APNs topic (the campaign's or the providers file's `topic`) is not the app these device tokens were registered for",
+        "SENDER_ID_MISMATCH":
+            "the FCM project (the providers file's service account and `project_id`) is not the Firebase project these device tokens were registered with",
     ]
 
     var threshold = 50

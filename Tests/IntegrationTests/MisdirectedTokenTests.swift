@@ -111,4 +111,60 @@ struct MisdirectedTokenTests {
             }
         }
     }
+
+    /// The auditor's run: 200 Android devices answered SENDER_ID_MISMATCH (a service account of another Firebase
+    /// project) were all deactivated, and the run said `completed`.
+    @Test("a service account of another Firebase project: every Android token answered SENDER_ID_MISMATCH halts the run although iOS delivers; nothing deactivated")
+    func otherFirebaseProjectHalts() async throws {
+        try await MixedTestEnvironment.with { environment in
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, ios: 200, iosPrefix: "0c", android: 0)
+                _ = try await client.query(
+                    """
+                    INSERT INTO bugle.devices (id, user_id, token, platform)
+                    SELECT i, 'u' || i, 'sndr-' || md5(i::text) || ':APA91b', 'android' FROM generate_series(201, 400) i
+                    """,
+                    logger: Support.logger
+                ).collect()
+                let campaign = Support.campaign(window: 100)
+                let lanes = try environment.lanes(for: campaign)
+                defer { Task { await lanes.shutdown() } }
+                let (runID, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
+                guard case .halted(let code, let message) = result.ending else {
+                    Issue.record("expected a halt, got \(result.ending)")
+                    return
+                }
+                #expect(code == "SENDER_ID_MISMATCH")
+                #expect(message.contains("not the Firebase project these device tokens were registered with"), "\(message)")
+                #expect(try await Self.inactive(client, platform: "android") == 0)
+                let invalid = try await Support.scalar(
+                    client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'invalid_token'",
+                    as: Int64.self)
+                #expect(invalid == 0)
+            }
+        }
+    }
+
+    @Test("with the right project, the few Android tokens answered SENDER_ID_MISMATCH are deactivated once the lane has delivered")
+    func senderMismatchAfterDeliveriesDeactivates() async throws {
+        try await MixedTestEnvironment.with { environment in
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, ios: 0, iosPrefix: "0d", android: 100)
+                _ = try await client.query(
+                    "UPDATE bugle.devices SET token = 'sndr' || substr(token, 5) WHERE id % 10 = 0", logger: Support.logger
+                ).collect()
+                let campaign = Support.campaign(window: 100)
+                let lanes = try environment.lanes(for: campaign)
+                defer { Task { await lanes.shutdown() } }
+                let (_, result) = try await Support.runCampaign(client, campaign, providers: lanes.providers)
+                #expect(result.ending == .completed, "\(result.ending)")
+                #expect(environment.fcm.accepted().count == 90)
+                let deactivated = try await Support.scalar(
+                    client,
+                    "SELECT count(*)::bigint FROM bugle.devices WHERE NOT is_active AND deactivation_reason = 'SENDER_ID_MISMATCH' AND token LIKE 'sndr%'",
+                    as: Int64.self)
+                #expect(deactivated == 10)
+            }
+        }
+    }
 }
