@@ -181,6 +181,14 @@ struct StoredRunSource {
             let code = try await DatabaseSession.withServer(global, logger: logger) { client, server -> Int32 in
                 let repository = RunRepository(client: client, logger: logger)
                 guard let record = try await repository.run(id: runID) else { throw UsageError("run \(runID) does not exist") }
+                if record.kind == "test", ![.completed, .cancelled, .failed].contains(record.status) {
+                    // Its seeds and its lifted schedule are not stored with it: resumed from its campaign file, a test
+                    // send read the campaign's whole segment and sent to everyone in it, on the campaign's schedule.
+                    throw UsageError(
+                        "run \(runID) is a test send (`bugle send-test`), which is not resumed or joined: its seed users and tokens are "
+                            + "not stored with it, and its campaign would read the whole segment. Cancel it (`bugle cancel \(runID)`) "
+                            + "and send the test again")
+                }
                 return try await body(client, repository, record) { output, worker, mode in
                     let (campaign, lanes) = try prepare(record, output: output, logger: logger)
                     lanesBox.lanes = lanes

@@ -199,6 +199,29 @@ struct AudienceTests {
         #expect(past.plan(Self.recipient()) == .send(.init(locale: "en", variant: nil, copyIndex: 0, notBefore: nil)))
     }
 
+    @Test("send_at with quiet hours or a local time in the window that holds it: nobody is planned before send_at")
+    func sendAtWithLocalTime() {
+        // 2026-07-01T00:00:00Z; send_at 11 minutes later, inside the 00:00–00:15 window.
+        let now = Instant(secondsSince1970: 1_782_864_000)
+        let sendAt = Instant(secondsSince1970: 1_782_864_000 + 660)
+        let quiet = LocalTimeDelivery(fallbackTimeZone: "UTC", quietHours: QuietHours(start: LocalTime(hour: 2, minute: 0), end: LocalTime(hour: 3, minute: 0)))
+        let withQuietHours = RecipientPlanner(
+            campaign: Self.campaign(locales: ["en": [LocalizedCopy(title: "t", body: "b")]], delivery: DeliveryOptions(sendAt: sendAt, localTime: quiet)), now: now)
+        #expect(withQuietHours.plan(Self.recipient(timezone: "UTC")) == .send(.init(locale: "en", variant: nil, copyIndex: 0, notBefore: sendAt)))
+        // 05:35 in Kolkata is 00:05Z: its window holds send_at, so it goes at send_at, not at 00:00Z.
+        let local = LocalTimeDelivery(deliverAt: LocalTime(hour: 5, minute: 35), fallbackTimeZone: "UTC")
+        let withLocalTime = RecipientPlanner(
+            campaign: Self.campaign(locales: ["en": [LocalizedCopy(title: "t", body: "b")]], delivery: DeliveryOptions(sendAt: sendAt, localTime: local)), now: now)
+        #expect(withLocalTime.plan(Self.recipient(timezone: "Asia/Kolkata")) == .send(.init(locale: "en", variant: nil, copyIndex: 0, notBefore: sendAt)))
+        // A local time later than send_at keeps its own instant: 20:00 IST = 14:30Z.
+        let evening = RecipientPlanner(
+            campaign: Self.campaign(
+                locales: ["en": [LocalizedCopy(title: "t", body: "b")]],
+                delivery: DeliveryOptions(sendAt: sendAt, localTime: LocalTimeDelivery(deliverAt: LocalTime(hour: 20, minute: 0), fallbackTimeZone: "UTC"))),
+            now: now)
+        #expect(evening.plan(Self.recipient(timezone: "Asia/Kolkata")) == .send(.init(locale: "en", variant: nil, copyIndex: 0, notBefore: Instant(secondsSince1970: 1_782_864_000 + 14 * 3600 + 1800))))
+    }
+
     @Test("local-time delivery in a recipient's plan: its own zone's 20:00, quiet hours skipping")
     func localTimePlan() {
         // 2026-07-01T00:00:00Z

@@ -46,11 +46,86 @@ struct CLIFeatureTests {
         return tokens
     }
 
+    /// PostgreSQL's `md5(text)`, as the seeded Android tokens hold it.
+    static func md5(_ text: String) -> String {
+        Insecure.MD5.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
     static func count(_ client: PostgresClient, _ sql: String) async throws -> Int64 {
         try await Support.scalar(client, PostgresQuery(unsafeSQL: sql), as: Int64.self) ?? -1
     }
 
     // MARK: - send-test
+
+    /// The auditor's case: a segment choosing the locale (`'de' AS locale`) was tested in the device's own (`en`).
+    @Test("send-test renders the copy in the locale the campaign's segment gives the device, as the real run does; a device outside the segment keeps its own")
+    func sendTestTakesTheSegmentsLocale() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let (_, url) = try await Self.seededDatabase(devices: 20)
+            let file = try CLITests.temporaryFile(
+                "send-test-locale.yaml",
+                """
+                name: send-test-locale
+                notification_type: cli-send-test-locale
+                segment:
+                  sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, 'de' AS locale FROM bugle.devices d WHERE d.is_active AND d.id <> 4
+                message:
+                  default_locale: en
+                  locales:
+                    en: { title: Hello, body: english }
+                    de: { title: Hallo, body: deutsch }
+                """
+            )
+            // u2 and u4 are Android devices 2 and 4 with locale `en` (device 4 is outside the segment).
+            let test = try await CLITests.bugle(
+                ["send-test", file, "--user", "u2", "--user", "u4", "--providers", environment.material.providersFile, "--csv", Self.csvPath("send-test-locale"), "--quiet"],
+                environment: ["BUGLE_DATABASE_URL": url])
+            #expect(test.status == 0, "\(test.stdout) \(test.stderr)")
+            let titles = Dictionary(uniqueKeysWithValues: environment.fcm.accepted().map { ($0.target, $0.title ?? "") })
+            #expect(titles.count == 2, "\(titles)")
+            #expect(titles.first { $0.key.contains(Self.md5("2")) }?.value == "Hallo", "\(titles)")
+            #expect(titles.first { $0.key.contains(Self.md5("4")) }?.value == "Hello", "\(titles)")
+        }
+    }
+
+    /// The auditor's case: `bugle resume` of a send-test killed while reading its seeds read the campaign's whole
+    /// segment and sent to every user in it (and applied the campaign's schedule): the seeds are not stored with the run.
+    @Test("a send-test killed while reading its seeds is neither resumed nor joined (it would read the whole segment): refused, nothing sent; cancel ends it")
+    func interruptedSendTestIsNotResumed() async throws {
+        try await MixedTestEnvironment.with { environment in
+            let (configuration, url) = try await Self.seededDatabase(devices: 20)
+            let file = try CLITests.temporaryFile(
+                "send-test-killed.yaml",
+                """
+                name: send-test-killed
+                notification_type: cli-send-test-killed
+                dedupe: daily
+                segment:
+                  sql: SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale FROM bugle.devices d WHERE d.is_active
+                message:
+                  default_locale: en
+                  locales: { en: { title: Hi, body: Test } }
+                """
+            )
+            let env = ["BUGLE_DATABASE_URL": url]
+            let crashed = try await CLITests.bugle(
+                ["send-test", file, "--user", "u3", "--providers", environment.material.providersFile, "--quiet"],
+                environment: env.merging(["BUGLE_FAILPOINT": "crash_in_materialize:1"]) { $1 })
+            #expect(crashed.status == SIGKILL, "\(crashed.stderr)")
+            let runID = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Support.scalar(client, "SELECT id FROM bugle.runs WHERE kind = 'test' AND status = 'materializing'", as: Int64.self)
+            }
+            let id = try #require(runID)
+            for command in ["resume", "worker"] {
+                let refused = try await CLITests.bugle([command, String(id), "--providers", environment.material.providersFile, "--quiet"], environment: env)
+                #expect(refused.status == 1, "\(command): \(refused.stderr)")
+                #expect(refused.stderr.contains("run \(id) is a test send (`bugle send-test`), which is not resumed or joined"), "\(command): \(refused.stderr)")
+            }
+            #expect(environment.apns.accepted().isEmpty && environment.fcm.accepted().isEmpty)
+            let cancelled = try await CLITests.bugle(["cancel", String(id)], environment: env)
+            #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        }
+    }
 
     @Test("send-test --user u3 reaches exactly u3's two devices with rendered copy, as a test run that consumes no dedupe")
     func sendTest() async throws {

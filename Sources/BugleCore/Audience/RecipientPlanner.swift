@@ -71,7 +71,9 @@ public struct RecipientPlanner: Sendable {
         var notBefore = sendAt
         if let local {
             switch local.plan(timeZone: recipient.timezone, now: start) {
-            case .at(let instant): notBefore = instant
+            // Local times are planned in 15-minute windows, the one holding `send_at` included: nothing goes out before
+            // `send_at` for all that (with local-time delivery or quiet hours, sends went out up to 15 minutes early).
+            case .at(let instant): notBefore = sendAt.map { max($0, instant) } ?? instant
             case .skipQuietHours: return .skip(.quietHours)
             }
         }
