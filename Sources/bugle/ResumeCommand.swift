@@ -208,14 +208,23 @@ struct StoredRunSource {
     }
 
     func prepare(_ record: RunRecord, output: RunOutputOptions, logger: Logger) throws -> (Campaign, LanePacing.Lanes) {
-        let campaign = try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
+        let campaign = try Self.campaign(of: record)
+        return (campaign, try lanes(for: campaign, record: record, output: output, logger: logger))
+    }
+
+    /// The campaign a run was made from, as its file read then (stored with the run).
+    static func campaign(of record: RunRecord) throws -> Campaign {
+        try CampaignLoader.load(yaml: record.campaignYAML, path: record.campaignFile ?? "run-\(record.id).yaml")
+    }
+
+    /// The lanes that send `campaign`'s run `record`, from the providers file named now.
+    func lanes(for campaign: Campaign, record: RunRecord, output: RunOutputOptions, logger: Logger) throws -> LanePacing.Lanes {
         guard let providersPath = providersOverride ?? campaign.providersPath else {
             throw UsageError("run \(record.id): no providers file; pass --providers")
         }
         let settings = try ProviderSettingsLoader.load(path: providersPath)
         output.prepareMetrics()
-        let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
-        return (campaign, lanes)
+        return try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
     }
 }
 

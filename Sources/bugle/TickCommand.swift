@@ -76,20 +76,27 @@ struct TickCommand: AsyncParsableCommand {
                     if SignalTrap.shared.interrupted { break }
                     guard let record = try await repository.run(id: runID) else { continue }
                     let campaign: Campaign
-                    let lanes: LanePacing.Lanes
+                    var prepared: LanePacing.Lanes?
                     do {
-                        (campaign, lanes) = try source.prepare(record, output: output, logger: logger)
+                        campaign = try StoredRunSource.campaign(of: record)
+                        // Past its deadline it is closed, which needs no providers: a providers file gone meanwhile
+                        // kept it `scheduled` for good, said at every tick.
+                        if RunExecution.deadlinePassed(campaign) == nil {
+                            prepared = try source.lanes(for: campaign, record: record, output: output, logger: logger)
+                        }
                     } catch {
                         // One run whose campaign or providers file cannot be used (moved, unreadable) is said and left
                         // as it is; it used to end the tick, and every run due after it waited with it.
                         ExitCodes.printError("run \(runID): not sent: \(error)")
+                        // With --json, a line for it too: a tick whose due runs could none be sent printed nothing.
+                        if output.json { print(Self.notSentJSON(runID: runID, status: record.status, error: "\(error)")) }
                         worst = max(worst, ExitCodes.failed)
                         continue
                     }
                     if let notAfter = RunExecution.deadlinePassed(campaign) {
                         // Nothing may send it any more: closed, its unsent recipients cancelled and their reservations
                         // released (it was left paused for good, holding them).
-                        await lanes.shutdown()
+                        await prepared?.shutdown()
                         _ = try await repository.closeAtDeadline(runID: runID, reason: "delivery.not_after passed")
                         console.say(
                             "run \(runID): delivery.not_after (\(CSVFormat.timestamp(notAfter))) has passed; the recipients not yet sent are cancelled (not_after_passed)")
@@ -97,7 +104,9 @@ struct TickCommand: AsyncParsableCommand {
                             runID: runID, client: client, csv: RunExecution.defaultReport(runID, in: reportDirectory), json: output.json, logger: logger)
                         continue
                     }
+                    guard let lanes = prepared else { continue }
                     let code: Int32
+                    var phases = PhaseTimer()
                     do {
                         code = try await RunExecution.execute(
                             campaign: campaign, runID: runID, client: client, lanes: lanes, output: output, worker: worker,
@@ -107,12 +116,23 @@ struct TickCommand: AsyncParsableCommand {
                         throw error
                     }
                     await lanes.shutdown()
+                    phases.end("send")
                     try await RunExecution.report(
-                        runID: runID, client: client, csv: RunExecution.defaultReport(runID, in: reportDirectory), json: output.json, logger: logger)
+                        runID: runID, client: client, csv: RunExecution.defaultReport(runID, in: reportDirectory), json: output.json, logger: logger,
+                        phases: phases)
                     worst = max(worst, code)
                 }
                 return worst
             }
         }
+    }
+
+    /// `--json`'s line for a due run that could not be sent: `{"run_id", "status", "not_sent"}` (the reason).
+    static func notSentJSON(runID: Int64, status: RunStatus, error: String) -> String {
+        let object: [String: Any] = ["run_id": runID, "status": status.rawValue, "not_sent": error]
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return "{\"run_id\":\(runID)}"
+        }
+        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -410,6 +410,31 @@ struct CLIFeatureTests {
             }
             #expect(statuses == "1:paused,2:completed", "\(statuses ?? "none")")
             #expect(environment.apns.accepted().count + environment.fcm.accepted().count == 20)
+            // With --json, the run that cannot be sent has its line (a tick whose due runs could none be sent printed
+            // nothing on stdout).
+            let json = try await CLITests.bugle(["tick", "--quiet", "--json", "--report-dir", reports], in: URL(fileURLWithPath: "/"), environment: env)
+            #expect(json.status == 2, "\(json.stderr)")
+            let line = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+            #expect(line["run_id"] as? Int == 1 && line["status"] as? String == "paused", "\(line)")
+            #expect((line["not_sent"] as? String)?.contains("/nonexistent/providers.yaml") == true, "\(line)")
+            // Past its deadline, it is closed although its providers file is still missing (closing needs none; it
+            // stayed scheduled, said at every tick).
+            let past = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-7200))
+            let deadline = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-3600))
+            try await Database.withClient(configuration, logger: Support.logger) { client in
+                _ = try await client.query(
+                    PostgresQuery(
+                        unsafeSQL: "UPDATE bugle.runs SET campaign_yaml = regexp_replace(campaign_yaml, 'send_at: [^\\n]+', 'send_at: \(past)\n  not_after: \(deadline)') WHERE id = 1"),
+                    logger: Support.logger
+                ).collect()
+            }
+            let closing = try await CLITests.bugle(["tick", "--quiet", "--report-dir", reports], in: URL(fileURLWithPath: "/"), environment: env)
+            #expect(closing.status == 0, "\(closing.stderr)")
+            #expect(closing.stdout.contains("run 1: delivery.not_after"), "\(closing.stdout)")
+            let closed = try await Database.withClient(configuration, logger: Support.logger) { client in
+                try await Support.scalar(client, "SELECT status FROM bugle.runs WHERE id = 1", as: String.self)
+            }
+            #expect(closed == "completed", "\(closed ?? "none")")
         }
     }
 
