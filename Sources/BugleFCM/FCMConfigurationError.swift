@@ -3,8 +3,10 @@ import BugleHTTP2
 
 /// Why the FCM lane cannot start. Descriptions name files and keys, never their contents.
 public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    private enum Base: Sendable, Equatable {
+    private indirect enum Base: Sendable, Equatable {
         case noServiceAccount
+        case pastedInEnvironment(variable: String, PastedSecret)
+        case fromEnvironment(variable: String, path: String, Base)
         case unreadableFile(path: String)
         case readableByOthers(path: String, mode: Int)
         case malformed(path: String, detail: String)
@@ -17,6 +19,14 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
 
     /// Neither `service_account_file` nor `GOOGLE_APPLICATION_CREDENTIALS` names a file.
     public static let noServiceAccount = Self(base: .noServiceAccount)
+    /// An environment variable that should name a file holds a secret instead (its value is never shown).
+    public static func pastedInEnvironment(variable: String, _ secret: PastedSecret) -> Self {
+        Self(base: .pastedInEnvironment(variable: variable, secret))
+    }
+    /// `error`, about the file an environment variable names: said with the variable, as `VARIABLE=path: …`.
+    public static func fromEnvironment(variable: String, path: String, _ error: Self) -> Self {
+        Self(base: .fromEnvironment(variable: variable, path: path, error.base))
+    }
     /// A file could not be read.
     public static func unreadableFile(path: String) -> Self { Self(base: .unreadableFile(path: path)) }
     /// The service-account file can be read by group or others.
@@ -32,8 +42,14 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
     /// The section's proxy cannot be used (its credentials variable is unset, or `https_proxy` is not a usable URL).
     public static func proxy(_ error: ProxyConfigurationError) -> Self { Self(base: .proxy(error)) }
 
-    public var description: String {
+    public var description: String { Self.describe(base) }
+
+    private static func describe(_ base: Base) -> String {
         switch base {
+        case .pastedInEnvironment(let variable, let secret):
+            return "\(variable) holds \(secret.noun), not a path: set it to the file's path (keep secrets in files)"
+        case .fromEnvironment(let variable, let path, let error):
+            return "\(variable)=\(path): " + describe(error)
         case .noServiceAccount:
             return "no service account; set service_account_file or GOOGLE_APPLICATION_CREDENTIALS"
         case .unreadableFile(let path):

@@ -1,3 +1,4 @@
+import BugleCore
 import Foundation
 
 /// A workload identity federation credential configuration (`"type": "external_account"`, as `gcloud iam
@@ -113,6 +114,11 @@ public struct FCMExternalAccount: Sendable {
             return .executable(try FCMExecutableSource.parse(object, path: path))
         }
         if let file = source["file"] as? String, !file.isEmpty {
+            // A token pasted where its file belongs would be echoed in "cannot read the subject token file …", on
+            // stderr and in the run's pause reason.
+            if let secret = PastedSecret.judge(file) {
+                throw .malformed(path: path, detail: "\"credential_source.file\" holds \(secret.noun), not the path of the file that holds it")
+            }
             return .file(file)
         }
         guard let text = source["url"] as? String, !text.isEmpty else {

@@ -1,3 +1,4 @@
+import BugleCore
 import BugleHTTP2
 import Foundation
 import NIOCore
@@ -114,7 +115,8 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
             return FCMAccessToken(value: value, lifetime: .seconds(max(1, FCMTokenRequest.expiresIn(object))))
         }
         let error = object?["error"] as? String
-        let message = "STS: " + (error ?? "HTTP \(status)") + ((object?["error_description"] as? String).map { ": " + $0 } ?? "")
+        // STS may quote the subject token it refused: relayed without it.
+        let message = "STS: " + (error ?? "HTTP \(status)") + ((object?["error_description"] as? String).map { ": " + TokenRedaction.redacted($0) } ?? "")
         if status == 200 || FCMTokenRequest.isTransient(status: status, error: error) { throw .unavailable(message, from: .federation) }
         throw .rejected(message, from: .federation)
     }
@@ -130,7 +132,7 @@ final class FCMExternalAccountClient: FCMAccessTokenFetching {
         }
         let error = object?["error"] as? [String: Any]
         let message = "IAM generateAccessToken: " + ((error?["status"] as? String) ?? "HTTP \(status)")
-            + ((error?["message"] as? String).map { ": " + $0 } ?? "")
+            + ((error?["message"] as? String).map { ": " + TokenRedaction.redacted($0) } ?? "")
         if status == 200 || FCMTokenRequest.isTransient(status: status, error: nil) { throw .unavailable(message, from: .federation) }
         throw .rejected(message, from: .federation)
     }

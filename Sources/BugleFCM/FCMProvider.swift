@@ -53,6 +53,9 @@ public final class FCMProvider: PushProvider {
 
     public var kind: ProviderKind { .fcm }
 
+    /// The variable naming the credentials file when the `fcm:` section names none, as Google's client libraries read it.
+    public static let credentialsVariable = "GOOGLE_APPLICATION_CREDENTIALS"
+
     /// The project messages are sent for.
     public let projectID: String
     private let options: Options
@@ -98,26 +101,50 @@ public final class FCMProvider: PushProvider {
     ) throws(FCMConfigurationError) {
         switch settings.credentials {
         case .serviceAccount:
-            guard let path = settings.serviceAccountFile ?? environment["GOOGLE_APPLICATION_CREDENTIALS"], !path.isEmpty else {
+            let path: String
+            let variable: String?
+            if let file = settings.serviceAccountFile {
+                (path, variable) = (file, nil)
+            } else if let value = environment[Self.credentialsVariable], !value.isEmpty {
+                // Judged as the providers file's service_account_file is: a secret pasted here would be printed
+                // whole as a path that cannot be read.
+                if let secret = PastedSecret.judge(value) { throw .pastedInEnvironment(variable: Self.credentialsVariable, secret) }
+                (path, variable) = (value, Self.credentialsVariable)
+            } else {
                 throw .noServiceAccount
             }
-            switch try FCMCredentialFile.load(path: path, allowReadableKeys: options.allowReadableKeys) {
-            case .serviceAccount(let account):
-                try self.init(settings: settings, account: account, tokenFetcher: nil, options: options, logger: logger)
-            case .externalAccount(let account):
-                if case .executable = account.source, environment[FCMExecutableSource.allowVariable] != "1" {
-                    throw .unsupported(
-                        "\(path) has an executable credential_source, which runs a program: set \(FCMExecutableSource.allowVariable)=1 to allow it")
-                }
-                guard let projectID = settings.projectID else {
-                    throw .unsupported("\(path) is an external_account (workload identity federation), which names no project: set project_id in the fcm: section")
-                }
-                try self.init(settings: settings, projectID: projectID, tokenSource: .externalAccount(account, environment: environment), options: options, logger: logger)
+            let credentials: (projectID: String, source: TokenSource)
+            do {
+                credentials = try Self.credentials(at: path, settings: settings, environment: environment, options: options)
+            } catch {
+                // A file the variable names: said with the variable, since the providers file names none.
+                throw variable.map { .fromEnvironment(variable: $0, path: path, error) } ?? error
             }
+            try self.init(settings: settings, projectID: credentials.projectID, tokenSource: credentials.source, options: options, logger: logger)
         case .metadataServer:
             guard let projectID = settings.projectID else { throw .unsupported("credentials: metadata_server needs project_id") }
             let address = try FCMMetadataServerAddress.from(environment: environment)
             try self.init(settings: settings, projectID: projectID, tokenSource: .metadataServer(address), options: options, logger: logger)
+        }
+    }
+
+    /// The project and token source of the credentials file at `path`: a service account, or an `external_account`.
+    /// - Throws: ``FCMConfigurationError`` naming the file.
+    private static func credentials(
+        at path: String, settings: FCMSettings, environment: [String: String], options: Options
+    ) throws(FCMConfigurationError) -> (projectID: String, source: TokenSource) {
+        switch try FCMCredentialFile.load(path: path, allowReadableKeys: options.allowReadableKeys) {
+        case .serviceAccount(let account):
+            return (settings.projectID ?? account.projectID, .serviceAccount(account, fetcher: nil))
+        case .externalAccount(let account):
+            if case .executable = account.source, environment[FCMExecutableSource.allowVariable] != "1" {
+                throw .unsupported(
+                    "\(path) has an executable credential_source, which runs a program: set \(FCMExecutableSource.allowVariable)=1 to allow it")
+            }
+            guard let projectID = settings.projectID else {
+                throw .unsupported("\(path) is an external_account (workload identity federation), which names no project: set project_id in the fcm: section")
+            }
+            return (projectID, .externalAccount(account, environment: environment))
         }
     }
 

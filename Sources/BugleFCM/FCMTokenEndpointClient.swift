@@ -1,3 +1,4 @@
+import BugleCore
 import BugleHTTP2
 import Foundation
 import Logging
@@ -41,8 +42,9 @@ final class FCMTokenEndpointClient: FCMAccessTokenFetching {
             }
             return FCMAccessToken(value: value, lifetime: .seconds(max(1, FCMTokenRequest.expiresIn(object))))
         }
-        let code = (object?["error"] as? String) ?? "HTTP \(status)"
-        let description = (object?["error_description"] as? String).map { ": " + $0 } ?? ""
+        let code = TokenRedaction.redacted((object?["error"] as? String) ?? "HTTP \(status)")
+        // The endpoint may quote the assertion it refused: relayed without it.
+        let description = (object?["error_description"] as? String).map { ": " + TokenRedaction.redacted($0) } ?? ""
         if FCMTokenRequest.isTransient(status: status, error: object?["error"] as? String) {
             throw .unavailable(code + description)
         }

@@ -1,6 +1,7 @@
 import BugleCore
 import BugleFCM
 import Foundation
+import Logging
 import Testing
 
 /// The `fcm:` section's `credentials` and `project_id`, and where the metadata server is.
@@ -180,5 +181,79 @@ struct FCMCredentialsTests {
         #expect(throws: FCMConfigurationError.malformed(path: file, detail: "\"type\" is \"authorized_user\", expected \"service_account\" or \"external_account\"")) {
             try FCMCredentialFile.load(path: file, allowReadableKeys: false)
         }
+    }
+
+    /// The lane's configuration error for `environment`, with no `service_account_file` in the `fcm:` section.
+    static func laneError(environment: [String: String]) async -> String? {
+        do {
+            let provider = try FCMProvider(
+                settings: FCMSettings(serviceAccountFile: nil), environment: environment, logger: Logger(label: "test"))
+            await provider.shutdown()
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test("GOOGLE_APPLICATION_CREDENTIALS holding a key file's contents, a key's base64 body or a token is refused by name, never echoed")
+    func pastedCredentialsVariable() async throws {
+        let body = "MIIEvAIBADANBgkqhkiG9w0BAQEFAASCBKYwggSiAgEAAoIBAQC7Vx9kQ2mPz3Lw"
+        let json = #"{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\n"# + body + #"\n-----END PRIVATE KEY-----\n"}"#
+        let token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLWJ5dGVz"
+        let cases: [(String, String)] = [
+            (json, "GOOGLE_APPLICATION_CREDENTIALS holds a file's contents, not a path"),
+            ("-----BEGIN PRIVATE KEY-----\n" + body + "\n-----END PRIVATE KEY-----\n", "GOOGLE_APPLICATION_CREDENTIALS holds a file's contents, not a path"),
+            (body, "GOOGLE_APPLICATION_CREDENTIALS holds a key's base64 contents, not a path"),
+            (String(body.prefix(44)) + "\n" + String(body.dropFirst(44)), "GOOGLE_APPLICATION_CREDENTIALS holds a key's base64 contents, not a path"),
+            (token, "GOOGLE_APPLICATION_CREDENTIALS holds a token, not a path"),
+        ]
+        for (value, expected) in cases {
+            let message = try #require(await Self.laneError(environment: ["GOOGLE_APPLICATION_CREDENTIALS": value]))
+            #expect(message.contains(expected), "\(message)")
+            #expect(!message.contains("MIIEvAIBADAN") && !message.contains("BKYwggSi") && !message.contains("eyJzdWIi"), "\(message)")
+        }
+    }
+
+    @Test("errors about the file GOOGLE_APPLICATION_CREDENTIALS names say the variable: missing, readable by others, malformed")
+    func credentialsVariableNamed() async throws {
+        let missing = try #require(await Self.laneError(environment: ["GOOGLE_APPLICATION_CREDENTIALS": "/nonexist/gac.json"]))
+        #expect(missing.hasPrefix("GOOGLE_APPLICATION_CREDENTIALS=/nonexist/gac.json: cannot read /nonexist/gac.json"), "\(missing)")
+        let directory = NSTemporaryDirectory() + "bugle-gac-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/sa.json"
+        try #"{"type": "service_account", "project_id": "p"}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: file)
+        let readable = try #require(await Self.laneError(environment: ["GOOGLE_APPLICATION_CREDENTIALS": file]))
+        #expect(readable.hasPrefix("GOOGLE_APPLICATION_CREDENTIALS=\(file): service account file \(file) is readable by other users"), "\(readable)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        let malformed = try #require(await Self.laneError(environment: ["GOOGLE_APPLICATION_CREDENTIALS": file]))
+        #expect(malformed.hasPrefix("GOOGLE_APPLICATION_CREDENTIALS=\(file): service account file \(file): missing or empty"), "\(malformed)")
+        // Named by the providers file instead, the error is as it was: the file (the caller adds its line and key).
+        do {
+            let provider = try FCMProvider(settings: FCMSettings(serviceAccountFile: file), environment: [:], logger: Logger(label: "test"))
+            await provider.shutdown()
+            Issue.record("a malformed service account was accepted")
+        } catch {
+            #expect(error.description.hasPrefix("service account file \(file): missing or empty"), "\(error)")
+        }
+    }
+
+    @Test("an external_account whose credential_source.file is a token is refused when loaded, without the token")
+    func subjectTokenPastedAsFile() {
+        let token = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJpc3MiOiJodHRwczovL2t1YmVybmV0ZXMifQ.c2lnbmF0dXJl"
+        let message = Self.parseError(Self.external(["credential_source": ["file": token]]))
+        #expect(message?.contains("\"credential_source.file\" holds a token, not the path of the file that holds it") == true, "\(String(describing: message))")
+        #expect(message?.contains("eyJ") == false, "\(String(describing: message))")
+    }
+
+    @Test("tokens quoted in a token endpoint's or STS's error text are redacted before it is relayed")
+    func relayedTextRedacted() {
+        let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJhQGIuY29tIn0.c2ln-_bmF0dXJl"
+        #expect(TokenRedaction.redacted("Invalid JWT Signature: \(jwt).") == "Invalid JWT Signature: [redacted].")
+        #expect(TokenRedaction.redacted("subject_token=\(jwt)&x") == "subject_token=[redacted]&x")
+        #expect(TokenRedaction.redacted("token ya29.a0AfH6SMB-x_y.z expired") == "token [redacted] expired")
+        #expect(TokenRedaction.redacted("Invalid JWT: Failed audience check.") == "Invalid JWT: Failed audience check.")
+        #expect(TokenRedaction.redacted("keyJWT.a.b eyJonly.one") == "keyJWT.a.b eyJonly.one")
     }
 }

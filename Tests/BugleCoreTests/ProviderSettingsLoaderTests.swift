@@ -106,9 +106,9 @@ struct ProviderSettingsLoaderTests {
             }
         }
         // A path is still a path, however long.
-        #expect(!ConfigurationNode.looksLikeEncodedKey("/etc/bugle/keys/AuthKey_ABC123DEFG.p8"))
-        #expect(!ConfigurationNode.looksLikeEncodedKey("MIGRATED/keys/apns/production/authentication/key"))
-        #expect(!ConfigurationNode.looksLikeEncodedKey("MIGRATED/2024/Keys/apns/production/authentication/key7"))
+        #expect(!PastedSecret.looksLikeEncodedKey("/etc/bugle/keys/AuthKey_ABC123DEFG.p8"))
+        #expect(!PastedSecret.looksLikeEncodedKey("MIGRATED/keys/apns/production/authentication/key"))
+        #expect(!PastedSecret.looksLikeEncodedKey("MIGRATED/2024/Keys/apns/production/authentication/key7"))
 
         let wrongType = "fcm: { connections: s3cr3t-value }"
         let wrongTypeError = try #require(

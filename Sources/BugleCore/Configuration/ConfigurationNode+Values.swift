@@ -230,13 +230,17 @@ extension ConfigurationNode {
     /// - Throws: ``ConfigurationError`` for empty or multi-line values and inline PEM or JSON keys.
     func filePath() throws -> String {
         let value = try string()
-        if value.contains("-----BEGIN") || value.contains("\"private_key\"") {
+        switch PastedSecret.judge(value) {
+        case .fileContents?:
             throw error("expected a file path, not the file's contents (keep secrets in files)")
-        }
-        if Self.looksLikeEncodedKey(value) {
+        case .encodedKey?:
             // A key's base64 body pasted without its BEGIN/END lines (as secret stores hand them out): it would be
             // printed whole as a path that cannot be read.
             throw error("expected a file path, not a key's base64 contents (keep secrets in files)")
+        case .token?:
+            throw error("expected a file path, not a token (keep secrets in files)")
+        case nil:
+            break
         }
         if value.trimmingCharacters(in: .whitespaces).isEmpty { throw error("must not be empty") }
         if value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
@@ -246,27 +250,6 @@ extension ConfigurationNode {
     }
 
     // MARK: Helpers
-
-    /// Whether `value` reads as a key's (or certificate's) base64 DER body rather than a path: 40 or more base64
-    /// characters starting with `M` (a DER SEQUENCE), and either a whole DER SEQUENCE once decoded, or, with no `/`
-    /// at all (not a path), mixed case with digits (a cut-off body).
-    static func looksLikeEncodedKey(_ value: String) -> Bool {
-        let bytes = Array(value.utf8)
-        guard bytes.count >= 40, bytes.first == UInt8(ascii: "M") else { return false }
-        func isLetterOrDigit(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) }
-        guard bytes.allSatisfy({ isLetterOrDigit($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") }) else { return false }
-        if !bytes.contains(UInt8(ascii: "/")) {
-            return bytes.contains { (0x30...0x39).contains($0) } && bytes.contains { (0x41...0x5A).contains($0) } && bytes.contains { (0x61...0x7A).contains($0) }
-        }
-        let padded = value + String(repeating: "=", count: (4 - bytes.count % 4) % 4)
-        guard let der = Data(base64Encoded: padded), der.count >= 2, der[der.startIndex] == 0x30 else { return false }
-        let first = Int(der[der.startIndex + 1])
-        if first < 0x80 { return first + 2 == der.count }
-        let lengthBytes = first & 0x7F
-        guard (1...3).contains(lengthBytes), der.count > 2 + lengthBytes else { return false }
-        let length = der[(der.startIndex + 2)..<(der.startIndex + 2 + lengthBytes)].reduce(0) { $0 << 8 | Int($1) }
-        return length + 2 + lengthBytes == der.count
-    }
 
     static func parseNumber(_ text: String) -> Double? {
         let cleaned = text.replacingOccurrences(of: "_", with: "")
