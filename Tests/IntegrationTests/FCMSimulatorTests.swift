@@ -1,3 +1,4 @@
+import BugleCore
 import BugleSimulator
 import BugleTesting
 import Crypto
@@ -387,6 +388,40 @@ struct FCMSimulatorTests {
         let decoded = try lines.map { try JSONDecoder().decode(FCMRecord.self, from: Data($0.utf8)) }
         #expect(decoded.map(\.target) == ["live-snake", "live-camel", "live-third", "live-fourth", "live-number"])
         #expect(decoded[0].collapseKey == "sale")
+    }
+
+    /// The limit is the payload's, not the request's (PROTOCOLS.md §2.2): Bugle's builder and the simulator count the
+    /// same bytes, the `message` object without its target. The simulator used to count the token too, so copy Bugle
+    /// passed (a dry run included) failed every recipient of a real run with a long token.
+    @Test("a payload of exactly 4096 bytes passes with a 3,000-byte token and one byte more is refused, by bugle-sim and Bugle's builder alike")
+    func payloadLimitLeavesTheTargetOut() async throws {
+        let environment = try FCMTestEnvironment()
+        let token = "live-" + String(repeating: "t", count: 3000)
+        let builder = FCMMessageBuilder(
+            template: MessageTemplate(defaultLocale: "en", locales: ["en": LocalizedCopy(title: "T", body: "")], data: ["k": "v"]))
+        func copy(_ bytes: Int) -> RenderedCopy { RenderedCopy(locale: "en", title: "T", body: String(repeating: "b", count: bytes)) }
+        // The payload of the empty copy: the body less `{"message":` and `}`, and less `"token":"",`.
+        let empty = try builder.template(platform: .android, copy: copy(0))
+        let room = 4096 - (empty.fixedSize - 12 - 11)
+        let atLimit = try builder.body(token: token, platform: .android, copy: copy(room))
+        #expect(throws: PayloadTooLarge(size: 4097, limit: 4096)) { try builder.body(token: token, platform: .android, copy: copy(room + 1)) }
+        // With validate_only, as `--dry-run --validate` sends it: the request's wrapper is not payload either.
+        let validateOnly = try builder.body(token: token, platform: .android, copy: copy(room), validateOnly: true)
+        #expect(throws: PayloadTooLarge(size: 4097, limit: 4096)) {
+            try builder.body(token: token, platform: .android, copy: copy(room + 1), validateOnly: true)
+        }
+        let over = Array(String(decoding: atLimit, as: UTF8.self).replacingOccurrences(of: #""body":"b"#, with: #""body":"bb"#).utf8)
+        #expect(over.count == atLimit.count + 1)
+        try await withFCMSimulator(environment) { simulator, client in
+            let accepted = try await client.request(.POST, environment.sendPath, headers: environment.bearer(), body: atLimit)
+            #expect(accepted.status == 200, "\(accepted.text)")
+            let checked = try await client.request(.POST, environment.sendPath, headers: environment.bearer(), body: validateOnly)
+            #expect(checked.status == 200, "\(checked.text)")
+            let refused = try await client.request(.POST, environment.sendPath, headers: environment.bearer(), body: over)
+            #expect(refused.status == 400)
+            #expect(refused.fcmErrorCode == "INVALID_ARGUMENT")
+            #expect(refused.text.contains("Message is too big: 4097 bytes, the limit is 4096 bytes."), "\(refused.text)")
+        }
     }
 
     @Test func validateOnlyIsAnsweredButNotDelivered() async throws {

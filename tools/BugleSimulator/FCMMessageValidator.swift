@@ -1,7 +1,8 @@
 /// The pure body checks of the FCM send route (PROTOCOLS.md §2.2, §4.2 item 4), in a stable order:
 /// JSON syntax → schema (unknown fields, value types, `data` string values and reserved keys, enum values,
 /// `ttl`, colours, links, analytics labels) → `message` present → exactly one target → target format →
-/// size (the `message` JSON text as sent: ≤ 4096 bytes, ≤ 2048 for topic and condition messages).
+/// size (the `message` JSON text as sent without its target member: ≤ 4096 bytes, ≤ 2048 for topic and condition
+/// messages).
 struct FCMMessageValidator: Sendable {
     /// One `google.rpc.BadRequest` field violation.
     struct Violation: Sendable, Equatable {
@@ -51,9 +52,9 @@ struct FCMMessageValidator: Sendable {
         var targetRange: Range<Int>
     }
 
-    /// Size limit of the `message` JSON text for token and FID messages.
+    /// Size limit of the `message` JSON text, its target left out, for token and FID messages.
     static let maxMessageBytes = 4096
-    /// Size limit of the `message` JSON text for topic and condition messages.
+    /// Size limit of the `message` JSON text, its target left out, for topic and condition messages.
     static let maxTopicMessageBytes = 2048
 
     static let invalidTokenMessage = "The registration token is not a valid FCM registration token"
@@ -132,7 +133,12 @@ struct FCMMessageValidator: Sendable {
         }
 
         let limit = first.kind == "topic" || first.kind == "condition" ? Self.maxTopicMessageBytes : Self.maxMessageBytes
-        let size = messageMember.valueRange.count
+        // The payload, not the request: the `message` JSON text without its target member (`"token":"…"` and the comma
+        // after or before it). PROTOCOLS.md §2.2 counts the payload's keys and values; a registration token's length
+        // is not the sender's to choose, and Bugle's limit excludes it too.
+        let targetBytes = first.member.valueRange.upperBound - first.member.keyStart
+        let members = if case .object(let all) = message { all.count } else { 1 }
+        let size = messageMember.valueRange.count - targetBytes - (members > 1 ? 1 : 0)
         guard size <= limit else {
             throw Failure(
                 message: "Message is too big: \(size) bytes, the limit is \(limit) bytes.",

@@ -18,6 +18,8 @@ enum SimulatorJSON: Sendable, Equatable {
         var value: SimulatorJSON
         /// Byte offsets of the value's text in the parsed input.
         var valueRange: Range<Int>
+        /// Byte offset of the key's opening quote: the member's text is `keyStart..<valueRange.upperBound`.
+        var keyStart: Int = 0
     }
 
     case null
@@ -177,6 +179,7 @@ enum SimulatorJSON: Sendable, Equatable {
             while true {
                 skipWhitespace()
                 guard peek() == UInt8(ascii: "\"") else { throw ParseError(offset: index) }
+                let keyStart = index
                 let key = try parseString()
                 skipWhitespace()
                 guard peek() == UInt8(ascii: ":") else { throw ParseError(offset: index) }
@@ -184,7 +187,7 @@ enum SimulatorJSON: Sendable, Equatable {
                 skipWhitespace()
                 let start = index
                 let value = try parseValue()
-                members.append(Member(key: key, value: value, valueRange: start..<index))
+                members.append(Member(key: key, value: value, valueRange: start..<index, keyStart: keyStart))
                 skipWhitespace()
                 switch peek() {
                 case UInt8(ascii: ","):

@@ -20,16 +20,20 @@ public struct FCMMessageBuilder: Sendable {
         self.now = now
     }
 
+    /// `"token":"",` in a message: its target, not its payload.
+    private static let emptyTokenMember = 11
+
     /// The request body for `token` on `platform`.
     /// - Parameter validateOnly: sets `validate_only`, so FCM checks the message without delivering it.
-    /// - Throws: ``PayloadTooLarge`` when the message (token excluded) exceeds 4096 bytes.
+    /// - Throws: ``PayloadTooLarge`` when the message (its target excluded) exceeds 4096 bytes.
     public func body(token: String, platform: Platform, copy: RenderedCopy, validateOnly: Bool = false) throws -> [UInt8] {
         let template = try self.template(platform: platform, copy: copy, validateOnly: validateOnly)
         return template.body(token: token)
     }
 
     /// The message around its token, rendered once and reused for every recipient with the same copy.
-    /// - Throws: ``PayloadTooLarge`` when the message (token excluded) exceeds 4096 bytes.
+    /// - Throws: ``PayloadTooLarge`` when the `message` object without its target (the payload; the request around it and
+    ///   the token excluded) exceeds 4096 bytes.
     public func template(platform: Platform, copy: RenderedCopy, validateOnly: Bool = false) throws -> FCMBodyTemplate {
         var json = JSONWriter(capacity: 384)
         json.beginObject()
@@ -38,6 +42,7 @@ public struct FCMMessageBuilder: Sendable {
             json.bool(true)
         }
         json.key("message")
+        let messageStart = json.bytes.count
         json.beginObject()
         json.field("token", "")
         let prefix = Array(json.bytes.dropLast())  // up to and including the token's opening quote
@@ -63,8 +68,9 @@ public struct FCMMessageBuilder: Sendable {
         json.endObject()
         json.endObject()
         let suffix = Array(json.bytes[tokenEnd...])
-        // "token":"" and its separator do not count towards the message limit.
-        let size = json.bytes.count - 11
+        // The payload is the `message` object without its target: neither the request around it (`{"message":…}`,
+        // `"validate_only":true`) nor `"token":""` and its separator count towards the limit, as bugle-sim measures it.
+        let size = json.bytes.count - 1 - messageStart - Self.emptyTokenMember
         guard size <= PayloadLimits.fcm else { throw PayloadTooLarge(size: size, limit: PayloadLimits.fcm) }
         return FCMBodyTemplate(prefix: prefix, suffix: suffix)
     }
