@@ -11,6 +11,8 @@ public struct DryRunValidation: Sendable {
     public private(set) var valid: Int64 = 0
     /// Refusals per outcome code (`UNREGISTERED`, `INVALID_ARGUMENT`, …).
     public private(set) var refused: [String: Int64] = [:]
+    /// Recipients whose message was never sent for validation, per reason (`payload_too_large`).
+    public private(set) var notSent: [String: Int64] = [:]
     /// Set when the provider halted (bad credentials, wrong project): validation stopped there.
     public private(set) var halted: String?
 
@@ -45,11 +47,15 @@ public struct DryRunValidation: Sendable {
             guard case .send(let plan) = planner.plan(recipient) else { continue }
             seq += 1
             let selection = MessageSelection(locale: plan.locale, variant: plan.variant, copyIndex: plan.copyIndex, variables: recipient.variables)
-            if case .success(let request) = composer.compose(
+            switch composer.compose(
                 seq: seq, deviceID: recipient.deviceID, token: recipient.token, platform: recipient.platform,
                 selection: selection, attempt: 1, now: 0
             ) {
+            case .success(let request):
                 requests.append(request)
+            case .failure:
+                // A run fails this recipient `payload_too_large` without sending it; nor is it sent here.
+                notSent[SkipReason.payloadTooLarge.rawValue, default: 0] += 1
             }
         }
         let provider = self.provider

@@ -82,7 +82,15 @@ enum DryRunPrinter {
         for (code, n) in validation.refused.sorted(by: { $0.key < $1.key }) {
             Swift.print("    \(code.padding(toLength: 20, withPad: " ", startingAt: 0)) \(n)")
         }
+        if !validation.notSent.isEmpty {
+            Swift.print("  not sent for validation: " + Self.tally(validation.notSent))
+        }
         if let halted = validation.halted { Swift.print("  stopped: \(halted)") }
+    }
+
+    /// `CODE n, CODE n` in code order.
+    static func tally(_ counts: [String: Int64]) -> String {
+        counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
 
     /// A sample's campaign-derived APNs headers, in the order they are shown.
