@@ -69,6 +69,7 @@ enum DryRunJSON {
             "checked": validation.checked,
             "valid": validation.valid,
             "refused": validation.refused,
+            "not_checked": validation.notChecked,
             "not_sent": validation.notSent,
             "halted": validation.halted.map { $0 as Any } ?? NSNull(),
         ] as [String: Any]

@@ -85,6 +85,12 @@ enum DryRunPrinter {
         if !validation.notSent.isEmpty {
             Swift.print("  not sent for validation: " + Self.tally(validation.notSent))
         }
+        if !validation.notChecked.isEmpty {
+            let count = validation.notChecked.values.reduce(0, +)
+            Swift.print(
+                "  not checked: " + Self.tally(validation.notChecked) + " (FCM gave no verdict on \(count) message(s) in "
+                    + "\(DryRunValidation.attempts) attempts each: the validation is incomplete)")
+        }
         if let halted = validation.halted { Swift.print("  stopped: \(halted)") }
     }
 

@@ -16,14 +16,17 @@ struct RunCommand: AsyncParsableCommand {
             per platform, locale and skip reason with sample payloads (--json: as one JSON object on stdout). It \
             writes nothing to the database; with --csv it writes a preview CSV (status would_send, or the skip reason). --dry-run --validate also sends every \
             Android/web recipient's message to FCM with validate_only (when the providers file has an fcm: section), \
-            so FCM checks message and token without delivering anything; nothing is deactivated.
+            so FCM checks message and token without delivering anything; nothing is deactivated. A message FCM gives no \
+            verdict on (quota, unavailable, no access token) is asked again up to 3 times, then counted as not checked, \
+            and the dry run exits 2.
 
             Scheduling: with delivery.send_at in the future, run waits until then (--no-wait: the run is created now, \
             due at send_at, and `bugle tick` sends it). With delivery.deliver_at_local, each device is due when its \
             local clock shows that time: run stays open across the day and sends each 15-minute window as it comes \
             (--no-wait: sends what is due and exits; `bugle tick` from cron every 15 minutes sends the rest).
 
-            Exit codes: 0 completed (or scheduled with --no-wait), 1 validation error (nothing written), 2 failed or halted, 3 paused (resumable).
+            Exit codes: 0 completed (or scheduled with --no-wait), 1 validation error (nothing written), 2 failed or halted (with \
+            --dry-run --validate: FCM halted, or some messages were not checked), 3 paused (resumable).
             """
     )
 
@@ -180,6 +183,14 @@ struct RunCommand: AsyncParsableCommand {
             DryRunPrinter.print(report, campaign: campaign, estimate: estimate, samples: samples, preview: csv)
             if let validation { DryRunPrinter.print(validation) }
         }
-        return validation?.halted == nil ? ExitCodes.completed : ExitCodes.failed
+        if let validation, !validation.isComplete {
+            // Said on stderr too, so a script reading --json or the exit status alone is not misled.
+            ExitCodes.printError(
+                "--validate: FCM gave no verdict on \(validation.notChecked.values.reduce(0, +)) message(s) ("
+                    + DryRunPrinter.tally(validation.notChecked) + "); the validation is incomplete")
+        }
+        // An incomplete validation is a failed one: the messages it could not check may be refused.
+        let passed = validation.map { $0.halted == nil && $0.isComplete } ?? true
+        return passed ? ExitCodes.completed : ExitCodes.failed
     }
 }

@@ -540,6 +540,60 @@ struct CLIRunTests {
         #expect(inactive == 0)
     }
 
+    /// A message FCM gives no verdict on is not "checked": FCM's quota refusing all but the first message of a
+    /// 10-minute window, with a Retry-After longer than a dry run waits, each refusal is reported as not checked (and
+    /// not sent again before its Retry-After), and the dry run exits 2. It used to print `FCM validate_only: 20
+    /// checked, 1 valid` with `QUOTA_EXCEEDED 19` among the refusals, and exit 0. (Retries within a Retry-After a dry run
+    /// waits out are `DryRunValidationTests`'.)
+    @Test("--dry-run --validate: messages FCM gave no verdict on (quota) are reported not checked, and the dry run exits 2")
+    func dryRunValidateNotChecked() async throws {
+        let environment = try await MixedTestEnvironment.start(fcm: { configuration in
+            configuration.quotaPerMinute = 1
+            configuration.quotaWindow = .seconds(600)
+        })
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await MixedTestEnvironment.seed(client, count: 40)
+        }
+        let campaign = try CLITests.temporaryFile(
+            "not-checked.yaml",
+            """
+            name: not-checked
+            notification_type: cli-not-checked
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform, locale FROM bugle.devices WHERE token NOT LIKE 'dead%'
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Validate me } }
+            """
+        )
+        let url = try CLITests.url(configuration)
+        let output = try await CLITests.bugle(
+            ["run", campaign, "--dry-run", "--validate", "--providers", environment.material.providersFile, "--quiet"], environment: ["BUGLE_DATABASE_URL": url])
+        let json = try await CLITests.bugle(
+            ["run", campaign, "--dry-run", "--validate", "--providers", environment.material.providersFile, "--json"], environment: ["BUGLE_DATABASE_URL": url])
+        let counters = environment.fcm.counters()
+        try await environment.stop()
+        #expect(output.status == 2, "\(output.stdout) \(output.stderr)")
+        let android = output.stdout.split(separator: "\n").first { $0.contains("FCM validate_only:") }.map(String.init) ?? ""
+        #expect(android.hasPrefix("FCM validate_only: 1 checked, 1 valid"), "\(output.stdout)")
+        #expect(output.stdout.contains("not checked: QUOTA_EXCEEDED "), "\(output.stdout)")
+        #expect(output.stderr.contains("the validation is incomplete"), "\(output.stderr)")
+        #expect(!output.stdout.contains("    QUOTA_EXCEEDED"), "a refusal tally of an answer that is no verdict: \(output.stdout)")
+        let notChecked = output.stdout.split(separator: "\n").first { $0.contains("not checked: QUOTA_EXCEEDED ") }
+            .flatMap { $0.split(separator: "QUOTA_EXCEEDED ").last?.split(separator: " ").first }.flatMap { Int($0) } ?? 0
+        #expect(notChecked > 0, "\(output.stdout)")
+        // Each message was sent once per dry run: a Retry-After of about 10 minutes is not waited out, nor ignored.
+        #expect(counters.sendRequests == 2 * (1 + notChecked), "\(counters)")
+        #expect(json.status == 2, "\(json.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let validation = try #require(object["validation"] as? [String: Any])
+        let notCheckedJSON = try #require(validation["not_checked"] as? [String: Any])
+        #expect(notCheckedJSON["QUOTA_EXCEEDED"] as? Int == 1 + notChecked, "\(validation)")
+        #expect(validation["checked"] as? Int == 0, "the quota window was spent by the first dry run: \(validation)")
+    }
+
     /// The segment is prepared before a run is created: SQL the server refuses, a required column missing, or a
     /// `registered_at` that is not a timestamp, is a usage error (exit 1) naming the file and `segment.sql`, and leaves no run behind.
     @Test("bugle run refuses a segment it cannot use before writing anything (exit 1, file and segment.sql named, no run row)", arguments: [
