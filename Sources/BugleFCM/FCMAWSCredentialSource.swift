@@ -39,7 +39,7 @@ public struct FCMAWSCredentialSource: Sendable, Equatable {
     /// - Throws: ``FCMConfigurationError`` naming the key at fault.
     static func parse(_ source: [String: Any], path: String) throws(FCMConfigurationError) -> FCMAWSCredentialSource {
         guard let environment = source["environment_id"] as? String, environment.hasPrefix("aws") else {
-            throw .malformed(path: path, detail: "\"credential_source.environment_id\" must be \"aws1\"")
+            throw .malformedExternalAccount(path: path, detail: "\"credential_source.environment_id\" must be \"aws1\"")
         }
         guard environment == "aws1" else {
             throw .unsupported("\(path): credential_source.environment_id \(environment) is not supported (only aws1)")
@@ -47,12 +47,12 @@ public struct FCMAWSCredentialSource: Sendable, Equatable {
         guard let verification = source["regional_cred_verification_url"] as? String,
             let url = URL(string: verification.replacingOccurrences(of: "{region}", with: "region")), url.scheme == "https", url.host != nil
         else {
-            throw .malformed(path: path, detail: "\"credential_source.regional_cred_verification_url\" must be an https URL")
+            throw .malformedExternalAccount(path: path, detail: "\"credential_source.regional_cred_verification_url\" must be an https URL")
         }
         func metadata(_ key: String) throws(FCMConfigurationError) -> MetadataURL? {
             guard let value = source[key] else { return nil }
             guard let text = value as? String, let url = URL(string: text), let host = url.host, url.scheme?.lowercased() == "http" else {
-                throw .malformed(path: path, detail: "\"credential_source.\(key)\" must be an http:// URL (the instance metadata service)")
+                throw .malformedExternalAccount(path: path, detail: "\"credential_source.\(key)\" must be an http:// URL (the instance metadata service)")
             }
             return MetadataURL(host: host, port: url.port ?? 80, path: url.path.isEmpty ? "/" : url.path)
         }

@@ -10,6 +10,7 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
         case unreadableFile(path: String)
         case readableByOthers(path: String, mode: Int)
         case malformed(path: String, detail: String)
+        case malformedExternalAccount(path: String, detail: String)
         case invalidCertificate(path: String)
         case unsupported(String)
         case proxy(ProxyConfigurationError)
@@ -35,6 +36,10 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
     }
     /// The service-account file is not a usable Google service account (`detail` names the key).
     public static func malformed(path: String, detail: String) -> Self { Self(base: .malformed(path: path, detail: detail)) }
+    /// The `external_account` (workload identity federation) configuration is not usable (`detail` names the key).
+    public static func malformedExternalAccount(path: String, detail: String) -> Self {
+        Self(base: .malformedExternalAccount(path: path, detail: detail))
+    }
     /// A CA file holds no usable certificate.
     public static func invalidCertificate(path: String) -> Self { Self(base: .invalidCertificate(path: path)) }
     /// A configuration this build does not support.
@@ -59,6 +64,8 @@ public struct FCMConfigurationError: Error, Sendable, Equatable, CustomStringCon
                 + "run chmod 600 on it, or pass --allow-readable-keys"
         case .malformed(let path, let detail):
             return "service account file \(path): \(detail)"
+        case .malformedExternalAccount(let path, let detail):
+            return "external account file \(path): \(detail)"
         case .invalidCertificate(let path):
             return "\(path) holds no usable PEM certificate"
         case .unsupported(let what):

@@ -38,23 +38,23 @@ public struct FCMExecutableSource: Sendable, Equatable {
     /// Parses the `credential_source.executable` object of `path`.
     static func parse(_ object: [String: Any], path: String) throws(FCMConfigurationError) -> FCMExecutableSource {
         guard let text = object["command"] as? String else {
-            throw .malformed(path: path, detail: "missing or empty \"credential_source.executable.command\"")
+            throw .malformedExternalAccount(path: path, detail: "missing or empty \"credential_source.executable.command\"")
         }
         let command = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         guard let program = command.first, program.hasPrefix("/") else {
-            throw .malformed(path: path, detail: "\"credential_source.executable.command\" must start with the program's absolute path")
+            throw .malformedExternalAccount(path: path, detail: "\"credential_source.executable.command\" must start with the program's absolute path")
         }
         var milliseconds = 30_000
         if let value = object["timeout_millis"] {
             guard let number = value as? Int, (5_000...120_000).contains(number) else {
-                throw .malformed(path: path, detail: "\"credential_source.executable.timeout_millis\" must be 5000 to 120000")
+                throw .malformedExternalAccount(path: path, detail: "\"credential_source.executable.timeout_millis\" must be 5000 to 120000")
             }
             milliseconds = number
         }
         var outputFile: String?
         if let value = object["output_file"] {
             guard let file = value as? String, file.hasPrefix("/") else {
-                throw .malformed(path: path, detail: "\"credential_source.executable.output_file\" must be an absolute path")
+                throw .malformedExternalAccount(path: path, detail: "\"credential_source.executable.output_file\" must be an absolute path")
             }
             outputFile = file
         }

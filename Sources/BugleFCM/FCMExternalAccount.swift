@@ -60,22 +60,22 @@ public struct FCMExternalAccount: Sendable {
     /// - Throws: ``FCMConfigurationError`` naming the file and the key at fault.
     public static func parse(_ data: Data, path: String) throws(FCMConfigurationError) -> FCMExternalAccount {
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-            throw .malformed(path: path, detail: "not a JSON object")
+            throw .malformedExternalAccount(path: path, detail: "not a JSON object")
         }
         func string(_ key: String, in object: [String: Any], named name: String? = nil) throws(FCMConfigurationError) -> String {
             guard let value = object[key] as? String, !value.isEmpty else {
-                throw .malformed(path: path, detail: "missing or empty \"\(name ?? key)\"")
+                throw .malformedExternalAccount(path: path, detail: "missing or empty \"\(name ?? key)\"")
             }
             return value
         }
         func httpsURL(_ key: String) throws(FCMConfigurationError) -> URL {
             guard let url = URL(string: try string(key, in: object)), url.scheme == "https", url.host != nil else {
-                throw .malformed(path: path, detail: "\"\(key)\" must be an https URL")
+                throw .malformedExternalAccount(path: path, detail: "\"\(key)\" must be an https URL")
             }
             return url
         }
         guard (object["type"] as? String) == "external_account" else {
-            throw .malformed(path: path, detail: "\"type\" is not \"external_account\"")
+            throw .malformedExternalAccount(path: path, detail: "\"type\" is not \"external_account\"")
         }
         let audience = try string("audience", in: object)
         let subjectTokenType = try string("subject_token_type", in: object)
@@ -84,24 +84,27 @@ public struct FCMExternalAccount: Sendable {
         var lifetime = 3600
         if let impersonation = object["service_account_impersonation"] as? [String: Any], let seconds = impersonation["token_lifetime_seconds"] {
             guard let value = seconds as? Int, (600...43_200).contains(value) else {
-                throw .malformed(path: path, detail: "\"service_account_impersonation.token_lifetime_seconds\" must be 600 to 43200")
+                throw .malformedExternalAccount(path: path, detail: "\"service_account_impersonation.token_lifetime_seconds\" must be 600 to 43200")
             }
             lifetime = value
         }
         guard let source = object["credential_source"] as? [String: Any] else {
-            throw .malformed(path: path, detail: "missing \"credential_source\"")
+            throw .malformedExternalAccount(path: path, detail: "missing \"credential_source\": \(Self.sourceKinds)")
         }
         let parsed = try Self.source(source, path: path)
         if case .aws = parsed, subjectTokenType != FCMAWSCredentialSource.subjectTokenType {
-            throw .malformed(path: path, detail: "an AWS credential_source needs \"subject_token_type\": \"\(FCMAWSCredentialSource.subjectTokenType)\"")
+            throw .malformedExternalAccount(path: path, detail: "an AWS credential_source needs \"subject_token_type\": \"\(FCMAWSCredentialSource.subjectTokenType)\"")
         }
         if case .executable = parsed, !FCMExecutableSource.subjectTokenTypes.contains(subjectTokenType) {
-            throw .malformed(path: path, detail: "an executable credential_source needs a jwt, id_token or saml2 \"subject_token_type\"")
+            throw .malformedExternalAccount(path: path, detail: "an executable credential_source needs a jwt, id_token or saml2 \"subject_token_type\"")
         }
         return FCMExternalAccount(
             audience: audience, subjectTokenType: subjectTokenType, tokenURL: tokenURL, impersonationURL: impersonationURL,
             impersonationLifetime: lifetime, source: parsed, format: try Self.format(source, path: path))
     }
+
+    /// The four kinds of `credential_source`, for an error about one that names none.
+    private static let sourceKinds = "it needs \"file\", \"url\", \"executable\" or \"environment_id\": \"aws1\""
 
     private static func source(_ source: [String: Any], path: String) throws(FCMConfigurationError) -> Source {
         if source["environment_id"] != nil {
@@ -109,7 +112,7 @@ public struct FCMExternalAccount: Sendable {
         }
         if let executable = source["executable"] {
             guard let object = executable as? [String: Any] else {
-                throw .malformed(path: path, detail: "\"credential_source.executable\" must be an object")
+                throw .malformedExternalAccount(path: path, detail: "\"credential_source.executable\" must be an object")
             }
             return .executable(try FCMExecutableSource.parse(object, path: path))
         }
@@ -117,18 +120,19 @@ public struct FCMExternalAccount: Sendable {
             // A token pasted where its file belongs would be echoed in "cannot read the subject token file …", on
             // stderr and in the run's pause reason.
             if let secret = PastedSecret.judge(file) {
-                throw .malformed(path: path, detail: "\"credential_source.file\" holds \(secret.noun), not the path of the file that holds it")
+                throw .malformedExternalAccount(path: path, detail: "\"credential_source.file\" holds \(secret.noun), not the path of the file that holds it")
             }
             return .file(file)
         }
         guard let text = source["url"] as? String, !text.isEmpty else {
-            throw .malformed(path: path, detail: "\"credential_source\" has neither \"file\" nor \"url\"")
+            throw .malformedExternalAccount(
+                path: path, detail: "\"credential_source\" names no subject token source: \(Self.sourceKinds)")
         }
         guard let url = URL(string: text), let host = url.host, let scheme = url.scheme?.lowercased() else {
-            throw .malformed(path: path, detail: "\"credential_source.url\" is not a URL")
+            throw .malformedExternalAccount(path: path, detail: "\"credential_source.url\" is not a URL")
         }
         guard scheme == "http" || scheme == "https" else {
-            throw .malformed(path: path, detail: "\"credential_source.url\" must be an http:// or https:// URL")
+            throw .malformedExternalAccount(path: path, detail: "\"credential_source.url\" must be an http:// or https:// URL")
         }
         let headers = (source["headers"] as? [String: String]) ?? [:]
         let target = (url.path.isEmpty ? "/" : url.path) + (url.query.map { "?" + $0 } ?? "")
@@ -143,11 +147,11 @@ public struct FCMExternalAccount: Sendable {
             return .text
         case "json":
             guard let field = format["subject_token_field_name"] as? String, !field.isEmpty else {
-                throw .malformed(path: path, detail: "missing or empty \"credential_source.format.subject_token_field_name\"")
+                throw .malformedExternalAccount(path: path, detail: "missing or empty \"credential_source.format.subject_token_field_name\"")
             }
             return .json(field: field)
         default:
-            throw .malformed(path: path, detail: "\"credential_source.format.type\" must be text or json")
+            throw .malformedExternalAccount(path: path, detail: "\"credential_source.format.type\" must be text or json")
         }
     }
 }

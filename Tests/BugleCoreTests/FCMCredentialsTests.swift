@@ -134,7 +134,7 @@ struct FCMCredentialsTests {
         #expect(source.credentialsURL?.path == "/latest/meta-data/iam/security-credentials" && source.sessionTokenURL?.path == "/latest/api/token")
     }
 
-    @Test("external_account errors name the file and key; URL sources other than http(s)://, and AWS sources other than aws1, are refused by name")
+    @Test("external_account errors name the external account file and key; URL sources other than http(s)://, and AWS sources other than aws1, are refused by name; a source of none of the four kinds names all four")
     func externalAccountErrors() {
         let cases: [([String: Any?], String)] = [
             (["audience": nil], "missing or empty \"audience\""),
@@ -154,7 +154,8 @@ struct FCMCredentialsTests {
                 "an executable credential_source needs a jwt, id_token or saml2 \"subject_token_type\""
             ),
             (["credential_source": ["url": "ftp://idp.example/token"]], "\"credential_source.url\" must be an http:// or https:// URL"),
-            (["credential_source": ["format": ["type": "text"]]], "has neither \"file\" nor \"url\""),
+            (["credential_source": ["format": ["type": "text"]]], "names no subject token source: it needs \"file\", \"url\", \"executable\" or \"environment_id\": \"aws1\""),
+            (["credential_source": nil], "missing \"credential_source\": it needs \"file\", \"url\", \"executable\" or \"environment_id\": \"aws1\""),
             (["credential_source": ["file": "/t", "format": ["type": "json"]]], "subject_token_field_name"),
             (["credential_source": ["file": "/t", "format": ["type": "xml"]]], "must be text or json"),
             (["service_account_impersonation": ["token_lifetime_seconds": 60]], "must be 600 to 43200"),
@@ -162,7 +163,11 @@ struct FCMCredentialsTests {
         for (changes, expected) in cases {
             let message = Self.parseError(Self.external(changes))
             #expect(message?.contains(expected) == true && message?.contains("/etc/bugle/wif.json") == true, "\(changes): \(String(describing: message))")
+            // It is an external account's configuration, not a service account's key.
+            #expect(message?.contains("service account file") == false, "\(String(describing: message))")
         }
+        #expect(
+            Self.parseError(Self.external(["credential_source": nil]))?.hasPrefix("external account file /etc/bugle/wif.json: missing \"credential_source\"") == true)
     }
 
     @Test("a credentials file is told apart by its type: an external_account readable by others is fine, an unknown type is named")
