@@ -41,22 +41,7 @@ extension ConnectionParameters {
             }
         }
 
-        if hostPart.hasPrefix("[") {
-            guard let close = hostPart.firstIndex(of: "]") else {
-                throw Self.urlError("host: unterminated '[' in an IPv6 address")
-            }
-            self.setFromURL("host", String(hostPart[hostPart.index(after: hostPart.startIndex)..<close]))
-            let after = hostPart[hostPart.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw Self.urlError("host: unexpected text after ']'") }
-                self.setFromURL("port", String(after.dropFirst()))
-            }
-        } else if let colon = hostPart.lastIndex(of: ":") {
-            self.setFromURL("host", try Self.decode(hostPart[..<colon], part: "host"))
-            self.setFromURL("port", String(hostPart[hostPart.index(after: colon)...]))
-        } else if !hostPart.isEmpty {
-            self.setFromURL("host", try Self.decode(hostPart, part: "host"))
-        }
+        try self.setHosts(hostPart)
 
         if rest.hasPrefix("/") {
             let pathEnd = rest.firstIndex(of: "?") ?? rest.endIndex
@@ -79,6 +64,54 @@ extension ConnectionParameters {
                 }
             }
         }
+    }
+
+    /// The URL's hosts, as libpq reads them: `h1:p1,h2:p2`, each host a name, an IP literal (IPv6 in brackets,
+    /// `[::1]:5432`) or a percent-encoded socket directory, each with its own optional port. A host without one takes
+    /// libpq's default port (5432) when another host of the list has one; when none has, `port` is left to the query,
+    /// the service or `PGPORT`. A list with an empty host (`a,,b`, a trailing comma) is refused.
+    private mutating func setHosts(_ hostPart: Substring) throws {
+        guard !hostPart.isEmpty else { return }
+        let elements = hostPart.split(separator: ",", omittingEmptySubsequences: false)
+        if elements.count == 1 {
+            // One host: `host`, `host:port`, `[v6]:port`, or `:port` alone (the default host on another port).
+            let (host, port) = try Self.hostAndPort(hostPart, position: 1)
+            self.setFromURL("host", host)
+            if let port { self.setFromURL("port", port) }
+            return
+        }
+        var hosts: [String] = []
+        var ports: [String] = []
+        for (index, element) in elements.enumerated() {
+            let (host, port) = try Self.hostAndPort(element, position: index + 1)
+            guard !host.isEmpty else {
+                throw Self.urlError("host: host \(index + 1) of the list is empty (give each host between the commas)")
+            }
+            hosts.append(host)
+            ports.append(port ?? "")
+        }
+        self.setFromURL("host", hosts.joined(separator: ","))
+        if ports.contains(where: { !$0.isEmpty }) {
+            self.setFromURL("port", ports.joined(separator: ","))
+        }
+    }
+
+    /// One host of the URL's list and its port, if it has one: `name`, `name:port`, `[v6]` or `[v6]:port`.
+    private static func hostAndPort(_ element: Substring, position: Int) throws -> (host: String, port: String?) {
+        if element.hasPrefix("[") {
+            guard let close = element.firstIndex(of: "]") else {
+                throw Self.urlError("host: unterminated '[' in an IPv6 address (host \(position) of the list)")
+            }
+            let host = String(element[element.index(after: element.startIndex)..<close])
+            let after = element[element.index(after: close)...]
+            guard !after.isEmpty else { return (host, nil) }
+            guard after.hasPrefix(":") else { throw Self.urlError("host: unexpected text after ']' (host \(position) of the list)") }
+            return (host, String(after.dropFirst()))
+        }
+        guard let colon = element.lastIndex(of: ":") else {
+            return (try Self.decode(element, part: "host"), nil)
+        }
+        return (try Self.decode(element[..<colon], part: "host"), String(element[element.index(after: colon)...]))
     }
 
     /// An empty value in the URL counts as not given, except a password (an empty password is one).
@@ -230,8 +263,8 @@ extension DatabaseConfiguration {
     }
 
     /// The servers `host` and `port` name, in order, as libpq reads them: comma-separated hosts (names, IP literals, or
-    /// absolute paths of socket directories), and one port for all of them or one per host. No host at all is
-    /// ``defaultSocketDirectory``; no port is 5432.
+    /// absolute paths of socket directories), and one port for all of them or one per host (an empty one in the list is
+    /// 5432). No host at all is ``defaultSocketDirectory``; no port is 5432.
     static func endpoints(host: ConnectionParameters.Setting?, port: ConnectionParameters.Setting?) throws -> [Endpoint] {
         let hosts = host.map { $0.value.split(separator: ",", omittingEmptySubsequences: false).map(String.init) } ?? [defaultSocketDirectory]
         if let host, hosts.contains(where: \.isEmpty) {
@@ -240,6 +273,8 @@ extension DatabaseConfiguration {
         var ports = [5432]
         if let port {
             ports = try port.value.split(separator: ",", omittingEmptySubsequences: false).map {
+                // An empty port in a list is libpq's default (`postgres://a:5433,b/db` gives `port=5433,`).
+                if $0.isEmpty, port.value.contains(",") { return 5432 }
                 guard let number = Int($0), (1...65535).contains(number) else {
                     let hint = port.origin == .url ? " (if the password contains '/', '?', '#' or '@', percent-encode it)" : ""
                     throw port.error("port", "must be a number from 1 to 65535\(hint)")

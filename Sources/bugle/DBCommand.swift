@@ -22,6 +22,8 @@ struct DBCommand: AsyncParsableCommand {
             let logger = global.makeLogger()
             try await ExitCodes.guarding {
                 let environment = ProcessInfo.processInfo.environment
+                // The server a URL names, chosen once: choosing among a host list logs those passed over.
+                var chosen: DatabaseConfiguration?
                 if global.databaseURL == nil, environment["BUGLE_DATABASE_URL"] == nil {
                     let status = try await EmbeddedCluster.defaultCluster(environment: environment).status()
                     print(status.description)
@@ -32,8 +34,9 @@ struct DBCommand: AsyncParsableCommand {
                     if let origins = configuration.settingOrigins { print("settings: \(origins)") }
                     if !configuration.ignoredSettings.isEmpty { print("ignored: \(configuration.ignoredSettings.joined(separator: ", "))") }
                     if let source = configuration.passwordSource { print("password: \(source.explanation)") }
+                    chosen = configuration
                 }
-                let migrations = try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
+                let migrations = try await DatabaseSession.with(global, migrate: false, chosen: chosen, logger: logger) { client in
                     try await Migrator(client: client, logger: logger).status()
                 }
                 for migration in migrations { print("migration \(migration)") }

@@ -87,25 +87,34 @@ enum DatabaseSession {
 
     /// Connects, optionally migrates, and runs `body` with a client. With `readOnly`, a server this login cannot write
     /// (a read replica) is accepted when its schema is current; otherwise such a server is refused before `body` runs.
+    /// - Parameter chosen: The server's configuration when the caller has it already (``configuration(_:logger:)``
+    ///   chooses among a host list and logs the servers it passed over: once per command, not once per call).
     static func with<R: Sendable>(
         _ options: GlobalOptions,
         migrate: Bool = true,
         readOnly: Bool = false,
+        chosen: DatabaseConfiguration? = nil,
         logger: Logger,
         _ body: (PostgresClient) async throws -> R
     ) async throws -> R {
-        try await withServer(options, migrate: migrate, readOnly: readOnly, logger: logger) { client, _ in try await body(client) }
+        try await withServer(options, migrate: migrate, readOnly: readOnly, chosen: chosen, logger: logger) { client, _ in try await body(client) }
     }
 
-    /// ``with(_:migrate:readOnly:logger:_:)``, also telling `body` the server's configuration.
+    /// ``with(_:migrate:readOnly:chosen:logger:_:)``, also telling `body` the server's configuration.
     static func withServer<R: Sendable>(
         _ options: GlobalOptions,
         migrate: Bool = true,
         readOnly: Bool = false,
+        chosen: DatabaseConfiguration? = nil,
         logger: Logger,
         _ body: (PostgresClient, DatabaseConfiguration) async throws -> R
     ) async throws -> R {
-        let configuration = try await configuration(options, logger: logger)
+        let configuration: DatabaseConfiguration
+        if let chosen {
+            configuration = chosen
+        } else {
+            configuration = try await Self.configuration(options, logger: logger)
+        }
         return try await Database.withClient(configuration, logger: logger) { client in
             let migrator = Migrator(client: client, logger: logger)
             if migrate, readOnly {

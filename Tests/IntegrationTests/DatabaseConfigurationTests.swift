@@ -49,6 +49,47 @@ struct DatabaseConfigurationTests {
         #expect(configuration.password == "a:b")
     }
 
+    /// libpq's multi-host URL: `h1:p1,h2:p2`, each host with its own optional port. The list's first host with a port
+    /// was read as the host `127.0.0.1:47310` on the last port (a DNS error), so the live first server was never tried.
+    @Test("a URL's host list: each host with its own port, IPv6 in brackets, a host without one on the default port or the query's; an empty host refused")
+    func urlHostLists() throws {
+        func endpoints(_ url: String, environment: [String: String] = [:]) throws -> [DatabaseConfiguration.Endpoint] {
+            try DatabaseConfiguration(url: url, environment: environment).candidates.map(\.endpoint)
+        }
+        #expect(try endpoints("postgres://user:pw@127.0.0.1:47310,127.0.0.1:47399/db") == [
+            .tcp(host: "127.0.0.1", port: 47310), .tcp(host: "127.0.0.1", port: 47399),
+        ])
+        #expect(try endpoints("postgresql://[::1]:5433,[2001:db8::7],db3:6432/db") == [
+            .tcp(host: "::1", port: 5433), .tcp(host: "2001:db8::7", port: 5432), .tcp(host: "db3", port: 6432),
+        ])
+        // Mixed: a host without a port is on libpq's default when another has one; a port parameter replaces the list's.
+        #expect(try endpoints("postgres://u@db1,db2:6432/app") == [.tcp(host: "db1", port: 5432), .tcp(host: "db2", port: 6432)])
+        #expect(try endpoints("postgres://u@db1:7000,db2/app?port=6543") == [.tcp(host: "db1", port: 6543), .tcp(host: "db2", port: 6543)])
+        // No port anywhere in the list: one port for all from PGPORT (or 5432).
+        #expect(try endpoints("postgres://u@db1,db2/app", environment: ["PGPORT": "6000"]) == [.tcp(host: "db1", port: 6000), .tcp(host: "db2", port: 6000)])
+        // A percent-encoded socket directory in the list, with its port.
+        #expect(try endpoints("postgres://u@127.0.0.1:1,%2Ftmp%2Fpg:5433/app") == [.tcp(host: "127.0.0.1", port: 1), .unixSocket(directory: "/tmp/pg", port: 5433)])
+        // One host alone keeps every form it had: `:port` alone is the default host on that port.
+        #expect(try endpoints("postgres://u@:5433/app") == [.unixSocket(directory: DatabaseConfiguration.defaultSocketDirectory, port: 5433)])
+        #expect(try endpoints("postgres://u@[::1]/app") == [.tcp(host: "::1", port: 5432)])
+        for (url, problem) in [
+            ("postgres://u:CANARY@db1,,db2/app", "host 2 of the list is empty"),
+            ("postgres://u:CANARY@db1:5432,/app", "host 2 of the list is empty"),
+            ("postgres://u:CANARY@db1,:5433/app", "host 2 of the list is empty"),
+            ("postgres://u:CANARY@db1,[::1/app", "unterminated '['"),
+            ("postgres://u:CANARY@db1,[::1]x/app", "unexpected text after ']'"),
+            ("postgres://u:CANARY@db1:5432,db2:port/app", "port: must be a number"),
+        ] {
+            do {
+                _ = try DatabaseConfiguration(url: url)
+                Issue.record("\(url) was accepted")
+            } catch let error as StoreError {
+                #expect(error.code == .invalidDatabaseURL && error.description.contains(problem), "\(url): \(error)")
+                #expect(!error.description.contains("CANARY"))
+            }
+        }
+    }
+
     @Test func parsesUnixSocketForms() throws {
         let query = try DatabaseConfiguration(url: "postgres://bugle@/bugle?host=/tmp/pg%20sock&port=5433")
         #expect(query.endpoint == .unixSocket(directory: "/tmp/pg sock", port: 5433))

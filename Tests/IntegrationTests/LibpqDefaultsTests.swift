@@ -132,7 +132,8 @@ struct LibpqDefaultsTests {
 
     @Test("a host list: one port for all or one each, sockets and TCP mixed, TLS per server; target_session_attrs from the URL or PGTARGETSESSIONATTRS")
     func hostLists() throws {
-        let pair = try DatabaseConfiguration(url: "postgres://u@db1,db2:6432/app?sslmode=require&target_session_attrs=read-write")
+        // Each host of the URL's list has its own port, as in libpq: db1 has none, so it is on the default port.
+        let pair = try DatabaseConfiguration(url: "postgres://u@db1:6432,db2:6432/app?sslmode=require&target_session_attrs=read-write")
         #expect(pair.endpoint == .tcp(host: "db1", port: 6432) && pair.alternateEndpoints == [.tcp(host: "db2", port: 6432)])
         #expect(pair.targetSessionAttributes == .readWrite)
         #expect(pair.description.hasSuffix("?sslmode=require&then=db2:6432&target_session_attrs=read-write"), "\(pair)")
@@ -360,4 +361,25 @@ func segmentSearchPath() async throws {
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("the database URL's options set wal_level, which the server refused"), "\(refused.stderr)")
     }
+}
+
+/// libpq's multi-host URL form, `postgres://user@h1:p1,h2:p2/db`, through `bugle db status`: the dead first server is
+/// passed over and the second used. The host part was split at its last `:` only (the first host read as
+/// `127.0.0.1:<dead>` on the second's port), and `db status` chose the server twice, printing the warning twice.
+@Test("db status through a URL's host list (h1:p1,h2:p2): the dead first server passed over, said once; the second used")
+func urlHostListStatus() async throws {
+    let configuration = try await TestDatabase.fresh()
+    guard case .unixSocket(let directory, let port) = configuration.endpoint else {
+        Issue.record("the test cluster listens on a Unix socket")
+        return
+    }
+    let dead = try freeLoopbackPort()
+    let socket = try #require(directory.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+    let url = "postgres://\(configuration.username)@127.0.0.1:\(dead),\(socket):\(port)/\(configuration.database ?? "")"
+    let status = try await CLITests.bugle(["db", "status"], environment: ["BUGLE_DATABASE_URL": url])
+    #expect(status.status == 0, "\(status.stderr)")
+    #expect(status.stdout.contains("migration "), "\(status.stdout)")
+    let warnings = status.stderr.components(separatedBy: "passed over 127.0.0.1:\(dead): ").count - 1
+    #expect(warnings == 1, "\(status.stderr)")
+    #expect(status.stderr.contains("using the database server \(directory)/.s.PGSQL.\(port)"), "\(status.stderr)")
 }
