@@ -113,8 +113,8 @@ public enum Database {
         }
     }
 
-    /// Opens and closes one direct connection, so a refused TLS upgrade, bad credentials or a missing socket are
-    /// reported with their cause instead of the pool retrying silently.
+    /// Opens and closes one direct connection, so a refused TLS upgrade, bad credentials, a missing socket or a pooler
+    /// in statement mode are reported with their cause instead of the pool retrying silently.
     /// - Returns: `configuration`, without session settings at startup when the server refused them (see
     ///   ``connect(_:logger:)``).
     private static func checkConnection(_ configuration: DatabaseConfiguration, logger: Logger) async throws -> DatabaseConfiguration {
@@ -123,6 +123,12 @@ public enum Database {
             return try await withThrowingTaskGroup(of: DatabaseConfiguration?.self) { group in
                 group.addTask {
                     let (connection, usable) = try await Self.connect(configuration, logger: logger)
+                    do {
+                        try await Self.requireTransactions(connection, logger: logger)
+                    } catch {
+                        try? await connection.close()
+                        throw error
+                    }
                     try? await connection.close()
                     return usable
                 }
@@ -145,6 +151,21 @@ public enum Database {
             throw CancellationError()
         } catch {
             throw StoreError(.connectionFailed, "cannot connect to \(configuration)" + configuration.refusedLoginNote(error), underlying: error)
+        }
+    }
+
+    /// Opens and ends an empty transaction on `connection`: a pooler in statement mode (PgBouncer's
+    /// `pool_mode = statement`) refuses it, as it would refuse every transaction Bugle runs. Refused here once, plainly,
+    /// instead of by whichever transaction a command happens to run first (`cannot create schema bugle` for `run`, a
+    /// bare SQLSTATE 08P01 for `--dry-run` or `report`).
+    /// - Throws: ``StoreError/Code-swift.struct/unsupportedConfiguration`` (``StoreError/statementPoolingRefusal``) for
+    ///   such a pooler; other errors unchanged.
+    private static func requireTransactions(_ connection: PostgresConnection, logger: Logger) async throws {
+        do {
+            try await connection.answeredQuery("BEGIN", logger: logger)
+            try await connection.answeredQuery("ROLLBACK", logger: logger)
+        } catch where StoreError.isStatementPoolingRefusal(error) {
+            throw StoreError(.unsupportedConfiguration, StoreError.statementPoolingRefusal)
         }
     }
 

@@ -154,8 +154,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
 
     /// Whether `error` is the server ending the session (an administrator's or a shutdown's 57P0x, an
     /// idle-in-transaction limit's 25P03, a connection exception's 08xxx): its connection is closing, if not closed yet.
+    /// A pooler in statement mode refusing a transaction ends the session too, but is no outage: waiting does not help.
     public static func isEndedSession(_ error: any Error) -> Bool {
-        guard let state = sqlState(of: error) else { return false }
+        guard let state = sqlState(of: error), !isStatementPoolingRefusal(error) else { return false }
         return state.hasPrefix("57P") || state.hasPrefix("08") || state == "25P03"
     }
 
@@ -176,6 +177,30 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         default:
             return false
         }
+    }
+
+    /// What a connection through a pooler in statement mode comes to: Bugle's work is transactions (claims, outcome
+    /// writes, migrations under their lock, segment reads in one snapshot), and such a pooler refuses every one.
+    public static let statementPoolingRefusal =
+        "the database connection goes through a pooler in statement mode, which Bugle cannot use (it needs transactions): "
+        + "use session or transaction pooling (PgBouncer's pool_mode), or connect to PostgreSQL directly"
+
+    /// Whether `error` is a connection pooler in statement mode refusing a transaction (PgBouncer ends the session with
+    /// SQLSTATE 08P01 `transaction blocks not allowed in statement pooling mode`), also inside a failed transaction or
+    /// under a ``StoreError``.
+    public static func isStatementPoolingRefusal(_ error: any Error) -> Bool {
+        sqlState(of: error) == "08P01" && serverMessage(of: error)?.contains("statement pooling mode") == true
+    }
+
+    /// The server's primary message of a server error (never its `DETAIL`), looked for as ``sqlState(of:)`` does.
+    static func serverMessage(of error: any Error) -> String? {
+        if let transaction = error as? PostgresTransactionError {
+            return failure(in: transaction).flatMap(serverMessage(of:))
+        }
+        if let store = error as? StoreError {
+            return store.underlying.flatMap(serverMessage(of:))
+        }
+        return (error as? PSQLError)?.serverInfo?[.message]
     }
 
     /// The SQLSTATE of a server error, if `error` is one.

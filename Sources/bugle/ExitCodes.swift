@@ -19,6 +19,10 @@ enum ExitCodes {
         let code: Int32
         do {
             code = try await body()
+        } catch where StoreError.isStatementPoolingRefusal(error) {
+            // A pooler switched to statement mode under a command that had connected: said as at connect.
+            printError("\(StoreError.Code.unsupportedConfiguration): \(StoreError.statementPoolingRefusal)")
+            code = failed
         } catch let error as ConfigurationError {
             printError(error.description)
             code = usage

@@ -59,6 +59,31 @@ struct PgBouncerTests {
         }
     }
 
+    /// A pooler in statement mode refuses every transaction (SQLSTATE 08P01), and Bugle's work is transactions. Each
+    /// command used to fail where its first transaction did: `migration_failed: cannot create schema bugle …` for run,
+    /// pause and db migrate, a bare `error: postgres error server: SQLSTATE 08P01 …` for `--dry-run` and `report`.
+    @Test("a pooler in statement mode: run, --dry-run, report, pause and db migrate each refused once, saying to use session or transaction pooling; nothing written")
+    func statementPoolingRefused() async throws {
+        try await CrashFixture.with(devices: 40) { direct in
+            try await PgBouncer.with(server: direct.configuration, poolMode: "statement") { bouncer in
+                let pooled = bouncer.configuration(database: direct.configuration.database, of: direct.configuration)
+                let through = CrashFixture(
+                    environment: direct.environment, configuration: direct.configuration, databaseURL: try CLITests.url(pooled), devices: direct.devices)
+                let campaign = try through.campaign(policy: .resend, window: 200)
+                for arguments in [["run", campaign, "--quiet"], ["run", campaign, "--dry-run"], ["report", "1"], ["pause", "1"], ["db", "migrate"]] {
+                    let output = try await through.bugle(arguments)
+                    #expect(output.status == 2, "\(arguments): \(output.stderr)")
+                    #expect(output.stderr.components(separatedBy: StoreError.statementPoolingRefusal).count == 2, "\(arguments): \(output.stderr)")
+                    #expect(!output.stderr.contains("cannot create schema") && !output.stderr.contains("SQLSTATE"), "\(arguments): \(output.stderr)")
+                }
+                let runs = try await direct.withClient { client in
+                    try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.runs", as: Int64.self)
+                }
+                #expect(runs == 0)
+            }
+        }
+    }
+
     /// A pooler that wants TLS and SCRAM-SHA-256, as a production one does: Bugle verifies its certificate against
     /// `sslrootcert` and the host (verify-full), authenticates with the URL's password, and the whole run goes through.
     /// A wrong password is refused at connect (exit 2), and neither password appears in the output.
