@@ -73,26 +73,30 @@ struct WorkerCommand: AsyncParsableCommand {
             if afterOutage {
                 try await OutagePeers.awaitHandovers(runID: runID, repository: repository, leaseTTL: worker.leaseTTL, console: Console(jsonOnStdout: output.json))
             }
+            var phases = PhaseTimer()
             let code = try await send(output, worker, .join)
-            try await summarize(runID, client: client, repository: repository, output: output, csv: csv, logger: logger)
+            phases.end("send")
+            try await summarize(runID, client: client, repository: repository, output: output, csv: csv, phases: phases, logger: logger)
             return code
         }
     }
 
     /// The run's summary as a worker ends: with `--csv`, the report and its summary; otherwise the summary alone, as
     /// text or (`--json`) one JSON object whose `report` is null.
+    /// - Parameter phases: How long this worker's phases took (`send`, when it sent), for `--json`'s `phase_seconds`.
     private static func summarize(
-        _ runID: Int64, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, csv: ReportDestination?, logger: Logger
+        _ runID: Int64, client: PostgresClient, repository: RunRepository, output: RunOutputOptions, csv: ReportDestination?,
+        phases: PhaseTimer = PhaseTimer(), logger: Logger
     ) async throws {
         if let csv {
-            try await RunExecution.report(runID: runID, client: client, csv: csv, json: output.json, logger: logger)
+            try await RunExecution.report(runID: runID, client: client, csv: csv, json: output.json, logger: logger, phases: phases)
             return
         }
         let record = try await repository.run(id: runID)
         let lines = try await repository.summary(runID: runID)
         if output.json {
             let variants = try await repository.variantSummary(runID: runID)
-            print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: nil, reportRows: 0))
+            print(SummaryJSON.render(runID: runID, record: record, lines: lines, variants: variants, reportPath: nil, reportRows: 0, phases: phases.seconds))
         } else {
             SummaryPrinter.print(runID: runID, record: record, lines: lines)
         }

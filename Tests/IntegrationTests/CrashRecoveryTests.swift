@@ -708,6 +708,27 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// `bugle worker --json` says how long it sent, as `bugle resume` does: its `phase_seconds` had `report` alone.
+    @Test("a worker's --json summary times its send phase (with --csv, send and report), as resume's does")
+    func workerPhaseSeconds() async throws {
+        try await CrashFixture.with(devices: 800) { fixture in
+            let campaign = try fixture.campaign(policy: .drop, window: 100, rate: 60)
+            let first = try fixture.start(["run", campaign, "--quiet"])
+            try await fixture.waitUntil("the run to start sending") { fixture.delivered >= 20 }
+            let runID = try await fixture.latestRunID()
+            let csv = TestScratch.root + "worker-\(runID)-\(UUID().uuidString.prefix(8)).csv"
+            let joined = try await fixture.bugle(["worker", "\(runID)", "--quiet", "--json", "--csv", csv])
+            let one = await first.finish()
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(one.status == 0, "\(one.stderr)")
+            let summary = try JSONSerialization.jsonObject(with: Data(joined.stdout.utf8)) as? [String: Any]
+            let phases = summary?["phase_seconds"] as? [String: Double]
+            #expect(phases.map { Set($0.keys) } == ["send", "report"], "\(joined.stdout)")
+            #expect((phases?["send"] ?? 0) > 0, "\(joined.stdout)")
+            try await fixture.expectEveryLiveTokenSentOnce()
+        }
+    }
+
     @Test("two workers on one run deliver each recipient exactly once, both send, and never more than W are in flight between them")
     func twoWorkers() async throws {
         try await CrashFixture.with(devices: 4000) { fixture in
