@@ -149,6 +149,12 @@ public enum Database {
             throw error
         } catch is CancellationError {
             throw CancellationError()
+        } catch let error as PSQLError where error.code == .sslUnsupported {
+            // postgres-nio says only `sslUnsupported`.
+            throw StoreError(
+                .connectionFailed,
+                "cannot connect to \(configuration): the server does not offer TLS, and sslmode=\(configuration.sslMode.rawValue) "
+                    + "requires it: turn TLS on in the server (ssl = on), or use sslmode=prefer or disable on a network you trust")
         } catch {
             throw StoreError(.connectionFailed, "cannot connect to \(configuration)" + configuration.refusedLoginNote(error), underlying: error)
         }

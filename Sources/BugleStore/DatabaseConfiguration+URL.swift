@@ -3,7 +3,8 @@ import Foundation
 extension ConnectionParameters {
     /// The keywords a `postgres://` or `postgresql://` URL gives: user and password from its user info, host and port
     /// from its authority, `dbname` from its path, and any of ``keywords`` as query parameters (a query parameter
-    /// replaces the part of the URL it names, as in libpq).
+    /// replaces the part of the URL it names, as in libpq). libpq's other form, a key=value connection string
+    /// (`host=db1 port=5432 dbname=app user=bugle`), is read too: see ``init(keywordValues:)``.
     ///
     /// - Parameter url: The URL text. It may contain a password; the text is never included in errors.
     /// - Throws: ``StoreError/Code-swift.struct/invalidDatabaseURL`` naming the bad part (scheme, user, password,
@@ -16,8 +17,13 @@ extension ConnectionParameters {
             rest = text.dropFirst("postgres://".count)
         } else if text.hasPrefix("postgresql://") {
             rest = text.dropFirst("postgresql://".count)
+        } else if !text.contains("://"), text.contains("=") {
+            try self.init(keywordValues: text)
+            return
         } else {
-            throw Self.urlError("scheme: the URL must start with postgres:// or postgresql://")
+            throw Self.urlError(
+                "scheme: the URL must start with postgres:// or postgresql:// (postgres://user@host:5432/db), "
+                    + "or be libpq's key=value form (host=… port=… dbname=… user=…)")
         }
         self.init()
 
@@ -62,6 +68,66 @@ extension ConnectionParameters {
                 } else if try !self.consider(name, value, origin: .url) {
                     throw Self.urlError("\(part): unknown parameter")
                 }
+            }
+        }
+    }
+
+    /// The keywords of libpq's key=value connection string, as `PQconnectdb` reads one: `keyword = value` pairs
+    /// separated by white space, a value in single quotes when it holds white space or is empty, `\'` and `\\`
+    /// escaped. Each keyword is taken as the URL's query parameter of that name is (errors say "database URL", the
+    /// setting's name).
+    /// - Parameter text: The connection string. It may contain a password; no value is included in errors.
+    /// - Throws: ``StoreError/Code-swift.struct/invalidDatabaseURL`` naming the keyword, or the pair's position.
+    init(keywordValues text: String) throws {
+        self.init()
+        let characters = Array(text)
+        var index = 0
+        var position = 0
+        func skipSpace() {
+            while index < characters.count, characters[index].isWhitespace { index += 1 }
+        }
+        /// A value up to white space (or, quoted, up to its closing quote), its backslash escapes undone.
+        func readValue(quoted: Bool) -> String? {
+            var value = ""
+            while index < characters.count {
+                let character = characters[index]
+                index += 1
+                if character == "\\", index < characters.count {
+                    value.append(characters[index])
+                    index += 1
+                } else if quoted ? character == "'" : character.isWhitespace {
+                    return value
+                } else {
+                    value.append(character)
+                }
+            }
+            return quoted ? nil : value
+        }
+        while true {
+            skipSpace()
+            guard index < characters.count else { break }
+            position += 1
+            var keyword = ""
+            while index < characters.count, !characters[index].isWhitespace, characters[index] != "=" {
+                keyword.append(characters[index])
+                index += 1
+            }
+            skipSpace()
+            guard index < characters.count, characters[index] == "=" else {
+                throw Self.urlError("key=value connection string: pair \(position) has no '=' (keyword=value, separated by spaces)")
+            }
+            index += 1
+            skipSpace()
+            let quoted = index < characters.count && characters[index] == "'"
+            if quoted { index += 1 }
+            let name = ServiceFile.printable(keyword)
+            guard let value = readValue(quoted: quoted) else {
+                throw Self.urlError("key=value connection string: \(name): a quoted value without its closing quote")
+            }
+            if Self.keywords.contains(keyword) {
+                self.setFromURL(keyword, value)
+            } else if try !self.consider(keyword, value, origin: .url) {
+                throw Self.urlError("key=value connection string: \(name): unknown keyword")
             }
         }
     }

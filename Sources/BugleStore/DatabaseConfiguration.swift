@@ -8,6 +8,8 @@ import Foundation
 /// postgres://user:pass@db.example.com:5432/app?sslmode=verify-full&sslrootcert=/etc/ssl/pg-ca.pem
 /// postgresql://bugle@/bugle?host=/var/lib/bugle/1234abcd/socket     (Unix socket directory)
 /// postgres://bugle@%2Ftmp%2Fpg/bugle                                 (percent-encoded socket directory)
+/// postgres://bugle@db1:5432,db2:5433/app                             (a host list, each host with its port)
+/// host=db1 port=5432 dbname=app user=bugle                           (libpq's key=value form)
 /// ```
 ///
 /// Recognised query parameters: `sslmode` (`disable` | `allow` | `prefer` | `require` | `verify-ca` |
@@ -203,10 +205,11 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
 
     // MARK: - Descriptions
 
-    /// The configuration as a URL with the password replaced by `***`.
+    /// The configuration as a URL with the password replaced by `***`; a password found outside the URL (`PGPASSWORD`,
+    /// a password or service file: see ``passwordSource``) is not shown as one, since the URL given had none.
     public var description: String {
         var text = "postgres://" + Self.encode(self.username, allowed: .urlUserAllowed)
-        if self.password != nil {
+        if self.password != nil, self.passwordSource == nil || self.passwordSource == .url {
             text += ":***"
         }
         text += "@"

@@ -145,6 +145,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
         (.uncleanShutdown, "the database connection ended uncleanly"),
         (.poolClosed, "the database connection pool is closed"),
         (.queryCancelled, "the statement was cancelled"),
+        (.sslUnsupported, "the server does not offer TLS, which the sslmode asks for"),
     ]
 
     /// What ended a failed transaction: its `BEGIN`, its body or its `COMMIT` (nil when only the rollback failed).
@@ -193,7 +194,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
     }
 
     /// The server's primary message of a server error (never its `DETAIL`), looked for as ``sqlState(of:)`` does.
-    static func serverMessage(of error: any Error) -> String? {
+    public static func serverMessage(of error: any Error) -> String? {
         if let transaction = error as? PostgresTransactionError {
             return failure(in: transaction).flatMap(serverMessage(of:))
         }

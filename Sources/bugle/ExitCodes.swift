@@ -37,7 +37,7 @@ enum ExitCodes {
             printError(error.description)
             code = usage
         } catch let error as StoreError {
-            printError(error.description)
+            printError(error.description + privilegeHint(error))
             code = failed
         } catch let error as FileWriteError {
             printError(error.description)
@@ -46,10 +46,21 @@ enum ExitCodes {
             throw error
         } catch {
             // PostgreSQL's errors print a generic line of their own; their SQLSTATE and message say what happened.
-            printError("error: \(StoreError.safeDescription(of: error))")
+            printError("error: \(StoreError.safeDescription(of: error))" + privilegeHint(error))
             code = failed
         }
         if code != completed { throw ExitCode(code) }
+    }
+
+    /// What to do when the server refused Bugle's login a privilege (SQLSTATE 42501 `permission denied for table
+    /// schema_migrations`, `… for schema bugle`): segment SQL's own refusals are ``SegmentError``s, never here.
+    static func privilegeHint(_ error: any Error) -> String {
+        guard StoreError.sqlState(of: error) == "42501",
+            StoreError.serverMessage(of: error)?.hasPrefix("permission denied for ") == true
+        else { return "" }
+        return "; this database login lacks privileges on Bugle's schema: connect as the login that owns schema bugle "
+            + "and its tables (the one that ran `bugle db migrate` on this database; on a database without the schema yet, "
+            + "a login that may create schemas there), since migrations alter tables only their owner may alter"
     }
 
     static func printError(_ message: String) {

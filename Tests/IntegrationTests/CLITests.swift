@@ -92,6 +92,36 @@ struct CLITests {
         }
     }
 
+    /// A new login (not a superuser, no CREATEROLE) owning a new database, migrated by `bugle db migrate` through that
+    /// login: Bugle given a login of its own, as an operator sets it up without a superuser.
+    /// - Returns: The login's configuration on its database.
+    static func ownedDatabase() async throws -> DatabaseConfiguration {
+        let server = try await TestDatabase.server()
+        let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let (role, name) = ("bugle_owner_\(suffix)", "bugle_owned_\(suffix)")
+        try await Database.withClient(server, logger: TestDatabase.logger) { client in
+            try await client.query("CREATE ROLE \(unescaped: role) LOGIN NOSUPERUSER NOCREATEROLE", logger: TestDatabase.logger)
+            try await client.query("CREATE DATABASE \(unescaped: name) OWNER \(unescaped: role)", logger: TestDatabase.logger)
+        }
+        var owner = server.with(database: name)
+        owner.username = role
+        let migrated = try await bugle(["db", "migrate"], environment: ["BUGLE_DATABASE_URL": try url(owner)])
+        try #require(migrated.status == 0, "\(migrated.stderr)")
+        return owner
+    }
+
+    /// A second login (no privilege on anything of Bugle's) on `owner`'s server, logging in to `owner`'s database.
+    static func unprivilegedLogin(on owner: DatabaseConfiguration) async throws -> DatabaseConfiguration {
+        let server = try await TestDatabase.server()
+        let role = "bugle_other_\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        try await Database.withClient(server, logger: TestDatabase.logger) { client in
+            try await client.query("CREATE ROLE \(unescaped: role) LOGIN NOSUPERUSER NOCREATEROLE", logger: TestDatabase.logger)
+        }
+        var other = owner
+        other.username = role
+        return other
+    }
+
     static func temporaryFile(_ name: String, _ contents: String) throws -> String {
         let path = try TestScratch.directory(prefix: "bugle-cli") + "/" + name
         try contents.write(toFile: path, atomically: true, encoding: .utf8)
@@ -121,6 +151,38 @@ struct CLITests {
 
     /// `bugle runs` and `bugle report` migrated a writable database they were pointed at: a listing aimed at the wrong
     /// database created Bugle's schema there.
+    /// A login without privileges on Bugle's schema (another role than the one that ran `bugle db migrate`): the
+    /// server's `permission denied for table schema_migrations` (SQLSTATE 42501) was all `db migrate`, `run` and `pause`
+    /// said; they now say which login to use.
+    @Test("a login without privileges on the bugle schema: db migrate, run and pause say to use the login that owns it")
+    func loginWithoutPrivileges() async throws {
+        let owner = try await Self.ownedDatabase()
+        let other = try await Self.unprivilegedLogin(on: owner)
+        // The fixture is for its providers file (simulators): `run` loads the providers before it migrates.
+        try await CrashFixture.with(devices: 40) { fixture in
+            let campaign = try Self.temporaryFile(
+                "privileges.yaml",
+                """
+                name: privileges
+                notification_type: privileges
+                dedupe: none
+                providers: \(fixture.environment.material.providersFile)
+                segment:
+                  sql: SELECT id AS device_id, user_id, token, platform FROM bugle.devices
+                message:
+                  default_locale: en
+                  locales: { en: { title: Hello, body: Privileges } }
+                """
+            )
+            for arguments in [["db", "migrate"], ["run", campaign, "--quiet"], ["pause", "1"]] {
+                let output = try await Self.bugle(arguments, environment: ["BUGLE_DATABASE_URL": try Self.url(other)])
+                #expect(output.status == 2, "\(arguments): \(output.stderr)")
+                #expect(output.stderr.contains("permission denied for "), "\(arguments): \(output.stderr)")
+                #expect(output.stderr.contains("connect as the login that owns schema bugle"), "\(arguments): \(output.stderr)")
+            }
+        }
+    }
+
     @Test("runs and report pointed at a database with no Bugle schema say so and create nothing")
     func readCommandsCreateNoSchema() async throws {
         let server = try await TestDatabase.server()

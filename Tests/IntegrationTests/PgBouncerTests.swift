@@ -84,6 +84,30 @@ struct PgBouncerTests {
         }
     }
 
+    /// `sslmode=require` (in the URL, or `PGSSLMODE`) against a server that offers no TLS (this pooler, plain): it said
+    /// `cannot connect to postgres://u:***@…?sslmode=require… (postgres error sslUnsupported)`, with `:***` for a
+    /// password that came from PGPASSFILE, not the URL.
+    @Test("sslmode=require against a server without TLS: said plainly, with what to do; a password from PGPASSFILE is not shown as the URL's")
+    func requiredTLSNotOffered() async throws {
+        try await CrashFixture.with(devices: 40) { direct in
+            try await PgBouncer.with(server: direct.configuration) { bouncer in
+                let database = direct.configuration.database ?? ""
+                let user = direct.configuration.username
+                let file = TestScratch.root + "pgpass-\(UUID().uuidString.prefix(8))"
+                try "127.0.0.1:\(bouncer.port):\(database):\(user):CANARY-pw\n".write(toFile: file, atomically: true, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+                let url = "postgres://\(user)@127.0.0.1:\(bouncer.port)/\(database)"
+                for (databaseURL, sslmode) in [(url + "?sslmode=require", [:]), (url, ["PGSSLMODE": "require"])] {
+                    let output = try await CLITests.bugle(
+                        ["runs"], environment: ["BUGLE_DATABASE_URL": databaseURL, "PGPASSFILE": file].merging(sslmode) { $1 })
+                    #expect(output.status == 2, "\(output.stderr)")
+                    #expect(output.stderr.contains("the server does not offer TLS, and sslmode=require requires it"), "\(output.stderr)")
+                    #expect(!output.stderr.contains("sslUnsupported") && !output.stderr.contains(":***") && !output.stderr.contains("CANARY"), "\(output.stderr)")
+                }
+            }
+        }
+    }
+
     /// A pooler that wants TLS and SCRAM-SHA-256, as a production one does: Bugle verifies its certificate against
     /// `sslrootcert` and the host (verify-full), authenticates with the URL's password, and the whole run goes through.
     /// A wrong password is refused at connect (exit 2), and neither password appears in the output.
@@ -145,7 +169,8 @@ func passwordFromLibpqSources() async throws {
             check(try await through.bugle(["runs"], environment: ["PGPASSWORD": password, "PGPASSFILE": "/nonexistent"]), status: 0)
             let status = try await through.bugle(["db", "status"], environment: ["PGPASSFILE": file])
             check(status, status: 0)
-            #expect(status.stdout.contains("database postgres://\(user):***@127.0.0.1:\(bouncer.port)/\(database)?sslmode=verify-full"), "\(status.stdout)")
+            // The URL has no password: none is shown as one (`:***`); the next line says where it came from.
+            #expect(status.stdout.contains("database postgres://\(user)@127.0.0.1:\(bouncer.port)/\(database)?sslmode=verify-full"), "\(status.stdout)")
             #expect(status.stdout.contains("password: the password came from \(file) line 2"), "\(status.stdout)")
 
             try write("127.0.0.1:\(bouncer.port):\(database):\(user):\(password)", mode: 0o644)
