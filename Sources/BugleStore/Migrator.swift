@@ -11,7 +11,8 @@ import PostgresNIO
 /// After the versioned migrations, ``migrate()`` also tries to set up the NOLOGIN role `bugle_segment_reader`
 /// (member of `pg_read_all_data`, granted to the current user) that the segment reader assumes with
 /// `SET LOCAL ROLE`. That needs PostgreSQL 14 or later and a superuser or CREATEROLE login; when either is missing
-/// it is skipped silently, and ``segmentReaderRoleAvailable()`` reports `false`.
+/// it is skipped (logged at debug), ``segmentReaderRoleAvailable()`` reports `false`, and
+/// ``segmentReaderRoleUnavailability()`` says why, for the warning of the commands that read a segment.
 public struct Migrator: Sendable {
     /// The name of the role the segment reader switches to.
     public static let segmentReaderRole = "bugle_segment_reader"
@@ -98,6 +99,34 @@ public struct Migrator: Sendable {
             available = value
         }
         return available
+    }
+
+    /// Why segment SQL run through this login cannot take the role `bugle_segment_reader` (see ``SegmentAccess``), so
+    /// that it runs with the login's own rights: nil when it can (the role exists and this login is a member of it).
+    /// ``migrate()`` sets the role up when it can; this says why it could not, for a warning.
+    /// - Returns: A clause naming the login and the cause: a server older than PostgreSQL 14, a login that is neither a
+    ///   superuser nor has CREATEROLE, or a role that exists but is not granted to this login.
+    /// - Throws: Query errors.
+    public func segmentReaderRoleUnavailability() async throws -> String? {
+        let rows = try await self.client.answeredQuery(
+            """
+            SELECT session_user::text, current_setting('server_version_num')::int >= 140000, \
+            COALESCE((SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user), false), \
+            EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \(Self.segmentReaderRole)), \
+            COALESCE((SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r WHERE r.rolname = \(Self.segmentReaderRole)), false)
+            """,
+            logger: self.logger
+        )
+        for try await (login, supported, privileged, exists, member) in rows.decode((String, Bool, Bool, Bool, Bool).self) {
+            if member { return nil }
+            if !supported { return "the server is older than PostgreSQL 14, whose pg_read_all_data the role needs" }
+            if !exists {
+                return privileged
+                    ? "the role could not be created" : "the role does not exist, and this login (\(login)) may not create it (no CREATEROLE)"
+            }
+            return "the role is not granted to this login (\(login))" + (privileged ? "" : ", which may not grant it (no CREATEROLE)")
+        }
+        return nil
     }
 
     /// Lets `bugle_segment_reader` log in (a superuser's best effort, for a cluster whose access control is the

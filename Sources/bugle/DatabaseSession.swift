@@ -57,6 +57,26 @@ enum DatabaseSession {
         "segments are read as bugle_segment_reader through SET LOCAL ROLE on a superuser login, which segment SQL can undo "
         + "(set_config('role', …)); set BUGLE_SEGMENT_DATABASE_URL to a read-only login, or connect Bugle as a non-superuser"
 
+    /// Logged on every command that reads a segment through a non-superuser login that cannot take
+    /// `bugle_segment_reader` (no CREATEROLE to create or grant it): segment SQL then runs with that login's own rights.
+    /// - Parameters:
+    ///   - login: The login's name, for the statements to run.
+    ///   - why: ``Migrator/segmentReaderRoleUnavailability()``.
+    static func ownRightsWarning(login: String, why: String) -> String {
+        let role = Migrator.segmentReaderRole
+        return "segments run with the rights of Bugle's own login (\(login)): whatever it may read or call, schema bugle's "
+            + "tables included, not only what the reader role \(role) may read: \(why). Fix it once: `ALTER ROLE \(login) CREATEROLE` (as a superuser) and "
+            + "`bugle db migrate`; or, as a superuser, `CREATE ROLE \(role) NOLOGIN; GRANT pg_read_all_data TO \(role); "
+            + "GRANT \(role) TO \(login)`; or set BUGLE_SEGMENT_DATABASE_URL to a read-only login"
+    }
+
+    /// The session's login name.
+    private static func sessionUser(_ client: PostgresClient, logger: Logger) async throws -> String {
+        let rows = try await client.answeredQuery("SELECT session_user::text", logger: logger)
+        for try await (name,) in rows.decode((String,).self) { return name }
+        return "this login"
+    }
+
     /// How segments are read: through `BUGLE_SEGMENT_DATABASE_URL` when set (a login of `bugle_segment_reader`, set up
     /// by the database's owner), or, on the embedded cluster, through its socket as `bugle_segment_reader` (given LOGIN
     /// here, unless `prepare` is false: commands that write nothing use the login only when it already exists); else
@@ -72,6 +92,9 @@ enum DatabaseSession {
         if let url = options.databaseURL ?? environment["BUGLE_DATABASE_URL"], !url.isEmpty {
             if try await migrator.loginIsSuperuser() {
                 logger.warning("\(Self.superuserLoginWarning)")
+            } else if let why = try await migrator.segmentReaderRoleUnavailability() {
+                let login = try await Self.sessionUser(client, logger: logger)
+                logger.warning("\(Self.ownRightsWarning(login: login, why: why))")
             }
             // The URL was read once already (this session's login); only its `options` are wanted here.
             let sessionOptions = try DatabaseConfiguration(url: url, environment: environment).segmentOptions

@@ -502,6 +502,45 @@ struct CLIRunTests {
         #expect(fallback.stdout.contains("20 row(s) read"), "\(fallback.stdout)")
     }
 
+    /// Bugle's own login is no superuser and lacks CREATEROLE (it owns its database and ran `bugle db migrate`), and
+    /// there is no BUGLE_SEGMENT_DATABASE_URL: `bugle_segment_reader` cannot be set up, so segment SQL runs with the
+    /// login's own rights (the segment below keeps only rows where `current_user` is that login). That was logged at
+    /// debug only; each command that reads a segment now warns once and says how to fix it.
+    @Test("a non-superuser login without CREATEROLE: segments run with its own rights, and a command reading one warns once saying what to do; not with BUGLE_SEGMENT_DATABASE_URL")
+    func segmentsWithoutTheReaderRole() async throws {
+        let owner = try await CLITests.ownedDatabase()
+        try await Database.withClient(owner, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.seed(client, count: 20)
+        }
+        let campaign = try CLITests.temporaryFile(
+            "own-rights.yaml",
+            """
+            name: own-rights
+            notification_type: own-rights
+            dedupe: none
+            segment:
+              sql: SELECT id AS device_id, user_id, token, platform FROM bugle.devices WHERE current_user = '\(owner.username)'
+            message:
+              default_locale: en
+              locales: { en: { title: Hello, body: Rights } }
+            """
+        )
+        let url = try CLITests.url(owner)
+        let dryRun = try await CLITests.bugle(["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": url])
+        #expect(dryRun.status == 0, "\(dryRun.stderr)")
+        #expect(dryRun.stdout.contains("20 row(s) read"), "the segment ran as \(owner.username): \(dryRun.stdout)")
+        let warning = "segments run with the rights of Bugle's own login (\(owner.username))"
+        #expect(dryRun.stderr.components(separatedBy: warning).count == 2, "\(dryRun.stderr)")
+        #expect(dryRun.stderr.contains("(no CREATEROLE)"), "\(dryRun.stderr)")
+        #expect(dryRun.stderr.contains("ALTER ROLE \(owner.username) CREATEROLE") && dryRun.stderr.contains("BUGLE_SEGMENT_DATABASE_URL"), "\(dryRun.stderr)")
+        #expect(!dryRun.stderr.contains("on a superuser login"), "\(dryRun.stderr)")
+        // Through a login of its own for segments, there is nothing to warn about.
+        let separate = try await CLITests.bugle(
+            ["run", campaign, "--dry-run"], environment: ["BUGLE_DATABASE_URL": url, "BUGLE_SEGMENT_DATABASE_URL": url])
+        #expect(separate.status == 0, "\(separate.stderr)")
+        #expect(!separate.stderr.contains(warning), "\(separate.stderr)")
+    }
+
     @Test("--dry-run --validate sends every FCM message with validate_only: refusals tallied, nothing delivered, nothing written")
     func dryRunValidate() async throws {
         // 100 iOS and 100 Android devices; 5 of the Android tokens have the simulator's `dead` prefix.
