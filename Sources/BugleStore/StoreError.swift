@@ -195,13 +195,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
 
     /// The server's primary message of a server error (never its `DETAIL`), looked for as ``sqlState(of:)`` does.
     public static func serverMessage(of error: any Error) -> String? {
-        if let transaction = error as? PostgresTransactionError {
-            return failure(in: transaction).flatMap(serverMessage(of:))
-        }
-        if let store = error as? StoreError {
-            return store.underlying.flatMap(serverMessage(of:))
-        }
-        return (error as? PSQLError)?.serverInfo?[.message]
+        serverField(.message, of: error)
     }
 
     /// The SQLSTATE of a server error, if `error` is one.
@@ -209,12 +203,18 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
     /// - Returns: The five-character SQLSTATE (of the error inside a failed transaction, or under a ``StoreError``,
     ///   too), or `nil` when `error` is not a server error.
     public static func sqlState(of error: any Error) -> String? {
+        serverField(.sqlState, of: error)
+    }
+
+    /// One field of a server error's report: of `error` itself, of the error inside a failed transaction, or of the one
+    /// under a ``StoreError``.
+    private static func serverField(_ field: PSQLError.ServerInfo.Field, of error: any Error) -> String? {
         if let transaction = error as? PostgresTransactionError {
-            return failure(in: transaction).flatMap(sqlState(of:))
+            return failure(in: transaction).flatMap { serverField(field, of: $0) }
         }
         if let store = error as? StoreError {
-            return store.underlying.flatMap(sqlState(of:))
+            return store.underlying.flatMap { serverField(field, of: $0) }
         }
-        return (error as? PSQLError)?.serverInfo?[.sqlState]
+        return (error as? PSQLError)?.serverInfo?[field]
     }
 }
