@@ -122,6 +122,8 @@ struct DeviceStoreTests {
         #expect(problem("UTC") == nil)
         #expect(problem("Mars/Base")?.contains("column timezone: unknown time zone 'Mars/Base'") == true, "\(String(describing: problem("Mars/Base")))")
         #expect(problem("Europe/Berln")?.contains("did you mean 'Europe/Berlin'?") == true)
+        // Letter case first (it suggested 'Asia/Almaty').
+        #expect(problem("asia/kolkata")?.contains("did you mean 'Asia/Kolkata'?") == true, "\(String(describing: problem("asia/kolkata")))")
     }
 
     @Test func reimportMovesTokensAndReactivates() async throws {
