@@ -552,6 +552,7 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         }
         unflushedStreams.removeAll()
         var unanswered = 0
+        var failures: [(UInt32, HTTP2TransportError)] = []
         for streamID in Array(exchanges.keys) {
             let error: HTTP2TransportError
             if exchanges[streamID]?.refused == true {
@@ -562,9 +563,12 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
                 error = .lostAfterWrite("stream closed before an answer")
                 unanswered += 1
             }
-            complete(streamID, with: .failure(error))
+            failures.append((streamID, error))
         }
+        // Said before the requests come back: whoever awaited them may look for why at once (the warning used to be
+        // logged after, and a test reading the log as its request failed found none).
         if unanswered > 0 { context?.fireChannelRead(wrapInboundOut(.closedUnanswered(unanswered))) }
+        for (streamID, error) in failures { complete(streamID, with: .failure(error)) }
     }
 
     private func complete(_ streamID: UInt32) {
