@@ -28,6 +28,7 @@ final class MetricsExporter: Sendable {
     }()
 
     let port: Int
+    /// The listening channel, open until the process exits (nothing stops it earlier: see ``serve(port:logger:)``).
     private let channel: any Channel
 
     /// The endpoint this process serves, once started: one for the whole process, so it stays up while a worker waits
@@ -77,11 +78,6 @@ final class MetricsExporter: Sendable {
         let bound = channel.localAddress?.port ?? port
         logger.info("metrics endpoint listening", metadata: ["port": "\(bound)"])
         return MetricsExporter(port: bound, channel: channel)
-    }
-
-    /// Stops serving.
-    func stop() async {
-        try? await channel.close()
     }
 }
 
