@@ -20,6 +20,8 @@ public struct DryRunReport: Sendable {
     /// The users of the rows the last ``add(_:csv:)`` would send, one entry per row, for what dedupe and the frequency
     /// cap would make of them (the store's claim-rules estimate); kept only with ``collectsUserIDs``.
     public private(set) var pageUserIDs: [String] = []
+    /// Each of ``pageUserIDs``' own dedupe period (local-time delivery, ``RecipientPeriods``), empty for the run's.
+    public private(set) var pagePeriodKeys: [String] = []
     /// Whether ``pageUserIDs`` is kept (a campaign with dedupe or a cap).
     public let collectsUserIDs: Bool
     /// Largest rendered body per platform, in bytes.
@@ -41,6 +43,7 @@ public struct DryRunReport: Sendable {
     /// Renders the samples, with derived `apns-id`s as a run would send them.
     private let sampleComposer: NotificationComposer
     private let planner: RecipientPlanner
+    private var periods: RecipientPeriods
     private let now: Int
     private let iosTransport: IOSTransport
     /// The legacy gateway's `payload_limit`, which iOS payloads meet when `ios_transport` is `legacy`.
@@ -63,6 +66,7 @@ public struct DryRunReport: Sendable {
         self.composer = NotificationComposer(campaign: campaign, runID: 0, apnsIDs: false)
         self.sampleComposer = NotificationComposer(campaign: campaign, runID: 0)
         self.planner = RecipientPlanner(campaign: campaign, now: Instant(secondsSince1970: Double(now)))
+        self.periods = RecipientPeriods(campaign: campaign, start: Instant(secondsSince1970: Double(now)))
         self.iosTransport = campaign.iosTransport
         self.now = now
     }
@@ -71,6 +75,7 @@ public struct DryRunReport: Sendable {
     public mutating func add(_ rows: [SegmentRow], csv: Bool) -> [UInt8] {
         var out: [UInt8] = []
         pageUserIDs.removeAll(keepingCapacity: true)
+        pagePeriodKeys.removeAll(keepingCapacity: true)
         // Per-platform tallies of this page in plain arrays, folded into the dictionaries once per page: hashing a
         // platform key four times a row was about 7% of a dry run's CPU.
         var sends = [Int64](repeating: 0, count: Platform.allCases.count)
@@ -132,7 +137,10 @@ public struct DryRunReport: Sendable {
                         sample(recipient, selection: selection, slot: slot, copy: planned.locale + "\u{0}" + variant)
                     }
                     sends[slot] += 1
-                    if collectsUserIDs { pageUserIDs.append(recipient.userID) }
+                    if collectsUserIDs {
+                        pageUserIDs.append(recipient.userID)
+                        pagePeriodKeys.append(periods.key(notBefore: planned.notBefore))
+                    }
                     largest[slot] = max(largest[slot], bodySize)
                     if let slot = locales.firstIndex(where: { $0.tag == planned.locale }) {
                         locales[slot].count += 1

@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease, .pausedTime]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease, .pausedTime, .recipientPeriods]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -299,6 +299,19 @@ extension Migration {
                    r.totals, r.pause_reason, r.failure_reason, r.paused_seconds
               FROM bugle.runs r
             """,
+        ]
+    )
+
+    /// Version 13: a dedupe period per recipient for runs whose devices are due on different days (local-time delivery:
+    /// `run_recipients.period_key`, NULL for the run's own `runs.period_key`; `runs.recipient_periods` says the run
+    /// has them). A local-time run made at 23:50 for the next morning took the period of its creation for everyone, so
+    /// the next day's campaign of the type reached the same users again.
+    public static let recipientPeriods = Migration(
+        version: 13,
+        name: "recipient_periods",
+        statements: [
+            "ALTER TABLE bugle.run_recipients ADD COLUMN period_key text",
+            "ALTER TABLE bugle.runs ADD COLUMN recipient_periods boolean NOT NULL DEFAULT false",
         ]
     )
 }

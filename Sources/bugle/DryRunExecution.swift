@@ -39,7 +39,7 @@ enum DryRunExecution {
                 let chunk = report.add(rows, csv: writer != nil)
                 if let writer { try writer.write(chunk) }
                 await validation?.validate(rows)
-                try await estimate?.add(userIDs: report.pageUserIDs)
+                try await estimate?.add(userIDs: report.pageUserIDs, periodKeys: report.pagePeriodKeys)
             }
 
             report.addUnpaged(.missingDeviceID, count: scan.nullDeviceIDs)

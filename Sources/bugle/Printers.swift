@@ -18,7 +18,13 @@ enum DryRunPrinter {
         guard let estimate else { return note }
         var now: [String] = []
         if let period = estimate.periodKey {
-            let already = period == "once" ? "users this notification type already reached" : "users already notified in period \(period)"
+            let periods = estimate.periodsJudged.count > 1 ? estimate.periodsJudged.sorted() : [period]
+            let already =
+                period == "once"
+                ? "users this notification type already reached"
+                : periods.count > 1
+                    ? "users already notified in the period each device is due in: \(periods.joined(separator: ", "))"
+                    : "users already notified in period \(periods[0])"
             now.append("\(estimate.deduped) by dedupe (\(already))")
         }
         if let cap = estimate.cap { now.append("\(estimate.capped) by the frequency cap (users at \(cap.count) per \(window(cap.perSeconds)))") }

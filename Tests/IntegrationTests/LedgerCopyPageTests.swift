@@ -38,13 +38,20 @@ struct LedgerCopyPageTests {
             seq: 1, deviceID: 10, userID: "u1", token: "ab", platform: "ios", provider: "apns", locale: "en", timezone: "",
             variables: "", variant: "", copyIndex: nil, notBefore: 0
         )
+        page.appendPending(
+            seq: 3, deviceID: 12, userID: "u3", token: "cd", platform: "ios", provider: "apns", locale: "en", timezone: "Asia/Tokyo",
+            variables: "", variant: "", copyIndex: nil, notBefore: 1_796_169_600, periodKey: "d:2026-12-02"
+        )
         page.appendFinished(seq: 2, deviceID: 11, userID: "", platform: "x", state: "skipped_invalid", code: "unknown_platform")
-        #expect(page.rows == 2)
-        #expect(page.validCount == 1)
-        #expect(String(buffer: page.pendingLines) == "7\t1\t10\tu1\tab\tios\tapns\ten\t\\N\t\\N\tpending\t\\N\t\\N\t\\N\t-infinity\t\\N\n")
+        #expect(page.rows == 3)
+        #expect(page.validCount == 2)
+        #expect(
+            String(buffer: page.pendingLines)
+                == "7\t1\t10\tu1\tab\tios\tapns\ten\t\\N\t\\N\tpending\t\\N\t\\N\t\\N\t-infinity\t\\N\t\\N\n"
+                + "7\t3\t12\tu3\tcd\tios\tapns\ten\tAsia/Tokyo\t\\N\tpending\t\\N\t\\N\t\\N\t2026-12-02 00:00:00.000000+00\td:2026-12-02\t\\N\n")
         var finished = ByteBuffer()
         page.appendFinishedRows(finishedAt: "2026-11-25 06:00:00+00", to: &finished)
-        #expect(String(buffer: finished) == "7\t2\t11\t\\N\t\\N\tx\tnone\t\\N\t\\N\t\\N\tskipped_invalid\tunknown_platform\t\\N\t\\N\t-infinity\t2026-11-25 06:00:00+00\n")
-        #expect(LedgerCopyPage.columns.count == 16)
+        #expect(String(buffer: finished) == "7\t2\t11\t\\N\t\\N\tx\tnone\t\\N\t\\N\t\\N\tskipped_invalid\tunknown_platform\t\\N\t\\N\t-infinity\t\\N\t2026-11-25 06:00:00+00\n")
+        #expect(LedgerCopyPage.columns.count == 17 && LedgerCopyPage.columns.last == "finished_at")
     }
 }

@@ -452,6 +452,74 @@ struct RunLedgerTests {
         }
     }
 
+    /// A local-time run made at 23:50 for the next morning took the dedupe period of its creation for everyone, so the
+    /// next day's campaign of the type reached the same users again (and a campaign of the creation day would have held
+    /// them back from a delivery the next day). Each recipient now takes the period it is due in.
+    @Test("a local-time run made the evening before dedupes each recipient under the day it is due, as a dry run estimates")
+    func localTimeRunDedupesOnTheDayItIsDue() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 10)
+            // 09:00 in New York is 14:00Z, in Tokyo 00:00Z: both on 2026-12-02, the run is made on 2026-12-01 at 23:50Z.
+            _ = try await client.query(
+                "UPDATE bugle.devices SET timezone = CASE WHEN id <= 5 THEN 'America/New_York' ELSE 'Asia/Tokyo' END", logger: Support.logger
+            ).collect()
+            let created = 1_796_169_000.0  // 2026-12-01T23:50:00Z
+            let sql = "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, d.timezone FROM bugle.devices d"
+            var morning = Support.campaign(name: "morning", sql: sql, dedupe: .daily)
+            morning.delivery.localTime = LocalTimeDelivery(deliverAt: LocalTime(hour: 9, minute: 0), fallbackTimeZone: "UTC")
+            let runKey = try #require(PeriodKey.key(for: morning, now: Date(timeIntervalSince1970: created)))
+            #expect(runKey == "d:2026-12-01")
+
+            // Before the run: users nobody notified, in both the run's period and the recipients' own.
+            var before = try #require(try await ClaimRulesEstimate.make(for: morning, now: Date(timeIntervalSince1970: created), client: client, logger: Support.logger))
+            var report = DryRunReport(campaign: morning, now: Int(created), collectsUserIDs: true)
+            let reader = SegmentReader(client: client, segment: morning.segment, useReaderRole: false, logger: Support.logger)
+            var pages: [([String], [String])] = []
+            _ = try await reader.read { rows in
+                _ = report.add(rows, csv: false)
+                pages.append((report.pageUserIDs, report.pagePeriodKeys))
+            }
+            for (users, keys) in pages { try await before.add(userIDs: users, periodKeys: keys) }
+            #expect(before.deduped == 0 && before.periodsJudged == ["d:2026-12-02"], "\(before.periodsJudged)")
+
+            let runID = try await RunRepository(client: client, logger: Support.logger).createRun(campaign: morning, yaml: "x", periodKey: runKey)
+            _ = try await Materializer(client: client, logger: Support.logger)
+                .materialize(runID: runID, campaign: morning, reader: reader, now: Instant(secondsSince1970: created))
+            let keys = try await Support.scalar(
+                client, "SELECT string_agg(DISTINCT period_key, ',') FROM bugle.run_recipients WHERE run_id = \(runID)", as: String.self)
+            #expect(keys == "d:2026-12-02")
+
+            // The run sends at 20:00Z on 2026-12-02, when every device is due.
+            let store = PostgresCampaignStore(client: client, scheduleClock: { 1_796_241_600.0 }, logger: Support.logger)
+            var configuration = CampaignRunner.Configuration()
+            configuration.leaseTTLSeconds = 120
+            let result = try await CampaignRunner(
+                campaign: morning, runID: runID, store: store, providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)],
+                control: RunControl(), configuration: configuration, logger: Support.logger
+            ).run(owner: "w")
+            #expect(result.ending == .completed)
+            let logged = try await Support.scalar(
+                client,
+                "SELECT string_agg(DISTINCT period_key || '/' || status, ',') || ' ' || count(*) FROM bugle.notification_log WHERE run_id = \(runID)",
+                as: String.self)
+            #expect(logged == "d:2026-12-02/sent 10")
+
+            // The next day's campaign of the type reaches none of them again.
+            let (nextID, next) = try await Support.runCampaign(
+                client, Support.campaign(name: "next-day", dedupe: .daily), providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)],
+                periodKey: "d:2026-12-02")
+            #expect(next.ending == .completed)
+            let states = try await Support.scalar(
+                client, "SELECT string_agg(DISTINCT state, ',') || ' ' || count(*) FROM bugle.run_recipients WHERE run_id = \(nextID)", as: String.self)
+            #expect(states == "skipped_dedup 10")
+
+            // A dry run of the morning campaign now says each user was notified in the period their device is due in.
+            var after = try #require(try await ClaimRulesEstimate.make(for: morning, now: Date(timeIntervalSince1970: created), client: client, logger: Support.logger))
+            for (users, keys) in pages { try await after.add(userIDs: users, periodKeys: keys) }
+            #expect(after.deduped == 10)
+        }
+    }
+
     /// Recipients skipped when the audience was read (a NULL variable under `on_null: skip`) were written without their
     /// locale and variant, so an A/B arm whose copy needs the variable vanished from the per-variant counts and the CSV.
     @Test("a recipient skipped for a NULL template variable keeps its locale and A/B variant in the ledger")

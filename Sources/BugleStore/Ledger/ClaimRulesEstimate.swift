@@ -17,6 +17,9 @@ public struct ClaimRulesEstimate: Sendable {
     public private(set) var capped: Int64 = 0
     /// The dedupe period a run made now would take (nil: no dedupe).
     public let periodKey: String?
+    /// The periods the recipients judged are in: the run's, or with local-time delivery each recipient's own
+    /// (``RecipientPeriods``).
+    public private(set) var periodsJudged: Set<String> = []
     /// The cap judged (nil: none).
     public let cap: FrequencyCap?
 
@@ -50,16 +53,21 @@ public struct ClaimRulesEstimate: Sendable {
 
     /// Judges one page of recipients, given by their users' ids (one entry per device, so a user with two devices counts
     /// twice, as the run's skipped rows do).
-    public mutating func add(userIDs: [String]) async throws {
+    /// - Parameter periodKeys: each recipient's own dedupe period, empty for the run's; none at all for the run's.
+    public mutating func add(userIDs: [String], periodKeys: [String] = []) async throws {
+        let keys = periodKeys.count == userIDs.count ? periodKeys : [String](repeating: "", count: userIDs.count)
+        if let periodKey {
+            for key in Set(keys) { periodsJudged.insert(key.isEmpty ? periodKey : key) }
+        }
         guard ledgerExists, !userIDs.isEmpty else { return }
-        let rows = try await client.answeredQuery(query(userIDs), logger: logger)
+        let rows = try await client.answeredQuery(query(userIDs, keys), logger: logger)
         for try await (deduped, capped) in rows.decode((Int64, Int64).self) {
             self.deduped += deduped
             self.capped += capped
         }
     }
 
-    private func query(_ userIDs: [String]) -> PostgresQuery {
+    private func query(_ userIDs: [String], _ periodKeys: [String]) -> PostgresQuery {
         // The same tests as the claim's, without its reservations; a rule the campaign lacks is a NULL parameter, and
         // CASE keeps its subquery from running at all.
         let capCount = cap.map { Int64($0.count) }
@@ -69,7 +77,7 @@ public struct ClaimRulesEstimate: Sendable {
               FROM (SELECT
                       CASE WHEN \(periodKey)::text IS NULL THEN false ELSE EXISTS (
                         SELECT 1 FROM bugle.notification_log l
-                         WHERE l.user_id = u.user_id AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)::text)
+                         WHERE l.user_id = u.user_id AND l.notification_type = \(notificationType) AND l.period_key = coalesce(nullif(u.period_key, ''), \(periodKey)::text))
                       END AS deduped,
                       CASE WHEN \(capCount)::bigint IS NULL THEN false ELSE (SELECT count(*) FROM (
                         SELECT x.run_id FROM bugle.run_recipients x
@@ -80,7 +88,7 @@ public struct ClaimRulesEstimate: Sendable {
                         SELECT s.run_id FROM bugle.user_sends s
                          WHERE s.user_id = u.user_id AND s.at > now() - make_interval(secs => \(capSeconds)::float8)) reached) >= \(capCount)::bigint
                       END AS capped
-                      FROM unnest(\(userIDs)::text[]) AS u(user_id)) judged
+                      FROM unnest(\(userIDs)::text[], \(periodKeys)::text[]) AS u(user_id, period_key)) judged
             """
     }
 }

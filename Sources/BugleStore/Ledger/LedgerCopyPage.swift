@@ -14,7 +14,7 @@ struct LedgerCopyPage: Sendable {
     /// The columns of each line, in order. `finished_at` comes last so a skipped row's line is completed by appending.
     static let columns = [
         "run_id", "seq", "device_id", "user_id", "token", "platform", "provider", "locale", "timezone", "variables",
-        "state", "outcome_code", "variant", "copy_index", "next_attempt_at", "finished_at",
+        "state", "outcome_code", "variant", "copy_index", "next_attempt_at", "period_key", "finished_at",
     ]
 
     /// Lines of the rows to send, complete.
@@ -33,15 +33,17 @@ struct LedgerCopyPage: Sendable {
     }
 
     /// Appends a row to send: `state = 'pending'`, no outcome, `finished_at` NULL.
-    /// - Parameter notBefore: UNIX seconds of the earliest send; 0 for at once (`-infinity`).
+    /// - Parameters:
+    ///   - notBefore: UNIX seconds of the earliest send; 0 for at once (`-infinity`).
+    ///   - periodKey: the recipient's own dedupe period (local-time delivery); empty for the run's.
     mutating func appendPending(
         seq: Int64, deviceID: Int64, userID: String, token: String, platform: String, provider: String, locale: String,
-        timezone: String, variables: String, variant: String, copyIndex: Int?, notBefore: Double
+        timezone: String, variables: String, variant: String, copyIndex: Int?, notBefore: Double, periodKey: String = ""
     ) {
         Self.appendFields(
             to: &pendingLines, runID: runID, seq: seq, deviceID: deviceID, userID: userID, token: token, platform: platform,
             provider: provider, locale: locale, timezone: timezone, variables: variables, state: RecipientState.pending.rawValue,
-            code: "", variant: variant, copyIndex: copyIndex, notBefore: notBefore
+            code: "", variant: variant, copyIndex: copyIndex, notBefore: notBefore, periodKey: periodKey
         )
         pendingLines.writeStaticString("\t\\N\n")
         rows += 1
@@ -58,7 +60,7 @@ struct LedgerCopyPage: Sendable {
         Self.appendFields(
             to: &finishedPrefixes, runID: runID, seq: seq, deviceID: deviceID, userID: userID, token: "", platform: platform,
             provider: ProviderKind.none.rawValue, locale: locale, timezone: "", variables: "", state: state, code: code, variant: variant,
-            copyIndex: nil, notBefore: 0
+            copyIndex: nil, notBefore: 0, periodKey: ""
         )
         finishedEnds.append(finishedPrefixes.writerIndex)
         rows += 1
@@ -84,7 +86,7 @@ struct LedgerCopyPage: Sendable {
     private static func appendFields(
         to buffer: inout ByteBuffer, runID: String, seq: Int64, deviceID: Int64, userID: String, token: String,
         platform: String, provider: String, locale: String, timezone: String, variables: String, state: String,
-        code: String, variant: String, copyIndex: Int?, notBefore: Double
+        code: String, variant: String, copyIndex: Int?, notBefore: Double, periodKey: String
     ) {
         buffer.writeString(runID)
         buffer.writeInteger(UInt8(ascii: "\t"))
@@ -110,6 +112,7 @@ struct LedgerCopyPage: Sendable {
         } else {
             buffer.writeString(UTCTimestampText.format(secondsSince1970: notBefore))
         }
+        appendNullable(periodKey, to: &buffer)
     }
 
     /// A tab, then the field; an empty string is NULL, as the ledger stores absent values.

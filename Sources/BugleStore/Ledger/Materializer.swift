@@ -72,6 +72,7 @@ public struct Materializer: Sendable {
         now: Instant = Instant(secondsSince1970: Date().timeIntervalSince1970)
     ) async throws -> Report {
         let planner = RecipientPlanner(campaign: campaign, now: now)
+        var periods = RecipientPeriods(campaign: campaign, start: now)
         var nextSeq: Int64 = 1
         var inserted: Int64 = 0
         var skipped: [SkipReason: Int64] = [:]
@@ -119,7 +120,8 @@ public struct Materializer: Sendable {
                                 platform: recipient.platform.rawValue, provider: provider.rawValue,
                                 locale: plan.locale, timezone: recipient.timezone ?? "",
                                 variables: Self.encodeVariables(recipient.variables), variant: plan.variant ?? "",
-                                copyIndex: planner.rotates ? plan.copyIndex : nil, notBefore: plan.notBefore?.secondsSince1970 ?? 0
+                                copyIndex: planner.rotates ? plan.copyIndex : nil, notBefore: plan.notBefore?.secondsSince1970 ?? 0,
+                                periodKey: periods.key(notBefore: plan.notBefore)
                             )
                             continue
                         case .skip(let why):

@@ -321,14 +321,15 @@ public struct PostgresCampaignStore: CampaignStore {
             }
             if let periodKey {
                 // Reserve the notification log for these users in this transaction; the primary key arbitrates
-                // between concurrent campaigns. Users reserved by another run are skipped.
+                // between concurrent campaigns. Users reserved by another run are skipped. A recipient's own period
+                // (local-time delivery, ``RecipientPeriods``) stands in for the run's.
                 _ = try await connection.answeredQuery(
                     """
                     INSERT INTO bugle.notification_log (user_id, notification_type, period_key, run_id, status)
-                    SELECT u.user_id, \(notificationType), \(periodKey), \(lease.runID), 'reserved'
-                      FROM (SELECT DISTINCT r.user_id FROM bugle.run_recipients r
+                    SELECT u.user_id, \(notificationType), u.period_key, \(lease.runID), 'reserved'
+                      FROM (SELECT DISTINCT r.user_id, coalesce(r.period_key, \(periodKey)) AS period_key FROM bugle.run_recipients r
                              WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight') u
-                     ORDER BY u.user_id  -- one lock order for every claimer: concurrent campaigns cannot deadlock
+                     ORDER BY u.user_id, u.period_key  -- one lock order for every claimer: concurrent campaigns cannot deadlock
                     ON CONFLICT DO NOTHING
                     """,
                     logger: logger
@@ -340,7 +341,7 @@ public struct PostgresCampaignStore: CampaignStore {
                      WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(seqs)) AND r.state = 'in_flight'
                        AND (SELECT l.run_id FROM bugle.notification_log l
                              WHERE l.user_id = r.user_id AND l.notification_type = \(notificationType)
-                               AND l.period_key = \(periodKey)) <> \(lease.runID)
+                               AND l.period_key = coalesce(r.period_key, \(periodKey))) <> \(lease.runID)
                     RETURNING r.seq
                     """,
                     logger: logger
@@ -358,8 +359,9 @@ public struct PostgresCampaignStore: CampaignStore {
                     _ = try await connection.answeredQuery(
                         """
                         DELETE FROM bugle.notification_log l
-                         USING (SELECT DISTINCT r.user_id FROM bugle.run_recipients r WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(capped))) u
-                         WHERE l.user_id = u.user_id AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)
+                         USING (SELECT DISTINCT r.user_id, coalesce(r.period_key, \(periodKey)) AS period_key FROM bugle.run_recipients r
+                                 WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(capped))) u
+                         WHERE l.user_id = u.user_id AND l.notification_type = \(notificationType) AND l.period_key = u.period_key
                            AND l.run_id = \(lease.runID) AND l.status = 'reserved'
                         """,
                         logger: logger
@@ -468,16 +470,16 @@ public struct PostgresCampaignStore: CampaignStore {
             // and once this worker is reaped nothing it writes lands.
             let fence = try await connection.answeredQuery(
                 """
-                SELECT r.notification_type, r.period_key, r.rotates_copy FROM bugle.runs r
+                SELECT r.notification_type, r.period_key, r.rotates_copy, r.recipient_periods FROM bugle.runs r
                   JOIN bugle.run_workers w ON w.run_id = r.id AND w.epoch = \(lease.epoch)
                  WHERE r.id = \(lease.runID)
                 FOR KEY SHARE OF w
                 """,
                 logger: logger
             )
-            var run: (String, String?, Bool)?
-            for try await row in fence.decode((String, String?, Bool).self) { run = row }
-            guard let (notificationType, periodKey, rotates) = run else { return false }
+            var run: (String, String?, Bool, Bool)?
+            for try await row in fence.decode((String, String?, Bool, Bool).self) { run = row }
+            guard let (notificationType, periodKey, rotates, recipientPeriods) = run else { return false }
             // Each outcome finds its row by the primary key, one probe per outcome. `state || ''` keeps the planner off
             // `run_recipients_inflight_idx`: with statistics taken while few rows were in flight it estimated that index
             // at one row and rescanned the outcome array for each row it returned (340 ms for 1,000 outcomes late in a
@@ -523,14 +525,27 @@ public struct PostgresCampaignStore: CampaignStore {
                 ).collect()
             }
             if let periodKey, !sentSeqs.isEmpty {
+                // A run with recipients' own periods marks the periods its sent recipients are in (a user whose devices
+                // fall in two periods has both marked when either is sent in the batch: marked reservations are kept,
+                // so the error holds a user back rather than notifying them twice).
                 _ = try await connection.answeredQuery(
-                    """
-                    UPDATE bugle.notification_log l SET status = 'sent', updated_at = now()
-                     WHERE l.user_id = ANY(ARRAY(SELECT r.user_id FROM bugle.run_recipients r
-                                                  WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs))))
-                       AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)
-                       AND l.run_id = \(lease.runID) AND l.status = 'reserved'
-                    """,
+                    recipientPeriods
+                        ? """
+                        UPDATE bugle.notification_log l SET status = 'sent', updated_at = now()
+                         WHERE l.user_id = ANY(ARRAY(SELECT r.user_id FROM bugle.run_recipients r
+                                                      WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs))))
+                           AND l.notification_type = \(notificationType)
+                           AND l.period_key = ANY(ARRAY(SELECT DISTINCT coalesce(r.period_key, \(periodKey)) FROM bugle.run_recipients r
+                                                         WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs))))
+                           AND l.run_id = \(lease.runID) AND l.status = 'reserved'
+                        """
+                        : """
+                        UPDATE bugle.notification_log l SET status = 'sent', updated_at = now()
+                         WHERE l.user_id = ANY(ARRAY(SELECT r.user_id FROM bugle.run_recipients r
+                                                      WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(sentSeqs))))
+                           AND l.notification_type = \(notificationType) AND l.period_key = \(periodKey)
+                           AND l.run_id = \(lease.runID) AND l.status = 'reserved'
+                        """,
                     logger: logger
                 ).collect()
             }

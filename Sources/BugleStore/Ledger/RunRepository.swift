@@ -23,6 +23,8 @@ public struct RunRepository: Sendable {
         let cap = isTest ? nil : campaign.delivery.frequencyCap
         let rotates = campaign.rotatesCopy && !isTest
         let scheduled = !isTest && (campaign.delivery.localTime.isActive || campaign.delivery.sendAt != nil)
+        // Local-time devices are due on different days: each recipient's dedupe period is the one it is due in.
+        let recipientPeriods = !isTest && periodKey != nil && campaign.delivery.localTime.isActive
         let sha = SHA256.hash(data: Array(yaml.utf8)).map { String(format: "%02x", $0) }.joined()
         let segmentSHA = SHA256.hash(data: Array(campaign.segment.sql.utf8)).map { String(format: "%02x", $0) }.joined()
         // Absolute: `resume` and `tick` rebuild the campaign from its text and this path, and resolve its relative
@@ -33,10 +35,10 @@ public struct RunRepository: Sendable {
             """
             INSERT INTO bugle.runs (campaign, notification_type, period_key, status, campaign_file, campaign_yaml, campaign_sha256,
                                     ambiguous_policy, in_flight_window, max_attempts, segment_sha256,
-                                    kind, rotates_copy, cap_count, cap_seconds, scheduled)
+                                    kind, rotates_copy, cap_count, cap_seconds, scheduled, recipient_periods)
             VALUES (\(campaign.name), \(campaign.notificationType), \(isTest ? nil : periodKey), 'materializing', \(file), \(yaml), \(sha),
                     \(campaign.delivery.ambiguousPolicy.rawValue), \(campaign.delivery.inFlightWindow), \(campaign.delivery.maxAttempts), \(segmentSHA),
-                    \(isTest ? "test" : "campaign"), \(rotates), \(cap?.count), \(cap?.perSeconds), \(scheduled))
+                    \(isTest ? "test" : "campaign"), \(rotates), \(cap?.count), \(cap?.perSeconds), \(scheduled), \(recipientPeriods))
             RETURNING id
             """,
             logger: logger

@@ -40,16 +40,17 @@ enum RunSummaries {
     }
 
     /// Frees dedupe reservations and frequency-cap slots of users none of whose devices was notified (so a later
-    /// campaign may reach them).
+    /// campaign may reach them). A dedupe reservation of a recipient's own period (local-time delivery) is kept by the
+    /// user's devices in that period only.
     static func releaseUnusedReservations(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
-        for table in ["notification_log", "user_sends"] {
+        for (table, samePeriod) in [("notification_log", "AND coalesce(r.period_key, l.period_key) = l.period_key"), ("user_sends", "")] {
             _ = try await connection.answeredQuery(
                 PostgresQuery(
                     unsafeSQL: """
                         DELETE FROM bugle.\(table) l
                          WHERE l.run_id = $1 AND l.status = 'reserved'
                            AND NOT EXISTS (SELECT 1 FROM bugle.run_recipients r
-                                            WHERE r.run_id = $1 AND r.user_id = l.user_id
+                                            WHERE r.run_id = $1 AND r.user_id = l.user_id \(samePeriod)
                                               AND r.state IN ('sent', 'pending', 'in_flight', 'retry_wait'))
                         """,
                     binds: Self.bind(runID)),
