@@ -134,6 +134,7 @@ let package = Package(
             name: "bugle",
             dependencies: [
                 "BugleCore",
+                "BugleHTTP2",
                 "BugleStore",
                 "BugleRunner",
                 "BugleAPNs",

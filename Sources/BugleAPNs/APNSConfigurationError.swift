@@ -6,6 +6,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
     private enum Base: Sendable, Equatable {
         case keyFileReadableByOthers(path: String, mode: Int)
         case unreadableFile(path: String)
+        /// A binary file where PEM text is read.
+        case notPEM(path: String, looksLikeDER: Bool)
         case invalidKey(path: String)
         case encryptedKey(path: String)
         case invalidCertificate(path: String)
@@ -25,6 +27,8 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
     }
     /// A file could not be read.
     public static func unreadableFile(path: String) -> Self { Self(base: .unreadableFile(path: path)) }
+    /// A file read as PEM text is binary (DER, most often).
+    public static func notPEM(path: String, looksLikeDER: Bool) -> Self { Self(base: .notPEM(path: path, looksLikeDER: looksLikeDER)) }
     /// A key file is not a usable key.
     public static func invalidKey(path: String) -> Self { Self(base: .invalidKey(path: path)) }
     /// The client key is encrypted and no `passphrase_env` names its passphrase.
@@ -53,6 +57,12 @@ public struct APNSConfigurationError: Error, Sendable, Equatable, CustomStringCo
                 + "run chmod 600 on it, or pass --allow-readable-keys"
         case .unreadableFile(let path):
             return "cannot read \(path)" + (SecretFile.unreadableReason(path).map { ": \($0)" } ?? "")
+        case .notPEM(let path, let looksLikeDER):
+            return "\(path) is not PEM text"
+                + (looksLikeDER
+                    ? ": it holds binary DER; convert it to PEM (`openssl x509 -inform der -in FILE -out FILE.pem` for a certificate, "
+                        + "`openssl pkey -inform der -in FILE -out FILE.pem` for a key)"
+                    : "")
         case .invalidKey(let path):
             return "\(path) is not a PEM private key of the expected type"
         case .encryptedKey(let path):

@@ -98,6 +98,6 @@ public enum APNSErrorClassifier {
 
     private static func haltMessage(status: Int, reason: String) -> String {
         "APNs refused the request with \(status) \(reason): check the apns section of the providers file "
-            + "(key, team id, topic, endpoint)"
+            + "(auth: the key with its key id and team id, or the client certificate; topic; endpoint)"
     }
 }

@@ -17,10 +17,14 @@ enum APNSKeyFile {
         }
     }
 
-    /// Reads a text file.
+    /// Reads a PEM text file; a binary file (DER, most often) is refused as not PEM rather than unreadable.
     static func readText(_ path: String) throws(APNSConfigurationError) -> String {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        guard let data = FileManager.default.contents(atPath: path) else {
             throw .unreadableFile(path: path)
+        }
+        guard let text = String(data: data, encoding: .utf8), !text.contains("\u{0}") else {
+            // DER starts with an ASN.1 SEQUENCE tag.
+            throw .notPEM(path: path, looksLikeDER: data.first == 0x30)
         }
         return text
     }

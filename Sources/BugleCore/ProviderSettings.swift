@@ -44,6 +44,8 @@ public struct ProviderSettings: Sendable, Equatable {
         let source = sourcePath ?? "providers file"
         let named = locations.filter { $0.keyPath.hasPrefix(section + ".") && message.contains($0.value) }
         guard let place = named.max(by: { $0.value.count < $1.value.count }) else { return "\(source): \(section): \(message)" }
+        // A message that begins with the key's path already names it.
+        if message.hasPrefix(place.keyPath + " ") { return "\(source):\(place.line):\(place.column): \(message)" }
         return "\(source):\(place.line):\(place.column): \(place.keyPath): \(message)"
     }
 }

@@ -1,4 +1,5 @@
 import BugleAPNs
+import BugleHTTP2
 import BugleCore
 import BugleFCM
 import BugleLegacyAPNs
@@ -18,7 +19,9 @@ enum ProviderLanes {
     private static func unpaced(settings: ProviderSettings, allowReadableKeys: Bool, logger: Logger) throws -> [ProviderKind: any PushProvider] {
         var lanes: [ProviderKind: any PushProvider] = [:]
         if let apns = settings.apns {
-            if case .certificate(let bundle, nil, let passphraseEnv) = apns.auth, FileManager.default.isReadableFile(atPath: bundle),
+            // Only a regular file of key size is probed (a FIFO held the probe, and Bugle, for ever); anything else is
+            // refused by the lane's own checks below.
+            if case .certificate(let bundle, nil, let passphraseEnv) = apns.auth, SecretFile.check(bundle, allowReadableByOthers: true) == nil,
                 try PKCS12Probe.check(path: bundle, passphraseEnv: passphraseEnv) == .incomplete
             {
                 throw UsageError(settings.locating(

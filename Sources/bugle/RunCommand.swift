@@ -144,6 +144,11 @@ struct RunCommand: AsyncParsableCommand {
 
     private func runDry(_ campaign: Campaign, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
         try RunExecution.refuseAfterDeadline(campaign)
+        if let providers, !validateWithFCM {
+            // The dry run sends nothing and needs no providers file, but one given by name must be there and well
+            // formed: a missing or broken file passed without a word (its credentials are `bugle validate`'s to check).
+            _ = try ProviderSettingsLoader.load(path: providers)
+        }
         var fcm: (any PushProvider)?
         if validateWithFCM {
             guard let providersPath = providers ?? campaign.providersPath else {

@@ -166,6 +166,49 @@ struct BugleSimCLITests {
         }
     }
 
+    /// `--client-ca` serves certificate auth from the command line (it was reachable in-process only): a client with a
+    /// certificate of that CA is served without a JWT, one without a certificate is turned away in the handshake.
+    @Test("serve --client-ca: certificate auth with the client certificate certs writes; a token-auth client without one is refused")
+    func certificateMode() async throws {
+        let directory = try TestScratch.directory(prefix: "bugle-sim-cli")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let simulator = try SimulatorProcess(
+            Self.executable, ["serve", "--dir", directory, "--apns-port", "0", "--client-ca", directory + "/ca.pem", "--threads", "1"]
+        )
+        var providers: [APNSProvider] = []
+        do {
+            let apnsPort = try Self.port(in: await simulator.line(startingWith: "apns https://127.0.0.1:"), after: "apns https://127.0.0.1:")
+            let material = try SimulatorCertificates.load(from: directory)
+            let client = try SimulatorCertificates.generateLegacyClient(in: directory, commonName: material.topic)
+            func provider(_ auth: APNsSettings.Auth) throws -> APNSProvider {
+                let settings = APNsSettings(
+                    endpoint: Endpoint(host: "127.0.0.1", port: apnsPort), caFile: material.caFile, topic: material.topic, auth: auth,
+                    connections: 1, timeoutSeconds: 30)
+                let made = try APNSProvider(settings: settings, logger: APNsTestEnvironment.logger)
+                providers.append(made)
+                return made
+            }
+            let requests = (0..<3).map { APNsTestEnvironment.request(token: APNsTestEnvironment.liveToken($0), seq: Int64($0)) }
+            let certified = await sendAll(
+                try provider(.certificate(certFile: client.certificateFile, keyFile: client.keyFile, passphraseEnv: nil)), requests, concurrency: 3)
+            func delivered(_ outcome: SendOutcome) -> Bool { if case .delivered = outcome { true } else { false } }
+            #expect(certified.count == 3 && certified.allSatisfy(delivered), "\(certified)")
+            let tokenOnly = await sendAll(
+                try provider(.token(teamID: material.teamID, keyID: material.keyID, keyFile: material.keyFile)), [requests[0]], concurrency: 1)
+            #expect(tokenOnly.count == 1 && !tokenOnly.contains(where: delivered), "\(tokenOnly)")
+            for made in providers { await made.shutdown() }
+            providers = []
+
+            let output = await simulator.terminate()
+            #expect(output.status == 0, "\(output.stderr)")
+            #expect(output.stdout.contains("accepted 3 rejected 0"), "\(output.stdout)")
+        } catch {
+            for made in providers { await made.shutdown() }
+            _ = await simulator.terminate()
+            throw error
+        }
+    }
+
     @Test("legacy --counters-port 0 serves the legacy simulator's counters; SIGTERM stops it")
     func legacyCounters() async throws {
         let directory = try TestScratch.directory(prefix: "bugle-sim-cli")

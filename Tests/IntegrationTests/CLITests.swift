@@ -428,6 +428,55 @@ struct CLITests {
         }
     }
 
+    /// A FIFO named as `p12_file` held the PKCS#12 probe, and Bugle, for ever (the probe opened it before any check);
+    /// a DER certificate or key was "cannot read PATH" with no reason although the file reads; an unset passphrase
+    /// variable named its key twice; a dry run took a `--providers` file that does not exist without a word.
+    @Test("certificate files that are not what they should be: a FIFO bundle is refused at once, DER is named as DER, a dry run's --providers must exist")
+    func certificateFilesOfTheWrongKind() async throws {
+        let keys = try LegacyTestEnvironment()
+        defer { keys.remove() }
+        let client = try SimulatorCertificates.generateLegacyClient(in: keys.directory)
+        func providers(_ auth: String) throws -> String {
+            try Self.temporaryFile("providers.yaml", "apns:\n  endpoint: production\n  topic: com.example.app\n  auth: { certificate: \(auth) }\n")
+        }
+        let fifo = keys.directory + "/bundle.p12"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // Should the probe open it after all, a writer ends the wait so the suite goes on (and the checks below fail).
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 60)
+            let descriptor = open(fifo, O_WRONLY | O_NONBLOCK)
+            if descriptor >= 0 { close(descriptor) }
+        }
+        let fifoRun = try await Self.bugle(
+            ["validate", "campaigns/ios-launch.yaml", "--providers", try providers("{ p12_file: \(fifo), passphrase_env: BUGLE_TEST_P12 }"), "--offline"],
+            environment: ["BUGLE_TEST_P12": "x"])
+        #expect(fifoRun.status == 1 && fifoRun.stderr.contains("not a regular file"), "\(fifoRun.status) \(fifoRun.stderr)")
+
+        let derCertificate = keys.directory + "/client.der"
+        let derKey = keys.directory + "/client-key.der"
+        #expect(try OpenSSLTool.run(["x509", "-in", client.certificateFile, "-outform", "der", "-out", derCertificate], passphrase: "") == 0)
+        #expect(try OpenSSLTool.run(["pkey", "-in", client.keyFile, "-outform", "der", "-out", derKey], passphrase: "") == 0)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: derKey)
+        for (certificate, key, named) in [(derCertificate, client.keyFile, derCertificate), (client.certificateFile, derKey, derKey)] {
+            let output = try await Self.bugle(
+                ["validate", "campaigns/ios-launch.yaml", "--providers", try providers("{ cert_file: \(certificate), key_file: \(key) }"), "--offline"])
+            #expect(output.status == 1, "\(output.stderr)")
+            #expect(output.stderr.contains("\(named) is not PEM text: it holds binary DER") && output.stderr.contains("-inform der"), "\(output.stderr)")
+        }
+
+        let unset = try await Self.bugle(
+            ["validate", "campaigns/ios-launch.yaml", "--offline",
+             "--providers", try providers("{ cert_file: \(client.certificateFile), key_file: \(client.keyFile), passphrase_env: BUGLE_TEST_UNSET_PASS }")])
+        #expect(unset.status == 1, "\(unset.stderr)")
+        #expect(unset.stderr.components(separatedBy: "apns.auth.certificate.passphrase_env").count == 2, "named once: \(unset.stderr)")
+
+        // An unreachable database: the providers file is refused before it is touched.
+        let dry = try await Self.bugle(
+            ["run", "campaigns/ios-launch.yaml", "--dry-run", "--providers", keys.directory + "/missing.yaml",
+             "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
+        #expect(dry.status == 1 && dry.stderr.contains("missing.yaml"), "\(dry.status) \(dry.stderr)")
+    }
+
     @Test("a bad campaign exits 1 before touching the database")
     func badCampaignTouchesNothing() async throws {
         let bad = try Self.temporaryFile("bad.yaml", "name: [unclosed\n")

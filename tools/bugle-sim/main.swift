@@ -118,6 +118,12 @@ extension BugleSim {
         )
         var streamsAfterRejection: Int = 0
 
+        @Option(
+            name: .customLong("client-ca"),
+            help: "Certificate auth, as APNs' certificate-based connections: the TLS handshake requires a client certificate issued by this CA (a PEM file; DIR/ca.pem signs the legacy-client.pem `bugle-sim certs` writes) and requests need no provider JWT."
+        )
+        var clientCA: String?
+
         @Option(name: .customLong("error-ratio"), help: "Fraction of valid requests answered 503 ServiceUnavailable.")
         var errorRatio: Double = 0
 
@@ -261,6 +267,13 @@ extension BugleSim {
             configuration.keepRecordsInMemory = false
             configuration.sandbox = sandbox
             configuration.otherTopics = otherTopics
+            if let clientCA {
+                do {
+                    configuration.clientCAPEM = try String(contentsOfFile: clientCA, encoding: .utf8)
+                } catch {
+                    throw ValidationError("--client-ca: cannot read \(clientCA) as PEM text: \(error.localizedDescription)")
+                }
+            }
             if let threads { configuration.threads = threads }
             configuration.faults = .init(
                 serviceUnavailableRatio: errorRatio,
