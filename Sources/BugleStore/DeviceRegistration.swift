@@ -96,6 +96,9 @@ public struct DeviceRegistration: Sendable, Hashable {
                 }
                 normalizedToken = canonical
             }
+        } else if RecipientValidator.fcmToken(token) == nil {
+            // Android and web devices are reached through FCM: a run would skip any other token as `malformed_token`.
+            return .failure(Problem(column: "token", reason: "an FCM registration token may hold only letters, digits and - _ : ."))
         }
         var optionals: [String?] = []
         for (column, value) in [("locale", locale), ("timezone", timezone), ("app_version", appVersion)] {

@@ -48,7 +48,7 @@ public struct DeviceStore: Sendable {
     public func importCSV(path: String) async throws -> DeviceImportReport {
         let reader = try CSVRecordReader(path: path)
         guard let header = try reader.next() else {
-            throw StoreError(.invalidInput, "\(path) is empty: expected a header row naming user_id, token, platform")
+            throw StoreError(.invalidInput, "the file is empty: expected a header row naming user_id, token, platform")
         }
         let columns = try Self.columnMap(header)
         var report = DeviceImportReport()
@@ -444,10 +444,12 @@ private struct UpsertBatch {
     mutating func add(_ device: DeviceRegistration) -> Bool {
         let key = device.platform.rawValue + "\u{0}" + device.token
         if let index = self.positions[key] {
+            // As against a stored device: an empty cell keeps the earlier row's value (it was wiped for rows of one
+            // batch, kept for rows further apart).
             self.userIDs[index] = device.userID
-            self.locales[index] = device.locale ?? ""
-            self.timezones[index] = device.timezone ?? ""
-            self.appVersions[index] = device.appVersion ?? ""
+            if let locale = device.locale { self.locales[index] = locale }
+            if let timezone = device.timezone { self.timezones[index] = timezone }
+            if let appVersion = device.appVersion { self.appVersions[index] = appVersion }
             return true
         }
         self.positions[key] = self.tokens.count

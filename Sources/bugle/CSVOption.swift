@@ -56,6 +56,21 @@ enum CSVOption {
         if access(parent, W_OK) != 0 { throw UsageError("--csv \(path): cannot create it in \(parent): \(String(cString: strerror(errno)))") }
     }
 
+    /// Refuses, before anything is sent or written, a directory where the default report (`bugle-run-<id>.csv`, written
+    /// when `--csv` is not given) cannot be created: it used to be found only once the whole campaign was sent (exit 2
+    /// for a delivered run, its report missing).
+    /// - Parameter directory: Where the report goes (nil: the current directory).
+    /// - Throws: ``UsageError`` naming the directory and the reason.
+    static func requireDefaultReportDirectory(_ directory: String? = nil) throws {
+        let path = directory ?? FileManager.default.currentDirectoryPath
+        let place = directory == nil ? "the current directory \(path)" : path
+        if access(path, W_OK) != 0 {
+            throw UsageError(
+                "the report (bugle-run-<id>.csv) goes into \(place), which cannot be written: \(String(cString: strerror(errno))); "
+                    + "give --csv PATH or run from a writable directory")
+        }
+    }
+
     /// Whether `path` is the file this process's standard output is (`/dev/stdout`, `/proc/self/fd/1`, or the file
     /// stdout is redirected to).
     private static func isStandardOutput(_ path: String) -> Bool {

@@ -47,6 +47,7 @@ struct ResumeCommand: AsyncParsableCommand {
         let (runID, source, global, output, worker) = (stored.run, stored.source, global, output, worker.settings)
         try await ExitCodes.guarding {
             let csv = try CSVOption.destination(self.csv, json: output.json)
+            if csv == nil { try CSVOption.requireDefaultReportDirectory() }
             return try await DatabaseOutageRecovery.riding(global, runID: runID, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
                 try await Self.resume(
                     $0, source: source, global: global, output: output, worker: worker, csv: csv, afterOutage: $1, logger: logger)
@@ -219,10 +220,8 @@ struct StoredRunSource {
 
     /// The lanes that send `campaign`'s run `record`, from the providers file named now.
     func lanes(for campaign: Campaign, record: RunRecord, output: RunOutputOptions, logger: Logger) throws -> LanePacing.Lanes {
-        guard let providersPath = providersOverride ?? campaign.providersPath else {
-            throw UsageError("run \(record.id): no providers file; pass --providers")
-        }
-        let settings = try ProviderSettingsLoader.load(path: providersPath)
+        let (_, settings) = try ProvidersFile.load(
+            override: providersOverride, campaign: campaign, missing: "run \(record.id): no providers file; pass --providers")
         output.prepareMetrics()
         return try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
     }

@@ -76,6 +76,7 @@ struct RunCommand: AsyncParsableCommand {
             let (yaml, campaign) = try CampaignFile.read(file)
             let csv = try CSVOption.destination(self.csv, json: output.json)
             if dryRun { return try await runDry(campaign, csv: csv, logger: logger) }
+            if csv == nil { try CSVOption.requireDefaultReportDirectory() }
             let (global, output, worker) = (global, output, worker.settings)
             let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)
             return try await DatabaseOutageRecovery.riding(global, limit: worker.databaseOutageLimit, json: output.json, logger: logger) {
@@ -89,10 +90,8 @@ struct RunCommand: AsyncParsableCommand {
 
     /// Builds the campaign's lanes, sends the run through them, and shuts them down.
     private func runWithLanes(_ campaign: Campaign, yaml: String, csv: ReportDestination?, logger: Logger) async throws -> Int32 {
-        guard let providersPath = providers ?? campaign.providersPath else {
-            throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
-        }
-        let settings = try ProviderSettingsLoader.load(path: providersPath)
+        let (providersPath, settings) = try ProvidersFile.load(
+            override: providers, campaign: campaign, missing: "\(file): no providers file: set `providers:` in the campaign or pass --providers")
         output.prepareMetrics()
         let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
         do {
@@ -151,10 +150,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         var fcm: (any PushProvider)?
         if validateWithFCM {
-            guard let providersPath = providers ?? campaign.providersPath else {
-                throw UsageError("\(file): --validate needs a providers file: set `providers:` in the campaign or pass --providers")
-            }
-            let settings = try ProviderSettingsLoader.load(path: providersPath)
+            let (providersPath, settings) = try ProvidersFile.load(
+                override: providers, campaign: campaign,
+                missing: "\(file): --validate needs a providers file: set `providers:` in the campaign or pass --providers")
             if settings.fcm == nil {
                 Console(jsonOnStdout: output.json).say("note: \(providersPath) has no fcm: section; --validate checks nothing")
             } else {

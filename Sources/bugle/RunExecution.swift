@@ -29,8 +29,13 @@ enum RunExecution {
         if !noWait, let sendAt = campaign.delivery.sendAt, sendAt.secondsSince1970 > Date().timeIntervalSince1970 {
             // The segment is read at send time, so the audience is the one of that moment.
             let wait = sendAt.secondsSince1970 - Date().timeIntervalSince1970
+            // Taking the signals before saying so: a signal the moment the line is read ends the wait.
+            let signals = SignalTrap.shared
             console.say("\(campaign.name): delivery.send_at is \(CSVFormat.timestamp(sendAt)); waiting \(Int(wait.rounded(.up))) s (Ctrl-C to stop; --no-wait schedules the run and exits)")
-            try await Task.sleep(for: .seconds(wait))
+            if let signal = await signals.wait(.seconds(wait)) {
+                ExitCodes.printError("\(signal): stopped waiting for delivery.send_at; nothing was written")
+                return signal == "SIGINT" ? 130 : 143
+            }
             try refuseAfterDeadline(campaign)
         }
         let repository = RunRepository(client: client, logger: logger)

@@ -59,10 +59,10 @@ struct SendTestCommand: AsyncParsableCommand {
         let (users, tokens, output) = (users, tokens, output)
         try await ExitCodes.guarding {
             let csv = try CSVOption.destination(self.csv, json: output.json)
+            if csv == nil { try CSVOption.requireDefaultReportDirectory() }
             let (yaml, campaign) = try CampaignFile.read(file)
-            guard let providersPath = providers ?? campaign.providersPath else {
-                throw UsageError("\(file): no providers file: set `providers:` in the campaign or pass --providers")
-            }
+            let (_, settings) = try ProvidersFile.load(
+                override: providers, campaign: campaign, missing: "\(file): no providers file: set `providers:` in the campaign or pass --providers")
             if campaign.message.nullPolicy == .skip, !campaign.templateVariables.isEmpty {
                 Console(jsonOnStdout: output.json).say(
                     "note: \(file): message.on_null is skip: the real run skips a recipient whose template variable is NULL; this test "
@@ -76,7 +76,6 @@ struct SendTestCommand: AsyncParsableCommand {
             test.delivery.notAfter = nil
             test.delivery.localTime = LocalTimeDelivery()
             test.delivery.frequencyCap = nil
-            let settings = try ProviderSettingsLoader.load(path: providersPath)
             output.prepareMetrics()
             let lanes = try ProviderLanes.make(settings: settings, campaign: campaign, allowReadableKeys: allowReadableKeys, logger: logger)
             let code: Int32

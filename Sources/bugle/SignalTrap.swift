@@ -23,6 +23,9 @@ final class SignalTrap: Sendable {
         var first: ContinuousClock.Instant?
         var name = ""
         var control: RunControl?
+        /// Tasks in ``wait(_:)``, resumed by the first signal.
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter = 0
     }
 
     private let state = Mutex(State())
@@ -60,6 +63,16 @@ final class SignalTrap: Sendable {
             state.name = name
             return .stop(state.control)
         }
+        var waited = false
+        if case .stop = action {
+            let waiters = state.withLock { state in
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
+            }
+            // A wait ends quietly: its caller says what stopped.
+            waited = !waiters.isEmpty
+            for waiter in waiters { waiter.resume() }
+        }
         switch action {
         case .ignore:
             return
@@ -67,6 +80,7 @@ final class SignalTrap: Sendable {
             FileHandle.standardError.write(Data("bugle: second \(name): exiting now\n".utf8))
             exit(130)
         case .stop(let control):
+            if waited && control == nil { return }
             FileHandle.standardError.write(Data("bugle: \(name): stopping — waiting for in-flight answers (again to force)\n".utf8))
             control?.requestStop(.interrupted("interrupted by \(name)"))
         }
@@ -84,6 +98,39 @@ final class SignalTrap: Sendable {
 
     func detach() {
         state.withLock { $0.control = nil }
+    }
+
+    /// Waits `duration`, or less when a signal comes (or came): a wait before anything is written ends as the
+    /// operator asks, where a plain sleep left SIGINT inherited as ignored by a background job without effect.
+    /// - Returns: The first signal's name when one ended the wait, else nil.
+    func wait(_ duration: Duration) async -> String? {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: duration) }
+            group.addTask { await self.signalled() }
+            await group.next()
+            group.cancelAll()
+        }
+        return signalName
+    }
+
+    /// Returns once a signal came, or when the task is cancelled.
+    private func signalled() async {
+        let id = state.withLock { state -> Int in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.count > 0 || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
     }
 
     /// Whether a signal came: the operator wants the command to end, not to go on after a database outage.

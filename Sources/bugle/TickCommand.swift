@@ -69,6 +69,8 @@ struct TickCommand: AsyncParsableCommand {
                 if due.isEmpty {
                     console.say("tick: no scheduled run has recipients due")
                     if output.json { print(#"{"runs_due":0}"#) }
+                } else if reportDirectory == nil {
+                    try CSVOption.requireDefaultReportDirectory()
                 }
                 var worst = ExitCodes.completed
                 for runID in due {

@@ -305,7 +305,8 @@ final class SimulatorProcess: Sendable {
         return await finish()
     }
 
-    private func finish() async -> CLITests.Output {
+    /// Reads stdout and stderr to their ends and waits for the exit (SIGKILL after ``patience``).
+    func finish() async -> CLITests.Output {
         let watchdog = killAfterPatience()
         defer { watchdog.cancel() }
         let (stdout, printed, process) = (self.stdout, self.printed, self.process)

@@ -141,6 +141,31 @@ struct CLIRunTests {
 
     static var binary: String { CLITests.executable.path }
 
+    /// A script's background job inherits SIGINT ignored; `bugle run` waiting for `send_at` slept through it (only
+    /// SIGTERM ended it). The wait now takes the signals as the rest of the run does: SIGINT ends it with exit 130,
+    /// SIGTERM with 143, and nothing is written.
+    @Test("SIGINT inherited as ignored, or SIGTERM, ends the wait for send_at at once: exit 130 or 143, no run written", arguments: [SIGINT, SIGTERM])
+    func signalWhileWaitingForSendAt(_ signal: Int32) async throws {
+        let fixture = try await Fixture.make(devices: 4, rate: 100)
+        defer { Task { try? await fixture.stop() } }
+        let later = try CLITests.temporaryFile(
+            "later.yaml",
+            try String(contentsOfFile: fixture.campaign, encoding: .utf8).replacingOccurrences(
+                of: "delivery: {", with: "delivery: { send_at: \"2030-01-01T00:00:00Z\", "))
+        let waiting = try SimulatorProcess(
+            "/bin/sh", ["-c", "trap '' INT; exec \"$0\" \"$@\"", Self.binary, "run", later, "--providers", fixture.providers, "--database-url", fixture.databaseURL])
+        _ = try await waiting.line(startingWith: "paced-ios: delivery.send_at is 2030-01-01")
+        kill(waiting.process.processIdentifier, signal)
+        let output = await waiting.finish()
+        #expect(output.status == (signal == SIGINT ? 130 : 143), "\(output.status) \(output.stderr)")
+        #expect(output.stderr.contains("stopped waiting for delivery.send_at; nothing was written"), "\(output.stderr)")
+        let configuration = try DatabaseConfiguration(url: fixture.databaseURL)
+        let runs = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
+            try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.runs", as: Int64.self)
+        }
+        #expect(runs == 0)
+    }
+
     /// How many devices of the database are deactivated.
     static func inactiveDevices(_ configuration: DatabaseConfiguration) async throws -> Int64? {
         try await Database.withClient(configuration, logger: TestDatabase.logger) { client in

@@ -39,18 +39,25 @@ struct CLITests {
     /// Runs the built executable to completion. The blocking wait happens on a dispatch thread, never on one
     /// of the few threads of Swift's cooperative pool that the other tests' tasks need.
     /// Runs the built `bugle` with `arguments` in `directory` (default: the package root).
-    static func bugle(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) async throws -> Output {
+    /// Runs the built `bugle` with `arguments`; `launcher` (a command and its arguments, such as `setpriv` dropping to
+    /// another user) runs it instead when given.
+    static func bugle(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:], launcher: [String] = []) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(arguments, in: directory ?? packageRoot, environment: environment) })
+                continuation.resume(with: Result { try runBlocking(arguments, in: directory ?? packageRoot, environment: environment, launcher: launcher) })
             }
         }
     }
 
-    private static func runBlocking(_ arguments: [String], in directory: URL, environment: [String: String]) throws -> Output {
+    private static func runBlocking(_ arguments: [String], in directory: URL, environment: [String: String], launcher: [String]) throws -> Output {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        if let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = launcher.dropFirst() + [executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = directory
         process.environment = childEnvironment(environment)
         let out = Pipe()
@@ -475,6 +482,30 @@ struct CLITests {
             ["run", "campaigns/ios-launch.yaml", "--dry-run", "--providers", keys.directory + "/missing.yaml",
              "--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
         #expect(dry.status == 1 && dry.stderr.contains("missing.yaml"), "\(dry.status) \(dry.stderr)")
+    }
+
+    /// Without `--csv` the report goes to `./bugle-run-N.csv`, and a current directory that cannot be written was found
+    /// only once the whole campaign was sent (exit 2, the run delivered and its report missing). Run as `nobody` in a
+    /// directory root owns (root may write anywhere), against a database that does not answer: refused first, exit 1.
+    @Test("the default report's directory is checked before anything is sent: run, resume and send-test refuse an unwritable one")
+    func defaultReportDirectoryChecked() async throws {
+        let directory = try TestScratch.directory(prefix: "unwritable-cwd")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory)
+        let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let campaign = Self.packageRoot.appendingPathComponent("campaigns/ios-launch.yaml").path
+        let unreachable = ["--database-url", "postgres://nobody@127.0.0.1:1/none?sslmode=disable"]
+        for arguments in [["run", campaign], ["resume", "1"], ["send-test", campaign, "--user", "u1"]] {
+            let output = try await Self.bugle(arguments + unreachable, in: URL(fileURLWithPath: directory), launcher: nobody)
+            #expect(output.status == 1, "\(arguments[0]): \(output.status) \(output.stderr)")
+            #expect(output.stderr.contains("goes into the current directory \(directory), which cannot be written") && output.stderr.contains("--csv"),
+                "\(arguments[0]): \(output.stderr)")
+        }
+        // With --csv somewhere writable the same command goes on to its next check (the campaign's providers file,
+        // which the repository does not ship).
+        let elsewhere = try await Self.bugle(
+            ["run", campaign, "--csv", "/tmp/bugle-unwritable-cwd-\(getpid()).csv"] + unreachable, in: URL(fileURLWithPath: directory), launcher: nobody)
+        #expect(!elsewhere.stderr.contains("cannot be written") && elsewhere.stderr.contains("providers.yaml"), "\(elsewhere.status) \(elsewhere.stderr)")
     }
 
     @Test("a bad campaign exits 1 before touching the database")

@@ -126,6 +126,39 @@ struct DeviceStoreTests {
         #expect(problem("asia/kolkata")?.contains("did you mean 'Asia/Kolkata'?") == true, "\(String(describing: problem("asia/kolkata")))")
     }
 
+    /// A token twice in one batch had the later row's empty cells wipe the earlier row's values, where rows further
+    /// apart (or a stored device) kept them: an empty cell never clears a value.
+    @Test("a token twice in one file: the later row wins, its empty cells keeping the earlier row's values")
+    func repeatedTokenKeepsValues() async throws {
+        let path = try self.writeCSV("user_id,token,platform,locale,app_version\nu1,t1,android,pt-BR,7\nu2,t1,android,,\nu3,t2,web,en,\nu3,t2,web,,8\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let report = try await DeviceStore(client: client, logger: self.logger).importCSV(path: path)
+            #expect(report.inserted == 2 && report.duplicatesInBatch == 2, "\(report)")
+            #expect(try await self.device(client, platform: "android", token: "t1") == Row(userID: "u2", isActive: true, reason: nil, locale: "pt-BR", appVersion: "7"))
+            #expect(try await self.device(client, platform: "web", token: "t2") == Row(userID: "u3", isActive: true, reason: nil, locale: "en", appVersion: "8"))
+        }
+    }
+
+    /// Android and web tokens were stored whatever their characters, and every run then skipped them as
+    /// `malformed_token`; iOS tokens registered with Firebase were already checked.
+    @Test("an Android or web token with a character no FCM registration token holds is refused by line")
+    func fcmTokenCharacters() async throws {
+        let path = try self.writeCSV("user_id,token,platform\nu1,\"x,y:APA91b\",android\nu2,caf\u{e9}:APA91b,web\nu3,good-token_1.2:APA91b,android\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let configuration = try await TestDatabase.fresh()
+        try await Database.withClient(configuration, logger: self.logger) { client in
+            let report = try await DeviceStore(client: client, logger: self.logger).importCSV(path: path)
+            #expect(report.inserted == 1 && report.skipped == 2, "\(report)")
+            #expect(
+                report.issues.map(\.description) == [
+                    "line 2: column token: an FCM registration token may hold only letters, digits and - _ : .",
+                    "line 3: column token: an FCM registration token may hold only letters, digits and - _ : .",
+                ])
+        }
+    }
+
     @Test func reimportMovesTokensAndReactivates() async throws {
         let first = try self.writeCSV("user_id,token,platform,locale\nu1,t1,android,en\nu2,t2,android,de\nu3,t3,web,\n")
         let second = try self.writeCSV("user_id,platform,token\nu9,android,t1\nu2,android,t2\nu4,web,t4\n")

@@ -53,6 +53,31 @@ struct ReportFileWriterTests {
         #expect(names == ["absolute.csv", "dangling.csv", "link.csv", "new.csv", "target.csv"])
     }
 
+    /// A writer killed (`kill -9`) while writing left its `REPORT.tmp-PID` beside the report for good, one per try.
+    @Test("the temporary file of a killed writer is removed by the next write; a live process's, a fresh one and other names are left")
+    func abandonedTemporaryFiles() throws {
+        let directory = try TestScratch.directory(prefix: "report-writer")
+        let finished = Process()
+        finished.executableURL = URL(fileURLWithPath: "/bin/true")
+        try finished.run()
+        finished.waitUntilExit()
+        let dead = finished.processIdentifier
+        let old = Date(timeIntervalSinceNow: -120)
+        func make(_ name: String, at date: Date) throws {
+            #expect(FileManager.default.createFile(atPath: directory + "/" + name, contents: Data("half".utf8)))
+            try FileManager.default.setAttributes([.modificationDate: date], ofItemAtPath: directory + "/" + name)
+        }
+        try make("r.csv.tmp-\(dead)", at: old)  // abandoned: removed
+        try make("r.csv.tmp-1", at: old)  // PID 1 is alive
+        try make("r.csv.tmp-x\(dead)", at: old)  // not a writer's name
+        try make("other.csv.tmp-\(dead)", at: old)  // another report's
+        try Self.write(Self.report, to: .path(directory + "/r.csv"))
+        try make("r.csv.tmp-\(dead)", at: Date())  // written to a moment ago: maybe a writer on another machine
+        try Self.write(Self.report, to: .path(directory + "/r.csv"))
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        #expect(names == ["other.csv.tmp-\(dead)", "r.csv", "r.csv.tmp-1", "r.csv.tmp-\(dead)", "r.csv.tmp-x\(dead)"], "\(names)")
+    }
+
     @Test("an existing file keeps its permission bits; a new one is created 0644 at most (less the umask)")
     func permissions() throws {
         let directory = try TestScratch.directory(prefix: "report-writer")

@@ -127,6 +127,7 @@ public final class ReportFileWriter {
         }
         let replaces = existing.st_mode & S_IFMT == S_IFREG
         let target = try resolvingLinks(path)
+        AbandonedReportFiles.remove(besides: target)
         let temporary = target + ".tmp-\(getpid())"
         // Readable by this user alone until it has the permissions of the file it replaces.
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, replaces ? 0o600 : 0o644)
