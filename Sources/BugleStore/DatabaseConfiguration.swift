@@ -114,6 +114,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
     public var settingOrigins: String?
     /// Sent to the server as `application_name`, visible in `pg_stat_activity`.
     public var applicationName: String
+    /// The tag ``taggingSessions(_:)`` appended to ``applicationName``: the process's own, left out of ``description``
+    /// (an error naming the server showed `application_name=bugle%2012455:2438088973`).
+    public private(set) var sessionTag: String?
     /// How long to wait for a TCP/Unix connection to open.
     public var connectTimeout: Duration
     /// Whether Bugle's session settings (`jit`, `idle_in_transaction_session_timeout`) are sent as startup
@@ -140,6 +143,7 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         let base = String(String.UnicodeScalarView(applicationName.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }))
         let room = max(0, 63 - 1 - tag.utf8.count)
         copy.applicationName = String(base.prefix(room)) + " " + tag
+        copy.sessionTag = tag
         return copy
     }
 
@@ -237,8 +241,9 @@ public struct DatabaseConfiguration: Sendable, Hashable, CustomStringConvertible
         if let file = self.passwordFilePath {
             query.append(("passfile", file))
         }
-        if self.applicationName != "bugle" {
-            query.append(("application_name", self.applicationName))
+        let given = sessionTag.map { applicationName.hasSuffix(" " + $0) ? String(applicationName.dropLast($0.utf8.count + 1)) : applicationName } ?? applicationName
+        if given != "bugle" {
+            query.append(("application_name", given))
         }
         if !self.alternateEndpoints.isEmpty {
             query.append(("then", self.candidates.dropFirst().map(\.endpointDescription).joined(separator: ",")))

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// An error raised by BugleStore: configuration parsing, the embedded cluster, migrations and device storage.
@@ -107,7 +109,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
             return safeDescription(of: inner)
         case let error as PSQLError where error.serverInfo == nil && connectionWords.contains { $0.code == error.code }:
             let words = connectionWords.first { $0.code == error.code }?.words ?? ""
-            return error.underlying.map { "\(words): \($0)" } ?? words
+            return error.underlying.map { "\(words): \(connectFailure($0))" } ?? words
         case let error as PSQLError:
             var parts = ["postgres error \(error.code)"]
             if let state = error.serverInfo?[.sqlState] {
@@ -134,6 +136,18 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, CustomDebugS
             }
             return text
         }
+    }
+
+    /// Why a connection could not be opened, per address tried (`127.0.0.1:5432: Connection refused`), where the
+    /// networking library's own text was `Connection errors: SingleConnectionFailure(target: [IPv4]127.0.0.1/…,
+    /// error: connection reset (error set): Connection refused (errno: 111))`.
+    private static func connectFailure(_ error: any Error) -> String {
+        guard let connect = error as? NIOConnectionError, !connect.connectionErrors.isEmpty else { return String(describing: error) }
+        return connect.connectionErrors.map { failure in
+            let address = failure.target.ipAddress.map { failure.target.protocol == .inet6 ? "[\($0)]" : $0 } ?? "\(failure.target)"
+            let reason = (failure.error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? String(describing: failure.error)
+            return failure.target.port.map { "\(address):\($0): \(reason)" } ?? "\(address): \(reason)"
+        }.joined(separator: "; ")
     }
 
     /// What a PostgreSQL client error with no server message says, in words (its code's name was printed). A list,

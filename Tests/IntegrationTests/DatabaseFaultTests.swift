@@ -107,6 +107,9 @@ struct DatabaseErrorDescriptionTests {
         #expect(!description.contains("ConnectionPoolModule") && !description.contains("PSQLError"), "\(description)")
         // It read `postgres error connectionError: Connection errors: …`.
         #expect(description.contains("could not reach the database: "), "\(description)")
+        // Each address tried with the system's reason; it read `Connection errors: SingleConnectionFailure(target:
+        // [IPv4]127.0.0.1/127.0.0.1:PORT, error: connection reset (error set): Connection refused (errno: 111))`.
+        #expect(description.contains("127.0.0.1:\(port): Connection refused") && !description.contains("SingleConnectionFailure"), "\(description)")
     }
 
     private static func failure(_ configuration: DatabaseConfiguration) async -> String {
