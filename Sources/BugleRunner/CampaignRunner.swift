@@ -187,10 +187,15 @@ public struct CampaignRunner: Sendable {
                     try await store.renewLease(lease, ttlSeconds: ttl)
                 }
                 guard renewal.held else {
-                    if renewal.runStatus == .completed {
+                    switch renewal.runStatus {
+                    case .completed:
                         logger.info("the run was completed by another worker")
-                    } else {
-                        logger.error("lease lost: the run was taken over, paused or finished elsewhere")
+                    case .paused, .cancelled:
+                        // An operator's `bugle pause`/`cancel` (or another worker's halt) is no error: it was logged as
+                        // a lost lease when it came at a renewal rather than at a claim.
+                        logger.notice("the run was \(renewal.runStatus?.rawValue ?? "stopped") elsewhere; stopping")
+                    default:
+                        logger.error("lease lost: the run was taken over or finished elsewhere")
                     }
                     control.requestStop(.leaseLost(renewal.runStatus))
                     return

@@ -43,7 +43,7 @@ struct RunsCommand: AsyncParsableCommand {
                 print(RunsJSON.render(runs, liveWorkers: alive))
                 return ExitCodes.completed
             }
-            if runs.isEmpty { print("no runs yet") }
+            if runs.isEmpty { print("no runs yet") } else { print("run    status        created (UTC)         recipients campaign") }
             for run in runs {
                 let total = run.recipientsTotal.map(String.init) ?? "-"
                 let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)\(run.kind == "test" ? " (test send)" : "")"
