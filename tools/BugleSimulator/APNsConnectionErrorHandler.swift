@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP2
 
@@ -7,9 +8,11 @@ final class APNsConnectionErrorHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
 
     private let ledger: APNsSimulatorLedger
+    private let logger: Logger
 
-    init(ledger: APNsSimulatorLedger) {
+    init(ledger: APNsSimulatorLedger, logger: Logger) {
         self.ledger = ledger
+        self.logger = logger
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -27,6 +30,8 @@ final class APNsConnectionErrorHandler: ChannelInboundHandler {
         if error is NIOHTTP2Errors.MaxStreamsViolation {
             ledger.updateCounters { $0.maxConcurrentStreamsViolations += 1 }
         }
+        // Said, so a client that sees the connection closed under it can be told why.
+        logger.notice("closing a connection after a connection error", metadata: ["error": "\(error)"])
         // NIOHTTP2 has written GOAWAY for a connection error. Close a moment later rather than at once: closing
         // with unread client data makes the kernel send a TCP RST, which can destroy that GOAWAY in flight.
         let channel = context.channel

@@ -99,6 +99,7 @@ public final class APNsSimulator: Sendable {
         let registry = connections
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        let logger = self.logger
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -132,7 +133,7 @@ public final class APNsSimulator: Sendable {
                             )
                         }
                     }
-                    try sync.addHandler(APNsConnectionErrorHandler(ledger: ledger))
+                    try sync.addHandler(APNsConnectionErrorHandler(ledger: ledger, logger: logger))
                 }
             }
         let (channel, port) = try await ListeningSocket.bind(bootstrap, host: configuration.host, port: configuration.port, group: group)

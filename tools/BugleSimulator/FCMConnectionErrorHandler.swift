@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP2
 
@@ -5,6 +6,12 @@ import NIOHTTP2
 /// reset the stream) and closes the connection, a moment later, on connection-level errors.
 final class FCMConnectionErrorHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
+
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // Root-stream frames (SETTINGS, PING, GOAWAY) end here; nothing to do.
@@ -16,6 +23,8 @@ final class FCMConnectionErrorHandler: ChannelInboundHandler {
         {
             return
         }
+        // Said, so a client that sees the connection closed under it can be told why.
+        logger.notice("closing a connection after a connection error", metadata: ["error": "\(error)"])
         // NIOHTTP2 has written GOAWAY for a connection error; closing at once with unread client data would make
         // the kernel send a TCP RST that can destroy that GOAWAY in flight.
         let channel = context.channel

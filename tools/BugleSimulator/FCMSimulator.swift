@@ -97,6 +97,7 @@ public final class FCMSimulator: Sendable {
         let streamSettings = streamConfiguration
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        let logger = self.logger
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -117,7 +118,7 @@ public final class FCMSimulator: Sendable {
                     h2ConnectionChannelConfigurator: { connection in
                         ledger.updateCounters { $0.http2Connections += 1 }
                         return connection.eventLoop.makeCompletedFuture {
-                            try connection.pipeline.syncOperations.addHandler(FCMConnectionErrorHandler())
+                            try connection.pipeline.syncOperations.addHandler(FCMConnectionErrorHandler(logger: logger))
                         }
                     },
                     configurator: { stream in
