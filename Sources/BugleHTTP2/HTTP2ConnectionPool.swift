@@ -116,6 +116,9 @@ public final class HTTP2ConnectionPool: Sendable {
         /// tunnel), cleared by a connection that succeeds: while set, a request with no usable connection fails at once
         /// (``HTTP2TransportError/certificateRejected(_:)``, ``HTTP2TransportError/proxyRefused(_:)``).
         var rejection: HTTP2TransportError?
+        /// The connection ``rejection`` came from: its own success does not clear it (TLS 1.3 refuses a client
+        /// certificate after the client's handshake completed, and under load that refusal could come first).
+        var rejectedConnection: Int?
         var isShutdown = false
         /// When the next timer that starts due connects fires (nil: none scheduled).
         var kickAt: NIODeadline?
@@ -476,7 +479,10 @@ public final class HTTP2ConnectionPool: Sendable {
                     metadata: ["connection": "\(id)", "unanswered": "\(count)", "reason": "\(why)"])
             },
             rejected: { [self] rejection in
-                self.state.withLockedValue { $0.rejection = rejection }
+                self.state.withLockedValue {
+                    $0.rejection = rejection
+                    $0.rejectedConnection = id
+                }
             }
         )
         let sslContext = self.sslContext
@@ -538,11 +544,15 @@ public final class HTTP2ConnectionPool: Sendable {
         var recovered = 0
         let effects = state.withLockedValue { state -> [Effect] in
             if state.isShutdown { return [.close(connection)] }
-            guard connection.channel.isActive else {
+            guard connection.channel.isActive, state.rejectedConnection != connection.id else {
+                // Closed, or refused, as it became ready: what waits fails now if nothing else can serve it (a refusal
+                // stands, so it is not dialled again).
                 state.slots[slot] = .empty(failures: 0, notBefore: .now())
-                return Self.connectIfNeededLocked(&state)
+                let closing: [Effect] = connection.channel.isActive ? [.close(connection)] : []
+                return closing + Self.connectIfNeededLocked(&state) + Self.failWaitersIfHopelessLocked(&state, serviceName: configuration.serviceName)
             }
             state.rejection = nil
+            state.rejectedConnection = nil
             if state.failedConnects > 0 { recovered = state.failedConnects }
             state.failedConnects = 0
             state.warnedConnectAt = nil

@@ -17,8 +17,19 @@ public enum TLSCertificateRejection {
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return "the server's TLS certificate is not valid for this host name (\(extra)); check the endpoint"
         }
-        guard case NIOSSLError.handshakeFailed(let underlying) = error else { return nil }
-        let text = String(describing: underlying)
+        let text: String
+        switch error {
+        case NIOSSLError.handshakeFailed(let underlying):
+            text = String(describing: underlying)
+        case BoringSSLError.sslError(let underlying):
+            // TLS 1.3: the server's verdict on the client's certificate (or its lack of one) comes after the client's
+            // handshake completed, as a read error. It was taken for a lost connection: every request written on it
+            // `unknown`, and the run `completed`.
+            text = String(describing: underlying)
+            guard clientCertificateAlerts.contains(where: text.contains) else { return nil }
+        default:
+            return nil
+        }
         if text.contains("CERTIFICATE_VERIFY_FAILED") {
             return "the server's TLS certificate was refused (not issued by a trusted CA, expired or not yet valid); "
                 + "check the endpoint and ca_file"

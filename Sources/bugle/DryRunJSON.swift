@@ -9,7 +9,7 @@ import Foundation
 /// "per_locale": {LOCALE: n}, "per_variant": {VARIANT: n}, "scheduled", "skipped": {REASON: n}, "samples":
 /// [{"platform", "bytes", "headers": {NAME: VALUE} | null, "body"}], "preview": PATH | null, "validation":
 /// {"checked", "valid", "refused": {CODE: n}, "halted"} | null, "not_counted": TEXT | null, "skipped_if_claimed_now":
-/// {"dedupe": n | null, "period_key": KEY | null, "frequency_cap": n | null} | null}` — keys sorted; `samples` has at most `--samples` requests per
+/// {"dedupe": n | null, "period_key": KEY | null, "period_keys": [KEY] | null, "frequency_cap": n | null} | null}` — keys sorted; `samples` has at most `--samples` requests per
 /// platform (`--samples 0`: none), its `body` the request's JSON with the device token replaced by its fingerprint;
 /// `validation` is given with `--validate` only.
 enum DryRunJSON {
@@ -60,6 +60,8 @@ enum DryRunJSON {
         [
             "dedupe": estimate.periodKey == nil ? NSNull() : estimate.deduped as Any,
             "period_key": estimate.periodKey.map { $0 as Any } ?? NSNull(),
+            // With local-time delivery, the periods the devices are due in (the run's own key may be none of them).
+            "period_keys": estimate.periodKey == nil ? NSNull() : (estimate.periodsJudged.isEmpty ? [estimate.periodKey].compactMap { $0 } : estimate.periodsJudged.sorted()) as Any,
             "frequency_cap": estimate.cap == nil ? NSNull() : estimate.capped as Any,
         ] as [String: Any]
     }

@@ -18,7 +18,8 @@ enum DryRunPrinter {
         guard let estimate else { return note }
         var now: [String] = []
         if let period = estimate.periodKey {
-            let periods = estimate.periodsJudged.count > 1 ? estimate.periodsJudged.sorted() : [period]
+            // The periods the devices are due in (local-time delivery), which need not include the run's own.
+            let periods = estimate.periodsJudged.isEmpty ? [period] : estimate.periodsJudged.sorted()
             let already =
                 period == "once"
                 ? "users this notification type already reached"

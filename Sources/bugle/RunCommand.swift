@@ -76,6 +76,9 @@ struct RunCommand: AsyncParsableCommand {
             let (yaml, campaign) = try CampaignFile.read(file)
             let csv = try CSVOption.destination(self.csv, json: output.json)
             if dryRun { return try await runDry(campaign, csv: csv, logger: logger) }
+            // The signals are taken from here on: SIGINT inherited as ignored (a script's background job) that came
+            // before the wait for send_at or the segment's reading took them was lost.
+            _ = SignalTrap.shared
             if csv == nil { try CSVOption.requireDefaultReportDirectory() }
             let (global, output, worker) = (global, output, worker.settings)
             let source = StoredRunSource(providersOverride: providers, allowReadableKeys: allowReadableKeys)

@@ -38,6 +38,10 @@ enum RunExecution {
             }
             try refuseAfterDeadline(campaign)
         }
+        if let signal = SignalTrap.shared.signalName {
+            ExitCodes.printError("\(signal): stopped before the run was written; nothing was written")
+            return signal == "SIGINT" ? 130 : 143
+        }
         let repository = RunRepository(client: client, logger: logger)
         let runID = try await repository.createRun(
             campaign: campaign, yaml: yaml, periodKey: PeriodKey.key(for: campaign, now: Date()), isTest: isTest)

@@ -43,10 +43,15 @@ struct RunsCommand: AsyncParsableCommand {
                 print(RunsJSON.render(runs, liveWorkers: alive))
                 return ExitCodes.completed
             }
-            if runs.isEmpty { print("no runs yet") } else { print("run    status        created (UTC)         recipients campaign") }
+            func columns(_ id: String, _ status: String, _ created: String, _ total: String, _ campaign: String) -> String {
+                [id.padding(toLength: 6, withPad: " ", startingAt: 0), status.padding(toLength: 13, withPad: " ", startingAt: 0),
+                 created.padding(toLength: 21, withPad: " ", startingAt: 0), total.padding(toLength: 10, withPad: " ", startingAt: 0), campaign]
+                    .joined(separator: " ")
+            }
+            if runs.isEmpty { print("no runs yet") } else { print(columns("run", "status", "created (UTC)", "recipients", "campaign")) }
             for run in runs {
                 let total = run.recipientsTotal.map(String.init) ?? "-"
-                let line = "\(String(run.id).padding(toLength: 6, withPad: " ", startingAt: 0)) \(run.status.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(run.createdAt)  \(total.padding(toLength: 9, withPad: " ", startingAt: 0)) \(run.campaign)\(run.kind == "test" ? " (test send)" : "")"
+                let line = columns(String(run.id), run.status.rawValue, run.createdAt, total, run.campaign + (run.kind == "test" ? " (test send)" : ""))
                 let state = alive[run.id].map { Self.describe($0, runID: run.id, reading: run.status == .materializing) }
                 print(line + (state ?? Self.reason(of: run)))
             }

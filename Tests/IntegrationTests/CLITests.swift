@@ -694,6 +694,7 @@ struct CLITests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
         let now = try #require(object["skipped_if_claimed_now"] as? [String: Any], "\(object)")
         #expect(now["dedupe"] as? Int == 20 && now["frequency_cap"] as? Int == 10 && now["period_key"] as? String == period, "\(now)")
+        #expect(now["period_keys"] as? [String] == [period], "\(now)")
         // Judged, not reserved: the notification log is as the two runs left it.
         let after = try await Database.withClient(configuration, logger: TestDatabase.logger) { client in
             try await LedgerTestSupport.scalar(client, "SELECT count(*)::bigint FROM bugle.notification_log", as: Int64.self)
