@@ -43,15 +43,44 @@
 # first send after resuming, seconds to finish, and the peak RSS of both processes. BENCH_RESUME_FIRST_ONLY=1 stops
 # the resume a second after its first send (for 10M, where finishing takes another half hour).
 #
-# Needs a release build: swift build -c release --product bugle (the script builds it when missing), or BUGLE_BIN
-# (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. BENCH_PORT (default 5499) is the
-# throwaway cluster's port, so two benchmarks can run side by side. BENCH_KEEP=PREFIX keeps each run's JSON summary,
-# the PostgreSQL log and the simulators' JSONL records; BENCH_WINDOW=W sets the pipeline campaign's in_flight_window.
-# BENCH_PROXY=tinyproxy|squid|squid-tls|microsocks (apns, fcm, mixed) tunnels Bugle's provider connections through a
-# local tinyproxy or squid (squid-tls: TLS to the proxy itself), or the SOCKS5 server microsocks; its CPU is printed
-# with the simulator's.
-# BENCH_SIM_OPTS adds flags to `bugle-sim serve` (for example "--latency-ms 50 --fcm-latency-ms 50", a provider's
-# round trip); BENCH_FCM_CONNECTIONS=N sets the providers file's fcm.connections (the simulator's file says 2).
+# Needs release builds: swift build -c release --product bugle (the script builds it when missing), or BUGLE_BIN
+# (and BUGLE_SIM_BIN, default: bugle-sim beside it) naming the binaries to measure. A debug build (a path with
+# /debug/, or Swift code built without optimization, by readelf's DW_AT_APPLE_optimized) is warned about on stderr:
+# its figures say nothing about Bugle's speed, and its simulator often cannot keep up (see the run check below).
+#
+# Every measured `bugle run` is checked before its figures count: the run must end `completed`, and every recipient
+# must be `sent` except the seed's dead tokens (2%: the demo set's `dead…` tokens, answered 410 / UNREGISTERED and
+# recorded `invalid_token`), with up to BENCH_TOLERANCE of the run's recipients in any other state (`unknown`,
+# `failed_permanent`, `retry_wait`, …). A run that ends otherwise prints its status and its recipients per state and
+# reason, and the script exits 1 without a table. The send modes need --devices 10 or more: the demo set's first
+# devices are dead tokens.
+#
+# Environment:
+#   BENCH_PORT=P              the throwaway cluster's port (default 5499; a whole number from 1024 to 65535). The
+#                             cluster listens on a Unix socket in its own directory only, no TCP.
+#   BENCH_KEEP=PREFIX         keep each run's JSON summary, the PostgreSQL log and the simulators' JSONL records as
+#                             PREFIX.*.
+#   BENCH_WINDOW=W            the pipeline campaign's in_flight_window (default 2000).
+#   BENCH_TOLERANCE=PERCENT   how many of a run's recipients may end neither `sent` nor as a seeded dead token, in
+#                             percent of its recipients, rounded down (default 0.1).
+#   BENCH_SIM_OPTS="FLAGS"    added to `bugle-sim serve` (for example "--latency-ms 50 --fcm-latency-ms 50", a
+#                             provider's round trip; or "--apns-port P --fcm-port Q" for fixed ports, which the
+#                             script otherwise leaves to the system).
+#   BENCH_FCM_CONNECTIONS=N   the providers file's fcm.connections (the simulator's file says 8), and h2load's FCM
+#                             connections.
+#   BENCH_PROXY=NAME          (apns, fcm, mixed) tunnel Bugle's provider connections through a local tinyproxy,
+#                             squid, squid-tls (TLS to the proxy itself) or microsocks (SOCKS5); its CPU is printed
+#                             with the simulator's.
+#   BENCH_PG_OPTS="OPTS"      added to the cluster's server options (for example "-c log_min_duration_statement=20").
+#   BENCH_PG_STATEMENTS=N     load pg_stat_statements and print, at the end, the N statements PostgreSQL spent most
+#                             time in (with planning time; every mode).
+#   BENCH_PERF=PATH           record Bugle's stacks with perf (cpu-clock, 499 Hz) into PATH (the figures then
+#                             include perf).
+#   BENCH_RESUME_FIRST_ONLY=1 (resume) stop the resume a second after its first send.
+#
+# Exit status: 0 with the table; 1 on a usage error, a failed step (its cause printed) or a run that is no
+# measurement; 130 / 143 when interrupted by SIGINT (Ctrl-C) / SIGTERM, after removing the throwaway cluster and
+# simulators (there is nothing to resume).
 set -euo pipefail
 # Binaries named relative to where the script was started from, before it moves to the repository root.
 for var in BUGLE_BIN BUGLE_SIM_BIN; do
@@ -76,11 +105,18 @@ while [ $# -gt 0 ]; do
     resume) mode=resume ;;
     pipeline) mode=pipeline ;;
     --ten-million) devices=10000000 ;;
-    --window) window="$2"; shift ;;
-    --quiet) quiet="$2"; shift ;;
-    --devices) devices="$2"; shift ;;
-    --runs) runs="$2"; shift ;;
-    -h|--help) sed -n 2,47p "$0"; exit 0 ;;
+    --window|--quiet|--devices|--runs)
+      # An option last on the line failed as `$2: unbound variable`.
+      [ $# -ge 2 ] || { echo "bench.sh: $1 needs a value" >&2; exit 1; }
+      case "$1" in
+        --window) window=$2 ;;
+        --quiet) quiet=$2 ;;
+        --devices) devices=$2 ;;
+        --runs) runs=$2 ;;
+      esac
+      shift ;;
+    # The whole header: it printed a fixed 46 lines of it, cut off mid-sentence once the header grew.
+    -h|--help) awk 'NR == 1 {next} !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 1 ;;
   esac
   shift
@@ -92,11 +128,35 @@ IFS=, read -r -a device_counts <<< "$devices"
 for n in "${device_counts[@]}"; do whole --devices "$n"; done
 whole --runs "$runs"
 whole --window "$window"
+for var in BENCH_WINDOW BENCH_FCM_CONNECTIONS BENCH_PG_STATEMENTS; do
+  [ -z "${!var:-}" ] || whole "$var" "${!var}"
+done
 [[ "$quiet" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "bench.sh: --quiet must be seconds, got '$quiet'" >&2; exit 1; }
 for var in BUGLE_BIN BUGLE_SIM_BIN; do
   value=${!var:-}
   if [ -n "$value" ] && [ ! -x "$value" ]; then echo "bench.sh: $var=$value is not an executable file" >&2; exit 1; fi
 done
+# BENCH_PORT=99999 or abc failed at pg_ctl ("could not start server / Examine the log output"), its log deleted.
+PORT=${BENCH_PORT:-5499}
+if ! [[ "$PORT" =~ ^[1-9][0-9]*$ ]] || [ "$PORT" -lt 1024 ] || [ "$PORT" -gt 65535 ]; then
+  echo "bench.sh: BENCH_PORT must be a whole number from 1024 to 65535, got '$PORT'" >&2; exit 1
+fi
+TOLERANCE=${BENCH_TOLERANCE:-0.1}
+[[ "$TOLERANCE" =~ ^[0-9]+(\.[0-9]+)?$ ]] || {
+  echo "bench.sh: BENCH_TOLERANCE must be a percentage such as 0.1, got '$TOLERANCE'" >&2; exit 1
+}
+if [ "$mode" != segment ] && [ "${devices%%,*}" -lt 10 ]; then
+  # The demo set's devices 1-3 are dead tokens (2% of each 200 ids, from the start): `pipeline --devices 3` sent
+  # nothing and hung; `apns --devices 1` and `mixed --devices 3` exited 1 without a word (h2load refused fewer
+  # requests than connections).
+  echo "bench.sh: $mode needs --devices 10 or more (the demo set's first devices are dead tokens), got ${devices%%,*}" >&2
+  exit 1
+fi
+case "$mode" in
+  # Checked before a cluster is made and devices seeded (it was checked when the simulator started).
+  pipeline|apns|fcm|mixed)
+    command -v h2load >/dev/null || { echo "bench.sh: h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; } ;;
+esac
 
 BIN=${BUGLE_BIN:-}
 if [ -z "$BIN" ]; then
@@ -109,10 +169,29 @@ if [ -z "$BIN" ]; then
 fi
 SIM=${BUGLE_SIM_BIN:-$(dirname "$BIN")/bugle-sim}
 
+# is_debug_build BINARY: true for a path with /debug/ in it, or a binary whose first Swift compile unit lacks
+# DW_AT_APPLE_optimized (swiftc marks every unit it optimized; a -Onone debug build has none). A stripped binary, or
+# none without readelf, is taken at its path's word.
+is_debug_build() {
+  case "$1" in */debug/*) return 0 ;; esac
+  command -v readelf >/dev/null || return 1
+  local verdict
+  verdict=$(readelf --debug-dump=info "$1" 2>/dev/null | awk '
+    /\(DW_TAG_compile_unit\)/ { unit = 1; swift = 0; optimized = 0; next }
+    unit && /DW_AT_name/ && $NF ~ /\.swift$/ { swift = 1 }
+    unit && /DW_AT_APPLE_optimized/ { optimized = 1 }
+    unit && /\(DW_TAG_/ { if (swift) { print (optimized ? "optimized" : "unoptimized"); exit } unit = 0 }') || true
+  [ "$verdict" = unoptimized ]
+}
+for bin in "$BIN" "$SIM"; do
+  if [ -x "$bin" ] && is_debug_build "$bin"; then
+    echo "bench.sh: warning: $bin is a debug build: its figures say nothing about Bugle's speed (swift build -c release)" >&2
+  fi
+done
+
 # shellcheck source=tools/bench/throwaway-cluster.sh
 . "$ROOT/tools/bench/throwaway-cluster.sh"
 cluster_init bugle-bench
-PORT=${BENCH_PORT:-5499}
 SIM_PIDS=""
 # BENCH_PG_STATEMENTS=N: print the N statements PostgreSQL spent most time in (pg_stat_statements, with planning time), at the end.
 statements_report() {
@@ -120,8 +199,45 @@ statements_report() {
   echo "PostgreSQL statements by total time (all runs):" >&2
   "${PSQL[@]}" -P pager=off -c "SELECT round(total_exec_time)::bigint AS total_ms, round(total_plan_time)::bigint AS plan_ms, calls, round((total_exec_time / nullif(calls, 0))::numeric, 3) AS ms_per_call, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS statement FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bugle') ORDER BY total_exec_time DESC LIMIT ${BENCH_PG_STATEMENTS}" >&2 || true
 }
-cleanup() { statements_report; for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done; cluster_stop; [ -n "${BENCH_KEEP:-}" ] && { cp "$WORK/pg.log" "$BENCH_KEEP.pg.log"; for f in "$WORK"/*.jsonl; do [ -f "$f" ] && cp "$f" "$BENCH_KEEP.$(basename "$f")"; done; }; rm -rf "$WORK"; }
+H2_PIDS=""
+INTERRUPTED=""
+# "${TRACK[@]}" PIDFILE COMMAND...: runs COMMAND after writing its pid to PIDFILE, for cleanup to stop it. Bugle runs
+# under /usr/bin/time, which a SIGTERM to the process group ends at once: its `bugle run` was left running, draining
+# into a stopped cluster, after the script had ended.
+# shellcheck disable=SC2016
+TRACK=(sh -c 'echo $$ > "$0"; exec "$@"')
+cleanup() {
+  trap '' INT TERM # a second Ctrl-C does not cut the cleanup short
+  local f pid
+  # A Bugle still running (its /usr/bin/time was killed) stops first, while its simulator can still answer.
+  for f in "$WORK"/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || continue
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  statements_report
+  # h2load runs under /usr/bin/time in the background: end time's child, then time.
+  for pid in $H2_PIDS; do pkill -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done
+  for pid in $SIM_PIDS; do kill "$pid" 2>/dev/null || true; done
+  for pid in $SIM_PIDS; do for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done; done
+  cluster_stop
+  if [ -n "${BENCH_KEEP:-}" ]; then
+    cp "$WORK/pg.log" "$BENCH_KEEP.pg.log" 2>/dev/null || true
+    for f in "$WORK"/*.jsonl; do [ -f "$f" ] && cp "$f" "$BENCH_KEEP.$(basename "$f")"; done
+  fi
+  rm -rf "$WORK"
+  # Interrupted, the script ended silently, or with Bugle's own "resume with `bugle resume 1`": that run's cluster is
+  # gone by now.
+  if [ -n "$INTERRUPTED" ]; then
+    echo "bench.sh: interrupted by $INTERRUPTED: the benchmark stopped, and its throwaway cluster and simulators were removed (there is nothing to resume)" >&2
+  fi
+}
+interrupted() { INTERRUPTED=$1; exit "$2"; }
 trap cleanup EXIT
+trap 'interrupted SIGINT 130' INT
+trap 'interrupted SIGTERM 143' TERM
 
 cluster_start "$PORT" "${BENCH_PG_STATEMENTS:+-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on} ${BENCH_PG_OPTS:-}"
 "${RUNAS[@]}" "$PGBIN/createdb" -h "$WORK" -p "$PORT" -U bugle bugle
@@ -187,25 +303,78 @@ print('?' if best is None else '%.2f' % (best - since))
 PY
 }
 
+# check_run SUMMARY_JSON DEAD LABEL: whether a run's `--json` summary is a measurement: status `completed`, every
+# recipient `sent` but for at most DEAD `invalid_token` (the seed's dead tokens in its segment), and at most
+# BENCH_TOLERANCE percent of its recipients in any other state. Otherwise prints why, with the recipients per
+# state and reason, and returns 1. (Only `,sent,` rows of the CSV were counted: a debug run with 3,927 of 5,000
+# recipients `unknown` printed a table and exited 0.)
+check_run() {
+  python3 - "$1" "$2" "$3" "$TOLERANCE" <<'PY'
+import json, sys
+path, dead, label, tolerance = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+try:
+    summary = json.load(open(path))
+except (OSError, ValueError) as error:
+    print("bench.sh: %s left no summary to check (%s)" % (label, error), file=sys.stderr)
+    sys.exit(1)
+states, reasons = {}, {}
+for row in summary.get("counts") or []:
+    states[row["status"]] = states.get(row["status"], 0) + row["count"]
+    key = (row["status"], row.get("reason") or "")
+    reasons[key] = reasons.get(key, 0) + row["count"]
+total = sum(states.values())
+sent, invalid = states.get("sent", 0), states.get("invalid_token", 0)
+other = total - sent - invalid
+allowed = int(total * tolerance / 100)
+problems = []
+if summary.get("status") != "completed":
+    problems.append("it ended %s%s, not completed" % (summary.get("status"), ": " + summary["reason"] if summary.get("reason") else ""))
+if sent == 0:
+    problems.append("it sent nothing")
+if invalid > dead:
+    problems.append("%d invalid_token, but its segment holds only %d of the seed's dead tokens" % (invalid, dead))
+if other > allowed:
+    problems.append("%d of its %d recipients ended neither sent nor as a dead token (BENCH_TOLERANCE=%g%% allows %d)" % (other, total, tolerance, allowed))
+if not problems:
+    sys.exit(0)
+print("bench.sh: %s is no measurement, so no figures are printed: %s." % (label, "; ".join(problems)), file=sys.stderr)
+print("  recipients by state (reason): " + ", ".join(
+    "%s %d (%s)" % (state, n, ", ".join("%s %d" % (r or "-", c) for (s, r), c in sorted(reasons.items()) if s == state))
+    for state, n in sorted(states.items(), key=lambda item: (item[0] != "sent", item[0]))), file=sys.stderr)
+print("  the seed's dead tokens in its segment: %d" % dead, file=sys.stderr)
+sys.exit(1)
+PY
+}
+
 # measure CAMPAIGN PROVIDERS "SIMULATOR_PIDS" "RECORD_FILES": runs `bugle run` R times and sets the medians
 # M_RATE (sent/s), M_BUGLE, M_PG, M_SIM (CPU s per 10k sent), M_RSS (MB), M_FIRST (s to the first accepted
 # notification, when record files are given) and M_MAT, M_SEND, M_REPORT (Bugle's phase_seconds).
 measure() {
   local campaign=$1 providers=$2 sims=$3 records=$4
   local rates=() bcpu=() pcpu=() scpu=() rss=() first=() mat=() send=() rep=()
-  local r p0 p1 s0 s1 t0 secs user sys kb sent specs f phases
+  local r p0 p1 s0 s1 t0 secs user sys kb sent specs f phases dead status
   for r in $(seq "$runs"); do
     specs=(); for f in $records; do specs+=("$f:$(stat -c %s "$f" 2>/dev/null || echo 0)"); done
+    # The seed's dead tokens this run's segment holds (none once a run deactivated them).
+    dead=$("${PSQL[@]}" -At -c "SELECT count(*) FROM ($(cat "${campaign%.yaml}.sql")) s WHERE s.token LIKE 'dead%'")
     # shellcheck disable=SC2086
     p0=$(postgres_cpu); s0=$(pids_cpu $sims); t0=$(date +%s.%N)
     # BENCH_PERF=PATH: sample Bugle's own stacks with perf (cpu-clock, 499 Hz) into PATH (figures then include perf).
     local wrap=()
     [ -n "${BENCH_PERF:-}" ] && wrap=(perf record -q -F 499 -e cpu-clock -g -o "$BENCH_PERF" --)
-    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "${wrap[@]}" "$BIN" run "$campaign" --providers "$providers" \
-      --csv "$WORK/report.csv" --quiet --json > "$WORK/run.json" 2> "$WORK/run.err" || { cat "$WORK/run.err" >&2; exit 1; }
+    status=0
+    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "${TRACK[@]}" "$WORK/bugle.pid" "${wrap[@]}" "$BIN" run "$campaign" \
+      --providers "$providers" --csv "$WORK/report.csv" --quiet --json > "$WORK/run.json" 2> "$WORK/run.err" || status=$?
+    rm -f "$WORK/bugle.pid"
+    if [ "$status" != 0 ]; then
+      echo "bench.sh: bugle run exited $status:" >&2; cat "$WORK/run.err" >&2
+      check_run "$WORK/run.json" "$dead" "run $r of $runs ($(basename "$campaign" .yaml))" || true
+      exit 1
+    fi
     # shellcheck disable=SC2086
     p1=$(postgres_cpu); s1=$(pids_cpu $sims)
     [ -n "${BENCH_KEEP:-}" ] && cp "$WORK/run.json" "$BENCH_KEEP.$(basename "$campaign" .yaml).run$r.json"
+    check_run "$WORK/run.json" "$dead" "run $r of $runs ($(basename "$campaign" .yaml))" || exit 1
     read -r secs user sys kb < "$WORK/time"
     sent=$(grep -c ',sent,' "$WORK/report.csv" || true)
     rates+=("$(awk -v n="$sent" -v s="$secs" 'BEGIN {printf "%.0f", n / s}')")
@@ -223,8 +392,9 @@ measure() {
 }
 
 # mixed_campaign NAME FILTER WINDOW [TOP_LEVEL_LINE]: a campaign over the demo devices matching FILTER, written to
-# $WORK/NAME.yaml.
+# $WORK/NAME.yaml, and its segment's SQL to $WORK/NAME.sql (for measure's count of dead tokens).
 mixed_campaign() {
+  printf '%s\n' "$SQL $2" > "$WORK/$1.sql"
   cat > "$WORK/$1.yaml" <<YAML
 name: bench-$1
 notification_type: bench
@@ -252,7 +422,6 @@ YAML
 # pacing (the providers file) and in the simulator (--fcm-quota): the benchmark measures the pipeline, not Google's quota.
 start_simulator() {
   [ -x "$SIM" ] || { swift build -c release --product bugle-sim >&2; SIM="$ROOT/.build/release/bugle-sim"; }
-  command -v h2load >/dev/null || { echo "h2load missing: apt-get install -y nghttp2-client" >&2; exit 1; }
   "$SIM" certs "$WORK/sim" --port 0 >/dev/null
   local fcm=()
   # The simulator's FCM project quota (600,000 a rolling minute) is lifted too: with it, the h2load ceiling after
@@ -262,8 +431,9 @@ start_simulator() {
   "$SIM" serve --dir "$WORK/sim" --apns-port 0 --record "$WORK/apns.jsonl" "${fcm[@]}" ${BENCH_SIM_OPTS:-} > "$WORK/sim.out" 2>&1 &
   SIMPID=$!; SIM_PIDS="$SIM_PIDS $SIMPID"
   local want="^apns "; [ "${1:-}" = --fcm ] && want="^fcm "
-  for _ in $(seq 100); do grep -q "$want" "$WORK/sim.out" && break; sleep 0.1; done
-  grep -q "$want" "$WORK/sim.out" || { echo "bugle-sim did not start:" >&2; cat "$WORK/sim.out" >&2; exit 1; }
+  # -s: the first look can come before the background job's redirection made sim.out (a stray "No such file").
+  for _ in $(seq 100); do grep -qs "$want" "$WORK/sim.out" && break; sleep 0.1; done
+  grep -qs "$want" "$WORK/sim.out" || { echo "bugle-sim did not start:" >&2; cat "$WORK/sim.out" >&2; exit 1; }
   PORT_APNS=$(sed -n 's/^apns https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
   PORT_FCM=$(sed -n 's/^fcm https:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/sim.out")
   sed -i 's/^fcm:$/fcm:\n  rate: { per_second: 1000000 }/' "$WORK/sim/providers.yaml"
@@ -333,23 +503,36 @@ h2load_ceiling() {
   printf '{"aps":{"alert":{"title":"Benchmark","body":"Hello from the benchmark"}},"deeplink":"app://bench"}' > "$WORK/payload.json"
   printf '{"message":{"token":"fcm-bench:APA91b","notification":{"title":"Benchmark","body":"Hello from the benchmark"},"data":{"deeplink":"app://bench"},"android":{"priority":"high","ttl":"3600s"}}}' > "$WORK/fcm.json"
   rm -f "$WORK"/h2-*.out "$WORK"/h2-*.time
+  # With neither, `wait` below waited for every child, the simulator too: for ever.
+  [ $(($1 + $2)) -gt 0 ] || { echo "bench.sh: no live device left for the h2load ceiling" >&2; exit 1; }
   s0=$(cpu_of "$SIMPID")
+  # Never more connections than requests: h2load refuses that (`-n 1 -c 4`).
   if [ "$1" -gt 0 ]; then
-    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-apns.time" h2load -n "$1" -c 4 -m 250 \
+    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-apns.time" h2load -n "$1" -c "$(( $1 < 4 ? $1 : 4 ))" -m 250 \
       -H "authorization: bearer $("$SIM" jwt "$WORK/sim")" -H "apns-topic: com.example.bugle" \
       -H "apns-push-type: alert" -H "apns-priority: 10" -d "$WORK/payload.json" \
       "https://127.0.0.1:$PORT_APNS/3/device/0a0b0c0d$(printf '%056d' 1)" > "$WORK/h2-apns.out" 2>&1 &
-    pids+=($!)
+    pids+=($!); H2_PIDS="$H2_PIDS $!"
   fi
   if [ "$2" -gt 0 ]; then
     # As many connections as Bugle's FCM lane opens (fcm.connections, 8 by default; BENCH_FCM_CONNECTIONS), each with
     # Google's 100 streams: a ceiling held to fewer connections than Bugle uses would flatter the ratio.
-    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-fcm.time" h2load -n "$2" -c "${BENCH_FCM_CONNECTIONS:-8}" -m 100 \
+    local fcm_clients=${BENCH_FCM_CONNECTIONS:-8}
+    [ "$fcm_clients" -le "$2" ] || fcm_clients=$2
+    /usr/bin/time -f '%e %U %S' -o "$WORK/h2-fcm.time" h2load -n "$2" -c "$fcm_clients" -m 100 \
       -H "authorization: Bearer $("$SIM" fcm-token "$WORK/sim")" -H "content-type: application/json" \
       -d "$WORK/fcm.json" "https://127.0.0.1:$PORT_FCM/v1/projects/bugle-sim/messages:send" > "$WORK/h2-fcm.out" 2>&1 &
-    pids+=($!)
+    pids+=($!); H2_PIDS="$H2_PIDS $!"
   fi
-  wait "${pids[@]}"
+  # A failed h2load ended the script here under set -e, without a word.
+  local pid failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  H2_PIDS=""
+  if [ "$failed" = 1 ]; then
+    echo "bench.sh: h2load failed (the ceiling's requests):" >&2
+    tail -n 5 "$WORK"/h2-*.out "$WORK"/h2-*.time >&2 2>/dev/null || true
+    exit 1
+  fi
   s1=$(cpu_of "$SIMPID")
   H2_OK=$(cat "$WORK"/h2-*.out | sed -n 's/.*status codes: \([0-9]*\) 2xx.*/\1/p' | awk '{s += $1} END {print s + 0}')
   # A ceiling that was refused or throttled is no ceiling: say so rather than print a ratio against it.
@@ -367,6 +550,12 @@ h2load_ceiling() {
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * a / b; else print "?"}'; }
+# A ratio above 100% (a debug run once read 154%) means h2load did not find the simulator's limit: say so.
+ceiling_warning() {
+  if awk -v a="$M_RATE" -v b="$H2_RATE" 'BEGIN {exit !(a > b)}'; then
+    echo "bench.sh: warning: Bugle's $M_RATE/s is above h2load's $H2_RATE/s: the ceiling is no ceiling (a busy machine or a debug simulator)" >&2
+  fi
+}
 
 if [ "$mode" = pipeline ]; then
   n=${devices%%,*}
@@ -390,6 +579,7 @@ if [ "$mode" = pipeline ]; then
   printf '%-36s %s\n' "Bugle peak RSS MB" "$M_RSS"
   printf '%-36s %s\n' "time to first send s" "$M_FIRST"
   printf '%-36s %s\n' "phases s (materialize/send/report)" "$M_MAT / $M_SEND / $M_REPORT"
+  ceiling_warning
   exit 0
 fi
 
@@ -399,8 +589,8 @@ if [ "$mode" = legacy ]; then
   start_simulator
   "$SIM" legacy --dir "$WORK/sim" --port 0 --feedback-port 0 --quiet-period "$quiet" > "$WORK/legacy.out" 2>&1 &
   LEGACYPID=$!; SIM_PIDS="$SIM_PIDS $LEGACYPID"
-  for _ in $(seq 100); do grep -q "^providers file: " "$WORK/legacy.out" && break; sleep 0.1; done
-  grep -q "^providers file: " "$WORK/legacy.out" || { echo "bugle-sim legacy did not start:" >&2; cat "$WORK/legacy.out" >&2; exit 1; }
+  for _ in $(seq 100); do grep -qs "^providers file: " "$WORK/legacy.out" && break; sleep 0.1; done
+  grep -qs "^providers file: " "$WORK/legacy.out" || { echo "bugle-sim legacy did not start:" >&2; cat "$WORK/legacy.out" >&2; exit 1; }
   for transport in http2 legacy; do
     mixed_campaign "$transport" "AND d.platform = 'ios' AND d.id <= $((2 * n))" "$window" "ios_transport: $transport"
   done
@@ -437,7 +627,7 @@ if [ "$mode" = resume ]; then
   firsts=(); totals=(); rss_run=(); rss_resume=()
   for r in $(seq "$runs"); do
     before_a=$(stat -c %s "$WORK/apns.jsonl" 2>/dev/null || echo 0); before_f=$(stat -c %s "$WORK/fcm.jsonl" 2>/dev/null || echo 0)
-    /usr/bin/time -f '%M' -o "$WORK/run.rss" "$BIN" run "$WORK/resume.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out" 2>&1 &
+    /usr/bin/time -f '%M' -o "$WORK/run.rss" "${TRACK[@]}" "$WORK/bugle.pid" "$BIN" run "$WORK/resume.yaml" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/run.out" 2>&1 &
     pid=$!
     live=$(( n * 98 / 100 ))
     # Deliveries so far, from the record files' growth over their mean line length (counting lines of a
@@ -448,29 +638,35 @@ if [ "$mode" = resume ]; then
       sleep 0.5
     done
     # $pid is /usr/bin/time: kill its child, so time still writes the killed run's peak RSS.
-    pkill -9 -P "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    pkill -9 -P "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$WORK/bugle.pid"
     run_id=$("${PSQL[@]}" -t -A -c "SELECT max(id) FROM bugle.runs")
     spec_a="$WORK/apns.jsonl:$(stat -c %s "$WORK/apns.jsonl")"; spec_f="$WORK/fcm.jsonl:$(stat -c %s "$WORK/fcm.jsonl")"
     t0=$(date +%s.%N)
     if [ -n "${BENCH_RESUME_FIRST_ONLY:-}" ]; then
       # Only the time to the first send: stop the resume once the record files grow (its RSS is then partial).
-      /usr/bin/time -f '%M' -o "$WORK/resume.rss" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 &
+      /usr/bin/time -f '%M' -o "$WORK/resume.rss" "${TRACK[@]}" "$WORK/bugle.pid" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 &
       rpid=$!
       size_a=${spec_a##*:}; size_f=${spec_f##*:}
       for _ in $(seq 1200); do
         [ "$(stat -c %s "$WORK/apns.jsonl")" -gt "$size_a" ] || [ "$(stat -c %s "$WORK/fcm.jsonl")" -gt "$size_f" ] && break
         sleep 0.1
       done
-      sleep 1; pkill -9 -P "$rpid" 2>/dev/null || true; wait "$rpid" 2>/dev/null || true
+      sleep 1; pkill -9 -P "$rpid" 2>/dev/null || true; wait "$rpid" 2>/dev/null || true; rm -f "$WORK/bugle.pid"
     else
-      /usr/bin/time -f '%M' -o "$WORK/resume.rss" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
+      /usr/bin/time -f '%M' -o "$WORK/resume.rss" "${TRACK[@]}" "$WORK/bugle.pid" "$BIN" resume "$run_id" --providers "$WORK/sim/providers.yaml" --csv "$WORK/report.csv" --quiet > "$WORK/resume.out" 2>&1 || true
+      rm -f "$WORK/bugle.pid"
     fi
     t1=$(date +%s.%N)
     firsts+=("$(first_record_after "$t0" "$spec_a" "$spec_f")")
     totals+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')")
     rss_run+=("$(awk '/^[0-9]+$/ {printf "%.1f", $1 / 1024}' "$WORK/run.rss")")
     rss_resume+=("$(awk '/^[0-9]+$/ {printf "%.1f", $1 / 1024}' "$WORK/resume.rss")")
-    [ -n "${BENCH_RESUME_FIRST_ONLY:-}" ] || "${PSQL[@]}" -t -A -c "SELECT 'resume: run ' || id || ' ended ' || status FROM bugle.runs WHERE id = $run_id" >&2
+    if [ -z "${BENCH_RESUME_FIRST_ONLY:-}" ]; then
+      ended=$("${PSQL[@]}" -t -A -c "SELECT status FROM bugle.runs WHERE id = $run_id")
+      echo "resume: run $run_id ended $ended" >&2
+      # Its seconds to finish time a run that did not finish: no figure.
+      [ "$ended" = completed ] || { echo "bench.sh: run $run_id did not complete after its resume, so no figures are printed:" >&2; tail -n 20 "$WORK/resume.out" >&2; exit 1; }
+    fi
   done
   kill "$SIMPID" 2>/dev/null || true
   printf '%-36s %s\n' "mode" "resume, $n devices killed at half ($runs runs, medians)"
@@ -507,6 +703,7 @@ if [ "$mode" = apns ] || [ "$mode" = fcm ] || [ "$mode" = mixed ]; then
   printf '%-28s %s\n' "PostgreSQL CPU s / 10k" "$M_PG"
   printf '%-28s %s\n' "simulator${PROXYPID:+ + $PROXYNAME} CPU s / 10k" "$M_SIM (h2load: $H2_SIM)"
   printf '%-28s %s\n' "Bugle peak RSS MB" "$M_RSS"
+  ceiling_warning
   exit 0
 fi
 
@@ -540,7 +737,8 @@ YAML
   for r in $(seq "$runs"); do
     wrap=(); [ -n "${BENCH_PERF:-}" ] && wrap=(perf record -q -F 499 -e cpu-clock -g -o "$BENCH_PERF" --)
     p0=$(postgres_cpu)
-    /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "${wrap[@]}" "$BIN" run "$WORK/bench-campaign.yaml" --dry-run --samples 0 >/dev/null
+    /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "${TRACK[@]}" "$WORK/bugle.pid" "${wrap[@]}" "$BIN" run "$WORK/bench-campaign.yaml" --dry-run --samples 0 >/dev/null
+    rm -f "$WORK/bugle.pid"
     p1=$(postgres_cpu)
     read -r secs kb user sys < "$WORK/time"
     echo "dry run of $n: ${secs} s wall, ${user} s user + ${sys} s system (Bugle), $(awk -v a="$p0" -v b="$p1" 'BEGIN {printf "%.2f", b - a}') s PostgreSQL CPU" >&2
