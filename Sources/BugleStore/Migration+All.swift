@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease, .pausedTime, .recipientPeriods]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease, .pausedTime, .recipientPeriods, .deviceChanges]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -312,6 +312,47 @@ extension Migration {
         statements: [
             "ALTER TABLE bugle.run_recipients ADD COLUMN period_key text",
             "ALTER TABLE bugle.runs ADD COLUMN recipient_periods boolean NOT NULL DEFAULT false",
+        ]
+    )
+
+    /// Version 14: `bugle.device_changes`, the devices whose owner changed or that were deleted, written by triggers on
+    /// `bugle.devices` whoever writes it (`bugle devices import`, the app's own statements). The claim probes it for
+    /// the devices it takes, so a token that moved to another user after the segment was read is not sent the old
+    /// user's (personalised) notification, and a deleted device is not sent at all. It holds only changed devices, so
+    /// the probe costs next to nothing; rows older than every unfinished run (less a day's margin) are pruned when a
+    /// run finishes. A change of owner is noted row by row (the trigger's `WHEN` skips the rows an upsert leaves with
+    /// their owner, without calling the function); deletes by statement, so pruning a million devices is one insert.
+    public static let deviceChanges = Migration(
+        version: 14,
+        name: "device_changes",
+        statements: [
+            "CREATE TABLE bugle.device_changes (device_id bigint NOT NULL, changed_at timestamptz NOT NULL DEFAULT now())",
+            "CREATE INDEX device_changes_device_idx ON bugle.device_changes (device_id)",
+            "CREATE INDEX device_changes_time_idx ON bugle.device_changes (changed_at)",
+            """
+            CREATE FUNCTION bugle.note_device_change() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              INSERT INTO bugle.device_changes (device_id) VALUES (OLD.id);
+              RETURN NULL;
+            END
+            $$
+            """,
+            """
+            CREATE TRIGGER devices_owner_changed AFTER UPDATE OF user_id ON bugle.devices
+              FOR EACH ROW WHEN (OLD.user_id IS DISTINCT FROM NEW.user_id) EXECUTE FUNCTION bugle.note_device_change()
+            """,
+            """
+            CREATE FUNCTION bugle.note_devices_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              INSERT INTO bugle.device_changes (device_id) SELECT id FROM gone;
+              RETURN NULL;
+            END
+            $$
+            """,
+            """
+            CREATE TRIGGER devices_deleted AFTER DELETE ON bugle.devices REFERENCING OLD TABLE AS gone
+              FOR EACH STATEMENT EXECUTE FUNCTION bugle.note_devices_deleted()
+            """,
         ]
     )
 }

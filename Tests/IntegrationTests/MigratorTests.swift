@@ -48,7 +48,7 @@ struct MigratorTests {
                 "SELECT string_agg(table_name, ',' ORDER BY table_name) FROM information_schema.tables WHERE table_schema = 'bugle'"
             )
             for try await names in tables.decode(String.self) {
-                #expect(names == "copy_rotation,devices,notification_log,run_overview,run_recipients,run_summary,run_variant_summary,run_workers,runs,schema_migrations,user_sends")
+                #expect(names == "copy_rotation,device_changes,devices,notification_log,run_overview,run_recipients,run_summary,run_variant_summary,run_workers,runs,schema_migrations,user_sends")
             }
             #expect(before.contains("CREATE UNIQUE INDEX devices_platform_token_key ON bugle.devices USING btree (platform, token)"))
             #expect(before.contains { $0.contains("run_recipients_lane_ready_idx") && $0.contains("WHERE (state = ANY") })

@@ -554,6 +554,67 @@ struct RunLedgerTests {
         }
     }
 
+    /// A token that moved to another user after the segment was read was sent under the old user (a personalised copy
+    /// reached the new owner's phone), and a deleted device was sent too: the claim checked deactivation only.
+    @Test("devices moved to another user or deleted after materialization are skipped at claim; one moved back is sent")
+    func movedOrDeletedAfterMaterializationAreSkipped() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 200)
+            let campaign = Support.campaign(window: 50)
+            let (runID, store) = try await Support.materializedRun(client, campaign)
+            // Ten devices change hands by statement, one by re-registration (the import's and the API's upsert), one
+            // moves away and back, five are deleted, and one only changes locale (not a move).
+            _ = try await client.query("UPDATE bugle.devices SET user_id = 'new-' || id WHERE id % 20 = 7", logger: Support.logger).collect()
+            let movedToken = try #require(try await Support.scalar(client, "SELECT token FROM bugle.devices WHERE id = 40", as: String.self))
+            try await DeviceStore(client: client, logger: Support.logger).register(userID: "someone-else", token: movedToken, platform: .android)
+            _ = try await client.query("UPDATE bugle.devices SET user_id = 'x' WHERE id = 50", logger: Support.logger).collect()
+            _ = try await client.query("UPDATE bugle.devices SET user_id = 'u50' WHERE id = 50", logger: Support.logger).collect()
+            _ = try await client.query("DELETE FROM bugle.devices WHERE id IN (60, 61, 62, 63, 64)", logger: Support.logger).collect()
+            _ = try await client.query("UPDATE bugle.devices SET locale = 'fr', user_id = user_id WHERE id = 70", logger: Support.logger).collect()
+            let apns = FakeProvider(kind: .apns)
+            let fcm = FakeProvider(kind: .fcm)
+            var tuning = CampaignRunner.Configuration()
+            tuning.leaseTTLSeconds = 120
+            tuning.claimBatch = 30
+            let runner = CampaignRunner(
+                campaign: campaign, runID: runID, store: store, providers: [.apns: apns, .fcm: fcm],
+                control: RunControl(), configuration: tuning, logger: Support.logger
+            )
+            let result = try await runner.run(owner: "test-\(runID)")
+            #expect(result.ending == .completed)
+            let skipped = try await client.query(
+                "SELECT device_id, outcome_code, attempts FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'skipped_inactive' ORDER BY device_id",
+                logger: Support.logger
+            ).collect()
+            var codes: [Int64: String] = [:]
+            for row in skipped {
+                let (id, code, attempts) = try row.decode((Int64, String, Int).self)
+                codes[id] = code
+                #expect(attempts == 0, "a skipped row is charged no attempt")
+            }
+            var expected: [Int64: String] = [40: "device_moved", 60: "device_deleted", 61: "device_deleted", 62: "device_deleted", 63: "device_deleted", 64: "device_deleted"]
+            for id in stride(from: Int64(7), through: 200, by: 20) { expected[id] = "device_moved" }
+            #expect(codes == expected)
+            let sentTokens = Set((apns.delivered + fcm.delivered).map(\.token))
+            #expect(sentTokens.count == 200 - expected.count, "every other device is sent once, 50 (moved back) and 70 (locale) too")
+            #expect(!sentTokens.contains(movedToken))
+            let summary = try await Support.scalar(
+                client, "SELECT sum(count)::bigint FROM bugle.run_summary WHERE run_id = \(runID) AND status = 'skipped_inactive' AND reason = 'device_moved'", as: Int64.self)
+            #expect(summary == 11, "the summary names the reason (10 iOS, 1 Android)")
+            // The change log is pruned when a run finishes, keeping what an unfinished run may still need (a day's margin).
+            let logged = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.device_changes", as: Int64.self)
+            #expect(logged == 18, "10 + 1 + 2 moves and 5 deletes noted; the locale change is not a move")
+            _ = try await client.query("UPDATE bugle.device_changes SET changed_at = now() - interval '2 days'", logger: Support.logger).collect()
+            let second = try await Support.materializedRun(client, campaign)
+            _ = try await CampaignRunner(
+                campaign: campaign, runID: second.0, store: second.1, providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)],
+                control: RunControl(), configuration: tuning, logger: Support.logger
+            ).run(owner: "test-\(second.0)")
+            let left = try await Support.scalar(client, "SELECT count(*)::bigint FROM bugle.device_changes", as: Int64.self)
+            #expect(left == 0)
+        }
+    }
+
     @Test("devices deactivated after materialization are skipped at claim, unspent; a re-registered one is sent")
     func deactivatedAfterMaterializationAreSkipped() async throws {
         try await Support.withFreshDatabase { client in

@@ -296,23 +296,37 @@ public struct PostgresCampaignStore: CampaignStore {
             guard !claimed.isEmpty else { return (.claimed([]), firstImmediate) }
             let seqs = claimed.map(\.seq)
             var skipped = Set<Int64>()
-            // Tokens deactivated since the segment was read are not sent. The small partial index of inactive devices
-            // answers for the whole claim (one probe per device, no ledger or device row read for active ones), and
-            // only the rows it names are written. Probing `devices` and the ledger for every claimed row instead was
-            // about 6 µs per recipient at 1,000,000 devices.
-            let inactiveDevices = try await connection.answeredQuery(
-                "SELECT d.id, d.token FROM bugle.devices d WHERE NOT d.is_active AND d.id = ANY(\(claimed.map(\.deviceID)))",
+            // Tokens deactivated since the segment was read are not sent, nor devices that moved to another user (the
+            // copy may be personalised for the old one) or were deleted. The small partial index of inactive devices
+            // and the change log (`bugle.device_changes`, written by triggers on `devices`) answer for the whole claim
+            // (one probe per device each, no ledger or device row read for unchanged active ones), and only the rows
+            // they name are written. Probing `devices` and the ledger for every claimed row instead was about 6 µs per
+            // recipient at 1,000,000 devices.
+            let deviceIDs = claimed.map(\.deviceID)
+            let changedDevices = try await connection.answeredQuery(
+                """
+                SELECT x.id, d.token, d.user_id, d.is_active
+                  FROM (SELECT id FROM bugle.devices WHERE NOT is_active AND id = ANY(\(deviceIDs))
+                        UNION SELECT device_id FROM bugle.device_changes WHERE device_id = ANY(\(deviceIDs))) x
+                  LEFT JOIN bugle.devices d ON d.id = x.id
+                """,
                 logger: logger
             )
-            var inactiveTokens: [Int64: String] = [:]
-            for try await (id, token) in inactiveDevices.decode((Int64, String).self) { inactiveTokens[id] = token }
-            let inactiveSeqs = claimed.filter { inactiveTokens[$0.deviceID] == $0.token }.map(\.seq)
-            if !inactiveSeqs.isEmpty {
+            var current: [Int64: CurrentDevice] = [:]
+            for try await (id, token, userID, active) in changedDevices.decode((Int64, String?, String?, Bool?).self) {
+                current[id] = CurrentDevice(token: token, userID: userID, isActive: active)
+            }
+            var skips: [(seq: Int64, code: String)] = []
+            for recipient in claimed {
+                if let code = current[recipient.deviceID]?.skipCode(for: recipient) { skips.append((recipient.seq, code)) }
+            }
+            if !skips.isEmpty {
                 let inactive = try await connection.answeredQuery(
                     """
                     UPDATE bugle.run_recipients r
-                       SET state = 'skipped_inactive', outcome_code = 'device_inactive', finished_at = now(), attempts = r.attempts - 1
-                     WHERE r.run_id = \(lease.runID) AND r.seq = ANY(\(inactiveSeqs))
+                       SET state = 'skipped_inactive', outcome_code = s.code, finished_at = now(), attempts = r.attempts - 1
+                      FROM unnest(\(skips.map(\.seq))::bigint[], \(skips.map(\.code))::text[]) AS s(seq, code)
+                     WHERE r.run_id = \(lease.runID) AND r.seq = s.seq
                     RETURNING r.seq
                     """,
                     logger: logger
@@ -696,6 +710,7 @@ public struct PostgresCampaignStore: CampaignStore {
                 try await RunSummaries.releaseUnusedReservations(runID: lease.runID, connection, logger: logger)
             }
             try await RunSummaries.rebuild(runID: lease.runID, connection, logger: logger)
+            if changed, status != .paused { try await DeviceChangeLog.prune(connection, logger: logger) }
             if changed, status == .paused, reason?.hasPrefix("scheduled") == true {
                 // Left for later with nothing sent yet (`run --no-wait` before `send_at`): the run has not started, so
                 // its duration counts from the tick that sends, not from its creation (a run due in a day said it took
