@@ -91,8 +91,12 @@ public struct RecipientOutcome: Sendable, Equatable {
     public var refundAttempt: Bool
     /// For `invalid_token`: deactivate this device unless it re-registered after `invalidSince`.
     public var deactivate: Deactivation?
+    /// For `retry_wait`: the dedupe period (``PeriodKey``) the recipient will be sent in, when it is held (quiet hours)
+    /// until then. A recipient held past the end of its period is re-keyed to this one, so its user is deduped on the
+    /// day it is notified, not the day it was planned.
+    public var periodKey: String?
 
-    public init(seq: Int64, state: RecipientState, code: String, providerMessageID: String? = nil, retryAfterSeconds: Double? = nil, refundAttempt: Bool = false, deactivate: Deactivation? = nil) {
+    public init(seq: Int64, state: RecipientState, code: String, providerMessageID: String? = nil, retryAfterSeconds: Double? = nil, refundAttempt: Bool = false, deactivate: Deactivation? = nil, periodKey: String? = nil) {
         self.seq = seq
         self.state = state
         self.code = code
@@ -100,6 +104,7 @@ public struct RecipientOutcome: Sendable, Equatable {
         self.retryAfterSeconds = retryAfterSeconds
         self.refundAttempt = refundAttempt
         self.deactivate = deactivate
+        self.periodKey = periodKey
     }
 }
 

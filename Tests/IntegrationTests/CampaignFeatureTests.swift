@@ -389,4 +389,81 @@ struct CampaignFeatureTests {
             }
         }
     }
+    /// A device held by quiet hours into another dedupe period kept the period it was planned in: held from late
+    /// evening to the next morning (UTC), its user was deduped under the day before, so the next day's campaign of the
+    /// type notified them a second time that day. The audience is read today outside every device's quiet hours; the
+    /// runner's clock is a day ahead, inside the UTC devices' quiet hours, so the hold ends on a later day.
+    @Test("a device held by quiet hours into the next dedupe period is deduped in the period it is sent in")
+    func quietHoursHoldMovesTheDedupePeriod() async throws {
+        let now = Date().timeIntervalSince1970
+        let quietStart = ((now + 86_400 + 7200) / 60).rounded(.down) * 60
+        let minute = Int(quietStart / 60) % 1440
+        let quietHours = QuietHours(
+            start: LocalTime(hour: minute / 60, minute: minute % 60),
+            end: LocalTime(hour: (minute + 60) % 1440 / 60, minute: minute % 60))
+        let heldPeriod = try #require(PeriodKey.key(for: .daily, at: Date(timeIntervalSince1970: quietStart + 3600)))
+        try await MixedTestEnvironment.with { environment in
+            try await Support.withFreshDatabase { client in
+                try await Self.seed(client, 1...10, timezone: "'UTC'")
+                try await Self.seed(client, 11...20, timezone: "'Etc/GMT+5'")
+                var campaign = Support.campaign(
+                    sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform, d.locale, d.timezone FROM bugle.devices d")
+                campaign.dedupe = .daily
+                campaign.delivery.localTime = LocalTimeDelivery(quietHours: quietHours, quietHoursAction: .hold)
+                let plannedPeriod = try #require(PeriodKey.key(for: campaign, now: Date()))
+                #expect(plannedPeriod != heldPeriod)
+                // Another campaign of the type already notified u1 in the period the hold ends in.
+                _ = try await client.query(
+                    "INSERT INTO bugle.notification_log (user_id, notification_type, period_key, run_id, status) VALUES ('u1', 'promo', \(heldPeriod), 999999, 'sent')",
+                    logger: Support.logger
+                ).collect()
+                var lanes = try environment.lanes(for: campaign)
+                let (runID, first) = try await Support.runCampaign(client, campaign, providers: lanes.providers, periodKey: plannedPeriod) {
+                    $0.wallClock = { quietStart + 60 }
+                    $0.leaveWhenIdle = .seconds(30)
+                }
+                await lanes.shutdown()
+                guard case .scheduled = first.ending else {
+                    Issue.record("expected the run left until the quiet hours end, got \(first.ending)")
+                    return
+                }
+                let held = try await client.query(
+                    "SELECT device_id, period_key FROM bugle.run_recipients WHERE run_id = \(runID) AND state = 'retry_wait' ORDER BY device_id",
+                    logger: Support.logger)
+                var periods: [Int64: String?] = [:]
+                for try await (id, key) in held.decode((Int64, String?).self) { periods[id] = key }
+                #expect(periods == Dictionary(uniqueKeysWithValues: (1...10).map { (Int64($0), Optional(heldPeriod)) }))
+                let flagged = try await Support.scalar(client, "SELECT recipient_periods FROM bugle.runs WHERE id = \(runID)", as: Bool.self)
+                #expect(flagged == true)
+
+                // The quiet hours end: the held devices are claimed again, in the period they are sent in.
+                _ = try await client.query(
+                    "UPDATE bugle.run_recipients SET next_attempt_at = now() WHERE run_id = \(runID) AND state = 'retry_wait'",
+                    logger: Support.logger
+                ).collect()
+                _ = try await client.query("UPDATE bugle.runs SET status = 'ready' WHERE id = \(runID)", logger: Support.logger).collect()
+                lanes = try environment.lanes(for: campaign)
+                var tuning = CampaignRunner.Configuration()
+                tuning.leaseTTLSeconds = 120
+                tuning.wallClock = { quietStart + 3660 }
+                let second = try await CampaignRunner(
+                    campaign: campaign, runID: runID, store: PostgresCampaignStore(client: client, logger: Support.logger),
+                    providers: lanes.providers, control: RunControl(), configuration: tuning, logger: Support.logger
+                ).run(owner: "test-again-\(runID)")
+                await lanes.shutdown()
+                #expect(second.ending == .completed, "\(second.ending)")
+                let u1 = try await Support.scalar(
+                    client, "SELECT state || '/' || outcome_code FROM bugle.run_recipients WHERE run_id = \(runID) AND device_id = 1", as: String.self)
+                #expect(u1 == "skipped_dedup/already_notified", "u1 was notified in that period by the other campaign")
+                let log = try await client.query(
+                    "SELECT period_key, status, count(*)::int8 FROM bugle.notification_log WHERE run_id = \(runID) GROUP BY 1, 2 ORDER BY 1, 2",
+                    logger: Support.logger)
+                var rows: [String] = []
+                for try await (key, status, count) in log.decode((String, String, Int64).self) { rows.append("\(key) \(status) \(count)") }
+                // u2…u10 are sent in the period the hold ended in; u11…u20 (never held) in the planned one; the planned
+                // day's reservations of the held users were released when the run ended.
+                #expect(rows == ["\(plannedPeriod) sent 10", "\(heldPeriod) sent 9"], "\(rows)")
+            }
+        }
+    }
 }

@@ -465,7 +465,13 @@ public struct PostgresCampaignStore: CampaignStore {
         var deactivateReasons: [String] = []
         var deactivateSince: [Double] = []
         var sentSeqs: [Int64] = []
+        var heldSeqs: [Int64] = []
+        var heldPeriods: [String] = []
         for outcome in outcomes {
+            if outcome.state == .retryWait, let key = outcome.periodKey {
+                heldSeqs.append(outcome.seq)
+                heldPeriods.append(key)
+            }
             seqs.append(outcome.seq)
             states.append(outcome.state.rawValue)
             codes.append(outcome.code)
@@ -519,6 +525,26 @@ public struct PostgresCampaignStore: CampaignStore {
             )
             var count = 0
             for try await (rows,) in updated.decode((Int,).self) { count = rows }
+            if let periodKey, !heldSeqs.isEmpty {
+                // Held (quiet hours) into another dedupe period: the recipient is deduped in the period it will be sent
+                // in (claimed again, it reserves that one; the reservation of the period it leaves is released when the
+                // run ends unless another of the user's devices is sent in it), and the run now has recipients' own
+                // periods. A device held from 23:00 UTC to 07:00 used to keep its planned day, so the next day's
+                // campaign of the type notified its user a second time that day.
+                _ = try await connection.answeredQuery(
+                    """
+                    WITH moved AS (
+                      UPDATE bugle.run_recipients r SET period_key = v.period
+                        FROM unnest(\(heldSeqs)::bigint[], \(heldPeriods)::text[]) AS v(seq, period)
+                       WHERE r.run_id = \(lease.runID) AND r.seq = v.seq AND r.state = 'retry_wait'
+                         AND r.claim_epoch = \(lease.epoch) AND coalesce(r.period_key, \(periodKey)) <> v.period
+                      RETURNING 1)
+                    UPDATE bugle.runs SET recipient_periods = true
+                     WHERE id = \(lease.runID) AND NOT recipient_periods AND EXISTS (SELECT 1 FROM moved)
+                    """,
+                    logger: logger
+                ).collect()
+            }
             if !deactivateSeqs.isEmpty {
                 // The device the segment named, and only while it still holds the token the provider refused: a segment
                 // whose `device_id` is wrong (a join on the wrong key, a constant) must not switch off another
