@@ -694,6 +694,45 @@ struct RunLedgerTests {
         }
     }
 
+    /// A user whose only recipient ended `unknown` (it may have been delivered: a timeout, a lost connection, a crash)
+    /// had their dedupe reservation and frequency-cap slot released when the run ended, so the next campaign of the
+    /// type notified them again the same period, even under `ambiguous: drop`.
+    @Test("a user whose recipient ended unknown keeps the run's dedupe reservation and cap slot: the next campaign skips them")
+    func unknownKeepsTheReservation() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 40)
+            // Devices 1…5 get ambiguous answers (`a1a1…`): `unknown` under `drop`.
+            _ = try await client.query(
+                "UPDATE bugle.devices SET token = 'a1a1' || substr(token, 5) WHERE id <= 5 AND platform = 'ios'", logger: Support.logger
+            ).collect()
+            var first = Support.campaign(name: "first", dedupe: .daily, policy: .drop)
+            first.delivery.frequencyCap = FrequencyCap(count: 1, perSeconds: 3600)
+            let (firstRun, firstResult) = try await Support.runCampaign(
+                client, first, providers: [.apns: FakeProvider(kind: .apns), .fcm: FakeProvider(kind: .fcm)], periodKey: "d:2026-11-22")
+            #expect(firstResult.ending == .completed)
+            let unknown = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(firstRun) AND state = 'unknown'", as: Int64.self)
+            #expect(unknown == 3, "devices 1, 3 and 5 (iOS) answered ambiguously")
+            let kept = try await Support.scalar(
+                client,
+                "SELECT count(*)::bigint FROM bugle.notification_log WHERE run_id = \(firstRun) AND user_id IN ('u1', 'u3', 'u5')",
+                as: Int64.self)
+            #expect(kept == 3, "their reservations are kept")
+            let capKept = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.user_sends WHERE run_id = \(firstRun) AND user_id IN ('u1', 'u3', 'u5')", as: Int64.self)
+            #expect(capKept == 3, "and their cap slots")
+            let second = FakeProvider(kind: .apns)
+            let (secondRun, _) = try await Support.runCampaign(
+                client, Support.campaign(name: "second", dedupe: .daily), providers: [.apns: second, .fcm: FakeProvider(kind: .fcm)],
+                periodKey: "d:2026-11-22")
+            let again = try await Support.scalar(
+                client,
+                "SELECT count(*)::bigint FROM bugle.run_recipients WHERE run_id = \(secondRun) AND device_id IN (1, 3, 5) AND state = 'skipped_dedup'",
+                as: Int64.self)
+            #expect(again == 3, "the next campaign of the type skips them as already notified")
+        }
+    }
+
     @Test("a halting answer pauses the run with its reason, deactivates nothing, and charges no attempt")
     func haltPausesTheRun() async throws {
         try await Support.withFreshDatabase { client in

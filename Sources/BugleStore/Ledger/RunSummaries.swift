@@ -41,7 +41,9 @@ enum RunSummaries {
 
     /// Frees dedupe reservations and frequency-cap slots of users none of whose devices was notified (so a later
     /// campaign may reach them). A dedupe reservation of a recipient's own period (local-time delivery) is kept by the
-    /// user's devices in that period only.
+    /// user's devices in that period only. A recipient that ended `unknown` may have been notified (a timeout, a lost
+    /// connection, a crash), so it keeps its user's reservation and slot: they were released, and the next campaign of
+    /// the type notified the user again the same period, even under `ambiguous: drop`.
     static func releaseUnusedReservations(runID: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
         for (table, samePeriod) in [("notification_log", "AND coalesce(r.period_key, l.period_key) = l.period_key"), ("user_sends", "")] {
             _ = try await connection.answeredQuery(
@@ -51,7 +53,7 @@ enum RunSummaries {
                          WHERE l.run_id = $1 AND l.status = 'reserved'
                            AND NOT EXISTS (SELECT 1 FROM bugle.run_recipients r
                                             WHERE r.run_id = $1 AND r.user_id = l.user_id \(samePeriod)
-                                              AND r.state IN ('sent', 'pending', 'in_flight', 'retry_wait'))
+                                              AND r.state IN ('sent', 'unknown', 'pending', 'in_flight', 'retry_wait'))
                         """,
                     binds: Self.bind(runID)),
                 logger: logger
