@@ -134,13 +134,16 @@ public struct CampaignRunner: Sendable {
             "lease acquired",
             metadata: ["epoch": "\(lease.epoch)", "recovered_in_flight": "\(lease.recoveredInFlight)", "workers": "\(lease.liveWorkers)"]
         )
-        await withTaskGroup(of: Void.self) { group in
-            for provider in providers.values { group.addTask { await provider.prepare() } }
-        }
         return try await withThrowingTaskGroup(of: RunResult?.self) { group in
+            // Renewals start with the lease, before the lanes' warm-up: a connection pool warming up for longer than the
+            // TTL (a slow endpoint or proxy, a `timeout` at or above it) let the lease lapse before the first renewal,
+            // and a peer reaped the worker before it sent anything.
             group.addTask { [self] in
                 await heartbeat(lease)
                 return nil
+            }
+            await withTaskGroup(of: Void.self) { prepared in
+                for provider in providers.values { prepared.addTask { await provider.prepare() } }
             }
             if let progress {
                 // Counting what is left reads every unfinished row (seconds for a resumed 10,000,000-recipient run):

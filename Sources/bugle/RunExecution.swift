@@ -294,7 +294,17 @@ enum RunExecution {
             console.say("run \(runID): completed (by another worker)")
             return ExitCodes.completed
         case .fenced(let status):
-            let what = status.map { "the run is \($0.rawValue)" } ?? "this worker's lease was lost or is held by another worker"
+            // A run still running (or ready) went on without this worker: its lease lapsed (renewals starved, the
+            // database out of reach) and a peer reaped it. "the run is running" said nothing of that.
+            let what: String
+            switch status {
+            case nil:
+                what = "this worker's lease was lost or is held by another worker"
+            case .running?, .ready?:
+                what = "this worker's lease was lost (not renewed in time, so another worker took over); the run goes on without it"
+            case let status?:
+                what = "the run is \(status.rawValue)"
+            }
             ExitCodes.printError("run \(runID): stopped: \(what)")
             if status == .cancelled,
                 let settled = try await CancelledRunSettlement.settle(runID: runID, repository: RunRepository(client: client, logger: logger))

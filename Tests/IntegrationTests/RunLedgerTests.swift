@@ -733,6 +733,47 @@ struct RunLedgerTests {
         }
     }
 
+    /// The lease was renewed only once the lanes had warmed up: a warm-up longer than the TTL (a slow endpoint or
+    /// proxy) let the lease lapse, and a worker joining the run reaped this one before it sent anything.
+    @Test("the lease is renewed while the lanes warm up: a warm-up longer than the TTL keeps the worker")
+    func leaseRenewedDuringWarmUp() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 20)
+            let campaign = Support.campaign()
+            let (runID, store) = try await Support.materializedRun(client, campaign)
+            let (warmedUp, warm) = AsyncStream<Void>.makeStream()
+            var tuning = CampaignRunner.Configuration()
+            tuning.leaseTTLSeconds = 3
+            let runner = CampaignRunner(
+                campaign: campaign, runID: runID, store: store,
+                providers: [.apns: WarmingProvider(FakeProvider(kind: .apns), warmedUp: warmedUp), .fcm: FakeProvider(kind: .fcm)],
+                control: RunControl(), configuration: tuning, logger: Support.logger
+            )
+            async let result = runner.run(owner: "warming-\(runID)")
+            // The worker's row is renewed (its expiry moves past the first one) while the APNs lane is still warming up;
+            // without renewals it lapses, and this wait ends at its bound.
+            var firstExpiry: Double?
+            var renewed = false
+            let bound = ContinuousClock.now + .seconds(30)
+            while !renewed, ContinuousClock.now < bound {
+                let expiry = try await Support.scalar(
+                    client, "SELECT coalesce(extract(epoch FROM max(expires_at))::float8, 0) FROM bugle.run_workers WHERE run_id = \(runID)", as: Double.self)
+                if let expiry, expiry > 0 {
+                    if let firstExpiry { renewed = expiry > firstExpiry } else { firstExpiry = expiry }
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(renewed, "the lease was renewed during the warm-up")
+            // Past the TTL, a joining worker finds this one live, not expired.
+            try await Task.sleep(for: .seconds(3.5))
+            let live = try await Support.scalar(
+                client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self)
+            #expect(live == 1)
+            warm.finish()
+            #expect(try await result.ending == .completed)
+        }
+    }
+
     @Test("a halting answer pauses the run with its reason, deactivates nothing, and charges no attempt")
     func haltPausesTheRun() async throws {
         try await Support.withFreshDatabase { client in
@@ -1173,5 +1214,23 @@ struct RunLedgerTests {
             )
             #expect(after == before - 5)
         }
+    }
+}
+
+/// A lane whose warm-up lasts until the test says so.
+private struct WarmingProvider: PushProvider {
+    let inner: FakeProvider
+    let warmedUp: AsyncStream<Void>
+
+    init(_ inner: FakeProvider, warmedUp: AsyncStream<Void>) {
+        self.inner = inner
+        self.warmedUp = warmedUp
+    }
+
+    var kind: ProviderKind { inner.kind }
+    func send(_ request: PushRequest) async -> SendOutcome { await inner.send(request) }
+    func shutdown() async {}
+    func prepare() async {
+        for await _ in warmedUp {}
     }
 }
