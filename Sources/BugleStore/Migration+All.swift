@@ -2,7 +2,7 @@ import PostgresNIO
 
 extension Migration {
     /// Every migration this build knows, in version order.
-    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease, .pausedTime, .recipientPeriods, .deviceChanges]
+    public static let all: [Migration] = [.initialSchema, .claimIndexes, .runOverview, .laneClaimIndex, .dropRunReadyIndex, .runWorkers, .claimIDs, .workerSessions, .campaignFeatures, .cheaperMaterialization, .materializerLease, .pausedTime, .recipientPeriods, .deviceChanges, .deadWorkerTime]
 
     /// Version 1: devices, runs, run_recipients, notification_log and run_summary.
     ///
@@ -352,6 +352,42 @@ extension Migration {
             """
             CREATE TRIGGER devices_deleted AFTER DELETE ON bugle.devices REFERENCING OLD TABLE AS gone
               FOR EACH STATEMENT EXECUTE FUNCTION bugle.note_devices_deleted()
+            """,
+        ]
+    )
+
+    /// Version 15: time during which every worker of a running run was dead (kill -9, a crash, a lost machine) counts
+    /// as paused, not as sending: a run killed and resumed 25 s later read 42.6 s and 47/s for 17.6 s of sending at
+    /// 113/s. The gap runs from the last worker's lease expiry to the moment the run is taken again (a resume or a
+    /// joining worker: ``PostgresCampaignStore/acquireLease``) or changes status (`bugle pause`, `bugle cancel`: the
+    /// pause clock's trigger).
+    public static let deadWorkerTime = Migration(
+        version: 15,
+        name: "dead_worker_time",
+        statements: [
+            """
+            CREATE FUNCTION bugle.run_dead_seconds(run bigint, started timestamptz) RETURNS float8 LANGUAGE sql STABLE AS $$
+              SELECT greatest(0, extract(epoch FROM now() - greatest(max(w.expires_at), started))::float8)
+                FROM bugle.run_workers w WHERE w.run_id = run HAVING max(w.expires_at) < now()
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION bugle.runs_pause_clock() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF OLD.status = 'running' AND NEW.started_at IS NOT NULL THEN
+                    NEW.paused_seconds := NEW.paused_seconds + coalesce(bugle.run_dead_seconds(NEW.id, NEW.started_at), 0);
+                END IF;
+                IF NEW.status = 'paused' THEN
+                    NEW.paused_at := now();
+                ELSIF OLD.status = 'paused' THEN
+                    IF OLD.paused_at IS NOT NULL AND NEW.started_at IS NOT NULL THEN
+                        NEW.paused_seconds := OLD.paused_seconds
+                            + greatest(0, extract(epoch FROM now() - greatest(OLD.paused_at, NEW.started_at))::float8);
+                    END IF;
+                    NEW.paused_at := NULL;
+                END IF;
+                RETURN NEW;
+            END $$
             """,
         ]
     )

@@ -296,6 +296,39 @@ struct RunLedgerTests {
         }
     }
 
+    /// After kill -9, the time until `bugle resume` counted as sending time: a run killed and resumed 25 s later read
+    /// 42.6 s at 47/s for 17.6 s of sending at 113/s.
+    @Test("time with every worker dead counts as paused: from the last lease's expiry to a resume, or to a cancel")
+    func deadWorkerTimeIsNotSendingTime() async throws {
+        try await Support.withFreshDatabase { client in
+            try await Support.seed(client, count: 20)
+            let (runID, store) = try await Support.materializedRun(client, Support.campaign())
+            let repository = RunRepository(client: client, logger: Support.logger)
+            let first = try #require(try await store.acquireLease(runID: runID, owner: "killed", ttlSeconds: 30, mode: .exclusive))
+            #expect(try await repository.run(id: runID)?.pausedSeconds == 0)
+            // The worker is killed; its lease expired 20 s ago (moved back by hand to stand for the wait).
+            _ = try await client.answeredQuery(
+                "UPDATE bugle.run_workers SET expires_at = now() - interval '20 seconds' WHERE run_id = \(runID) AND epoch = \(first.epoch)",
+                logger: Support.logger
+            ).collect()
+            _ = try await client.answeredQuery("UPDATE bugle.runs SET started_at = now() - interval '60 seconds' WHERE id = \(runID)", logger: Support.logger).collect()
+            let second = try #require(try await store.acquireLease(runID: runID, owner: "resumed", ttlSeconds: 30, mode: .exclusive))
+            let afterResume = try #require(try await repository.run(id: runID)?.pausedSeconds)
+            #expect(afterResume >= 20 && afterResume < 25, "\(afterResume)")
+            // A live worker: taking another lease beside it (a join) or pausing the run counts nothing more.
+            _ = try await store.acquireLease(runID: runID, owner: "joined", ttlSeconds: 30, mode: .join)
+            #expect(try await repository.run(id: runID)?.pausedSeconds == afterResume)
+            // Both die; the run is cancelled 30 s after the last lease expired.
+            _ = try await client.answeredQuery(
+                "UPDATE bugle.run_workers SET expires_at = now() - interval '30 seconds' - (epoch - \(second.epoch)) * interval '5 seconds' WHERE run_id = \(runID)",
+                logger: Support.logger
+            ).collect()
+            #expect(try await repository.setStatus(runID: runID, to: .cancelled, reason: "cancelled by operator"))
+            let afterCancel = try #require(try await repository.run(id: runID)?.pausedSeconds)
+            #expect(afterCancel - afterResume >= 30 && afterCancel - afterResume < 35, "\(afterCancel - afterResume)")
+        }
+    }
+
     @Test("every live recipient delivered once, dead tokens deactivated, invalid rows skipped; CSV and summary agree")
     func endToEnd() async throws {
         try await Support.withFreshDatabase { client in

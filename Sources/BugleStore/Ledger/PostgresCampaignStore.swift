@@ -70,6 +70,16 @@ public struct PostgresCampaignStore: CampaignStore {
             var status: RunStatus?
             for try await (raw,) in current.decode((String,).self) { status = RunStatus(rawValue: raw) }
             guard let status else { return nil }
+            if status == .running {
+                // Every worker died (kill -9, a crash): the time since the last lease expired was not sending time.
+                _ = try await connection.answeredQuery(
+                    """
+                    UPDATE bugle.runs SET paused_seconds = paused_seconds + coalesce(bugle.run_dead_seconds(id, started_at), 0)
+                     WHERE id = \(runID) AND started_at IS NOT NULL
+                    """,
+                    logger: logger
+                ).collect()
+            }
             // Expired workers are reaped first; deleting a worker row waits for its group commits in progress
             // (they hold FOR KEY SHARE on it), and its later commits find no row and change nothing.
             _ = try await Self.reapExpired(runID: runID, connection, logger: logger)
