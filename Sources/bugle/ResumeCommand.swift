@@ -136,7 +136,8 @@ extension ResumeCommand {
         let console = Console(jsonOnStdout: output.json)
         let segments = try await DatabaseSession.segmentAccess(global, client: client, logger: logger)
         let materialized = try await RunExecution.materialize(
-            runID: record.id, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, ridesOutages: worker.databaseOutageLimit > 0, logger: logger
+            runID: record.id, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, ridesOutages: worker.databaseOutageLimit > 0,
+            json: output.json, logger: logger
         ) {
             let discarded = try await repository.discardPartialLedger(runID: record.id)
             console.say("run \(record.id): its segment was being read when its process ended (\(discarded) row(s) written, none sent); reading it again")

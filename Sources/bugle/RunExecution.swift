@@ -48,7 +48,8 @@ enum RunExecution {
         console.say("run \(runID): reading segment of \(campaign.name)")
         var phases = PhaseTimer()
         let materialized = try await materialize(
-            runID: runID, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, ridesOutages: worker.databaseOutageLimit > 0, logger: logger)
+            runID: runID, campaign: campaign, segments: segments, leaseTTL: worker.leaseTTL, ridesOutages: worker.databaseOutageLimit > 0,
+            json: output.json, logger: logger)
         phases.end("materialize")
         if materialized.closed {
             try await sayClosedWhileReading(runID: runID, materialized, repository: repository)
@@ -98,7 +99,7 @@ enum RunExecution {
     /// - Throws: ``MaterializerLease/Held`` (as a usage error) when another live process reads the segment; for a lost
     ///   connection, ``DatabaseLost`` or a ``StoreError`` saying the run is left to `bugle resume`.
     static func materialize(
-        runID: Int64, campaign: Campaign, segments: SegmentAccess, leaseTTL: Int, ridesOutages: Bool, logger: Logger,
+        runID: Int64, campaign: Campaign, segments: SegmentAccess, leaseTTL: Int, ridesOutages: Bool, json: Bool, logger: Logger,
         first: () async throws -> Void = {}
     ) async throws -> Materializer.Report {
         let client = segments.client
@@ -123,9 +124,16 @@ enum RunExecution {
         } catch let held as MaterializerLease.Held {
             throw UsageError("\(held); wait for it to start sending, or `bugle cancel \(runID)`")
         } catch is Materializer.Interrupted {
-            ExitCodes.printError(
-                "run \(runID): stopped by \(signals.signalName ?? "a signal") while its segment was read; nothing was sent, and "
-                    + "`bugle resume \(runID)` reads it again")
+            let why = "stopped by \(signals.signalName ?? "a signal") while its segment was read; nothing was sent, and "
+                + "`bugle resume \(runID)` reads it again"
+            ExitCodes.printError("run \(runID): \(why)")
+            if json {
+                // Scripts get the run id and its state as for any other ending (stdout was empty): the rows read so far
+                // are not counted, since a resume reads the segment again from zero.
+                var record = try? await RunRepository(client: client, logger: logger).run(id: runID)
+                record?.pauseReason = why
+                print(SummaryJSON.render(runID: runID, record: record, lines: [], reportPath: nil, reportRows: 0))
+            }
             throw ExitCode(ExitCodes.paused)
         } catch where StoreError.isConnectionLoss(error) {
             if ridesOutages { throw DatabaseLost(runID: runID, detail: StoreError.safeDescription(of: error), handover: nil) }

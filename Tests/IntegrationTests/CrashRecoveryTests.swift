@@ -274,18 +274,23 @@ struct CrashRecoveryTests {
     }
 
     /// Ctrl-C or SIGTERM while the segment was read killed the command at once (exit 130 or 143, no word), and SIGINT
-    /// inherited as ignored (a script's background job) was dropped: the run went on to send everyone.
+    /// inherited as ignored (a script's background job) was dropped: the run went on to send everyone. With `--json`
+    /// stdout then stayed empty, so a script could not learn the run to resume.
     @Test("Ctrl-C or SIGTERM while the segment is read: exit 3 naming the signal, nothing sent, the run still materializing; resume completes", arguments: [SIGINT, SIGTERM])
     func interruptedWhileReading(_ signo: Int32) async throws {
         try await CrashFixture.with(devices: 400) { fixture in
             let campaign = try Self.slowSegmentCampaign(fixture)
-            let running = try fixture.start(["run", campaign, "--quiet"])
+            let running = try fixture.start(["run", campaign, "--quiet", "--json"])
             try await Self.whenSegmentIsRead(fixture) { _ in kill(running.process.processIdentifier, signo) }
             let output = await running.finish()
             let runID = try await fixture.latestRunID()
             #expect(output.status == 3, "\(output.stderr)")
             let name = signo == SIGINT ? "SIGINT" : "SIGTERM"
             #expect(output.stderr.contains("run \(runID): stopped by \(name) while its segment was read; nothing was sent"), "\(output.stderr)")
+            // `--json` gives scripts the run and its state (stdout was empty), with nothing counted: a resume reads again.
+            let summary = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+            #expect(summary?["run_id"] as? Int64 == runID && summary?["status"] as? String == "materializing", "\(output.stdout)")
+            #expect((summary?["counts"] as? [Any])?.isEmpty == true && (summary?["reason"] as? String)?.contains(name) == true, "\(output.stdout)")
             #expect(fixture.delivered == 0)
             let status = try await fixture.withClient { client in
                 try await LedgerTestSupport.scalar(client, "SELECT status FROM bugle.runs WHERE id = \(runID)", as: String.self)
