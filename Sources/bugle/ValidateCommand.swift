@@ -1,14 +1,15 @@
 import ArgumentParser
 import BugleCore
 import BugleRunner
+import BugleStore
 import Foundation
 import Logging
 
-/// `bugle validate FILE`: checks a campaign (and its providers file) without touching the database.
+/// `bugle validate FILE`: checks a campaign (and its providers file), and prepares its segment on the database.
 struct ValidateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check a campaign file (and its providers file); templated campaigns also prepare their segment.",
+        abstract: "Check a campaign file (and its providers file), and prepare its segment on the database.",
         discussion: """
             Errors name file:line:column and the key path. Exit 0 when valid, 1 otherwise. A providers file that is \
             named but absent is only a note (secrets often live elsewhere); one given with --providers must exist and \
@@ -17,15 +18,17 @@ struct ValidateCommand: AsyncParsableCommand {
             `bugle run` loads them (key files read and parsed, their permissions checked, certificates and passphrases \
             tried; nothing is sent), and an `ios_transport` whose section the file lacks is an error.
 
-            A campaign whose copy uses template variables ({{first_name}}) has its segment prepared on the database \
-            (read-only, no row is read) to check that every variable is one of the segment's columns. --offline skips \
-            that check; nothing else touches the database.
+            The segment is prepared on the database (read-only, no row is read), so SQL the server refuses is an error \
+            here, and every template variable ({{first_name}}) must be one of its columns: on the server a database URL \
+            names, or on the embedded cluster when it runs or the copy uses template variables (for an untemplated \
+            campaign none is created or started: a note says the segment was not checked). --offline skips that \
+            check; nothing else touches the database.
             """
     )
 
     @OptionGroup var global: GlobalOptions
 
-    @Flag(help: "Do not prepare the segment on the database (template variables are then checked at `bugle run`).")
+    @Flag(help: "Do not prepare the segment on the database (its SQL and template variables are then checked at `bugle run`).")
     var offline = false
 
     @Argument(help: "The campaign YAML file.")
@@ -65,18 +68,15 @@ struct ValidateCommand: AsyncParsableCommand {
                 ExitCodes.printError(
                     "note: \(file): no providers file (`providers:` in the campaign or --providers); routes and credentials not checked, and `bugle run` will need one")
             }
+            let templated = !campaign.templateVariables.isEmpty
             var columnsNote = ""
-            if !campaign.templateVariables.isEmpty {
-                if offline {
-                    columnsNote = "; template variables not checked against the segment (--offline)"
-                } else {
-                    let logger = global.makeLogger()
-                    try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
-                        let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
-                        try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
-                    }
-                    columnsNote = "; template variables \(campaign.templateVariables.joined(separator: ", ")) are segment columns"
-                }
+            if offline {
+                columnsNote = templated ? "; segment.sql and template variables not checked (--offline)" : "; segment.sql not checked (--offline)"
+            } else if templated || DatabaseSession.namesServer(global) ? true : await embeddedClusterRuns() {
+                try await checkSegment(campaign, templated: templated, note: &columnsNote)
+            } else {
+                ExitCodes.printError(
+                    "note: \(file): segment.sql not checked: no database named and the embedded cluster is not running (--database-url, BUGLE_DATABASE_URL or `bugle db start`)")
             }
             print("\(file): ok — campaign \(campaign.name) (\(campaign.message.locales.count) locale(s), dedupe \(campaign.dedupe.rawValue)\(campaign.variants.isEmpty ? "" : ", \(campaign.variants.count) variants")\(columnsNote))")
             return ExitCodes.completed
@@ -85,6 +85,25 @@ struct ValidateCommand: AsyncParsableCommand {
 }
 
 extension ValidateCommand {
+    /// Prepares the segment on the database (read-only, no row read): SQL the server refuses passed validate whenever
+    /// the copy used no template variable, and failed the run.
+    private func checkSegment(_ campaign: Campaign, templated: Bool, note: inout String) async throws {
+        let logger = global.makeLogger()
+        try await DatabaseSession.with(global, migrate: false, logger: logger) { client in
+            let segments = try await DatabaseSession.segmentAccess(global, client: client, prepare: false, logger: logger)
+            try await SegmentColumnsCheck.verify(campaign, segments: segments, logger: logger)
+        }
+        note = templated
+            ? "; segment prepared, template variables \(campaign.templateVariables.joined(separator: ", ")) are segment columns"
+            : "; segment prepared"
+    }
+
+    /// Whether the embedded cluster runs (an untemplated campaign's segment is prepared on it then; none is started).
+    private func embeddedClusterRuns() async -> Bool {
+        let cluster = EmbeddedCluster.defaultCluster(environment: ProcessInfo.processInfo.environment)
+        return (try? await cluster.status().isRunning) == true
+    }
+
     /// Loads every lane's credentials as a run would (no connection is opened), refuses an `ios_transport` the file
     /// cannot serve, and notes platforms whose lane is missing.
     private func checkCredentials(_ campaign: Campaign, settings: ProviderSettings, path: String) async throws {

@@ -440,6 +440,46 @@ struct CLIFeatureTests {
 
     // MARK: - validate against the segment
 
+    /// SQL the server refuses passed `bugle validate` (`ok`, exit 0) whenever the copy used no template variable; the run
+    /// then failed on it.
+    @Test("validate prepares an untemplated segment too when a database is named: SQL the server refuses exits 1; without one, a note")
+    func validateUntemplatedSegment() async throws {
+        let (_, url) = try await Self.seededDatabase(devices: 2)
+        func campaign(_ name: String, sql: String) throws -> String {
+            try CLITests.temporaryFile(
+                "\(name).yaml",
+                """
+                name: \(name)
+                notification_type: cli-validate-sql
+                segment:
+                  sql: \(sql)
+                message:
+                  default_locale: en
+                  locales:
+                    en: { title: "Hi", body: "Welcome back" }
+                """
+            )
+        }
+        let env = ["BUGLE_DATABASE_URL": url]
+        for (name, sql) in [("two-statements", "SELECT 1; SELECT 2"), ("no-such-table", "SELECT id AS device_id FROM nowhere")] {
+            let bad = try campaign(name, sql: sql)
+            let refused = try await CLITests.bugle(["validate", bad], environment: env)
+            #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+            #expect(refused.stderr.contains("\(bad): segment.sql"), "\(refused.stderr)")
+            let offline = try await CLITests.bugle(["validate", bad, "--offline"], environment: env)
+            #expect(offline.status == 0 && offline.stdout.contains("segment.sql not checked (--offline)"), "\(offline.stdout) \(offline.stderr)")
+            // No database named and no embedded cluster running: nothing is started, and a note says so.
+            let home = NSTemporaryDirectory() + "bugle-validate-\(UUID().uuidString)"
+            let unchecked = try await CLITests.bugle(["validate", bad], environment: ["BUGLE_HOME": home])
+            #expect(unchecked.status == 0, "\(unchecked.stdout) \(unchecked.stderr)")
+            #expect(unchecked.stderr.contains("segment.sql not checked: no database named"), "\(unchecked.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: home + "/postgres"), "no cluster was created")
+        }
+        let good = try campaign("fine-sql", sql: "SELECT d.id AS device_id, d.user_id, d.token, d.platform FROM bugle.devices d")
+        let accepted = try await CLITests.bugle(["validate", good], environment: env)
+        #expect(accepted.status == 0 && accepted.stdout.contains("segment prepared"), "\(accepted.stdout) \(accepted.stderr)")
+    }
+
     @Test("validate prepares a templated segment: an unknown variable exits 1 naming file, key path and variable; run and the dry run refuse it before writing")
     func validateTemplateVariables() async throws {
         try await MixedTestEnvironment.with { environment in
