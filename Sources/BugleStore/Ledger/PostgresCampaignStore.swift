@@ -238,7 +238,8 @@ public struct PostgresCampaignStore: CampaignStore {
             // FOR KEY SHARE of group commits, so claiming and recording overlap; it does conflict with a takeover.
             let fence = try await connection.answeredQuery(
                 """
-                SELECT in_flight_window, notification_type, period_key, cap_count, cap_seconds FROM bugle.runs
+                SELECT in_flight_window, notification_type, period_key, cap_count, cap_seconds,
+                       extract(epoch FROM created_at - interval '\(unescaped: DeviceChangeLog.margin)')::float8 FROM bugle.runs
                  WHERE id = \(lease.runID) AND status = 'running'
                 FOR NO KEY UPDATE
                 """,
@@ -246,8 +247,11 @@ public struct PostgresCampaignStore: CampaignStore {
             )
             var run: (Int, String, String?)?
             var cap: (count: Int, seconds: Int)?
-            for try await (window, type, period, capCount, capSeconds) in fence.decode((Int, String, String?, Int?, Int?).self) {
+            // Changes of owner older than this cannot concern the run (its segment was read after them).
+            var changesSince = 0.0
+            for try await (window, type, period, capCount, capSeconds, since) in fence.decode((Int, String, String?, Int?, Int?, Double).self) {
                 run = (window, type, period)
+                changesSince = since
                 if let capCount, let capSeconds { cap = (capCount, capSeconds) }
             }
             // This worker's own lease must be live; FOR KEY SHARE makes a reaper wait until this claim commits, so
@@ -311,13 +315,16 @@ public struct PostgresCampaignStore: CampaignStore {
             // and the change log (`bugle.device_changes`, written by triggers on `devices`) answer for the whole claim
             // (one probe per device each, no ledger or device row read for unchanged active ones), and only the rows
             // they name are written. Probing `devices` and the ledger for every claimed row instead was about 6 µs per
-            // recipient at 1,000,000 devices.
+            // recipient at 1,000,000 devices. The log is probed only when it holds a change recent enough to matter
+            // (one probe of its time index; otherwise about 1 µs per claimed device).
             let deviceIDs = claimed.map(\.deviceID)
             let changedDevices = try await connection.answeredQuery(
                 """
                 SELECT x.id, d.token, d.user_id, d.is_active
                   FROM (SELECT id FROM bugle.devices WHERE NOT is_active AND id = ANY(\(deviceIDs))
-                        UNION SELECT device_id FROM bugle.device_changes WHERE device_id = ANY(\(deviceIDs))) x
+                        UNION SELECT c.device_id FROM bugle.device_changes c
+                               WHERE c.device_id = ANY(\(deviceIDs))
+                                 AND EXISTS (SELECT 1 FROM bugle.device_changes n WHERE n.changed_at > to_timestamp(\(changesSince)))) x
                   LEFT JOIN bugle.devices d ON d.id = x.id
                 """,
                 logger: logger
