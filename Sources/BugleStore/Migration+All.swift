@@ -371,23 +371,20 @@ extension Migration {
                 FROM bugle.run_workers w WHERE w.run_id = run HAVING max(w.expires_at) < now()
             $$
             """,
+            // Its own trigger beside the pause clock (triggers fire in name order: this one first); it acts only on
+            // leaving `running`, the pause clock only on leaving `paused`.
             """
-            CREATE OR REPLACE FUNCTION bugle.runs_pause_clock() RETURNS trigger LANGUAGE plpgsql AS $$
+            CREATE FUNCTION bugle.runs_dead_clock() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 IF OLD.status = 'running' AND NEW.started_at IS NOT NULL THEN
                     NEW.paused_seconds := NEW.paused_seconds + coalesce(bugle.run_dead_seconds(NEW.id, NEW.started_at), 0);
                 END IF;
-                IF NEW.status = 'paused' THEN
-                    NEW.paused_at := now();
-                ELSIF OLD.status = 'paused' THEN
-                    IF OLD.paused_at IS NOT NULL AND NEW.started_at IS NOT NULL THEN
-                        NEW.paused_seconds := OLD.paused_seconds
-                            + greatest(0, extract(epoch FROM now() - greatest(OLD.paused_at, NEW.started_at))::float8);
-                    END IF;
-                    NEW.paused_at := NULL;
-                END IF;
                 RETURN NEW;
             END $$
+            """,
+            """
+            CREATE TRIGGER runs_dead_clock BEFORE UPDATE OF status ON bugle.runs
+               FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION bugle.runs_dead_clock()
             """,
         ]
     )
