@@ -452,6 +452,35 @@ struct CampaignFeatureLoaderTests {
         try expectRejected(bad)
     }
 
+    /// `message.image` and a data key `image` both went to the APNs payload's top level: the key was written twice.
+    @Test("a data key image is refused when message.image is set, in the message and in a variant, in any letter case")
+    func imageDataKeyWithImage() throws {
+        let message = "  default_locale: en\n  locales: { en: { title: t, body: b } }\n"
+        let image = "  image: https://cdn.example.com/a.png\n"
+        try expectRejected(
+            .init(
+                name: "message.data.image", yaml: campaignYAML(message: message + "  data: { image: x }\n" + image),
+                at: "image: x", keyPath: "message.data.image", message: "data key 'image' clashes with message.image"))
+        try expectRejected(
+            .init(
+                name: "message.data.Image", yaml: campaignYAML(message: message + image + "  data: { Image: x }\n"),
+                at: "Image", keyPath: "message.data.Image", message: "data key 'Image' clashes with message.image"))
+        try expectRejected(
+            .init(
+                name: "variants[1].data.image",
+                yaml: campaignYAML(
+                    message: message + image,
+                    "variants:\n  - { name: a, weight: 1 }\n  - { name: b, weight: 1, data: { image: y } }\n"),
+                at: "image: y", keyPath: "variants[1].data.image", message: "data key 'image' clashes with message.image"))
+        // Without message.image the key is the campaign's own.
+        let campaign = try load(
+            campaignYAML(
+                message: message + "  data: { image: x }\n",
+                "variants:\n  - { name: a, weight: 1 }\n  - { name: b, weight: 1, data: { image: y } }\n"))
+        #expect(campaign.message.data == ["image": "x"])
+        #expect(campaign.variants.last?.data == ["image": "y"])
+    }
+
     // MARK: - Delivery
 
     @Test("every new delivery key is read")

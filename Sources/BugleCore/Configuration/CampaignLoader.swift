@@ -141,7 +141,11 @@ public enum CampaignLoader {
         if let variantsNode = top["variants"] {
             // The variants' locales are checked against the message's; without a message there is nothing to check.
             variants = try message.flatMap { message in
-                try checked { try self.variants(variantsNode, messageTags: message.localeCopies.keys.sorted(), usage: &usage) }
+                try checked {
+                    try self.variants(
+                        variantsNode, messageTags: message.localeCopies.keys.sorted(), messageHasImage: message.image != nil,
+                        usage: &usage)
+                }
             }
         }
         let delivery = try checked { try top["delivery"].map(self.delivery) ?? DeliveryOptions() }
@@ -203,6 +207,7 @@ public enum CampaignLoader {
         let badge = try map["badge"]?.int(in: 0...Int.max)
         let sound = try map["sound"]?.singleLineString(maximumLength: 256)
         let image = try map["image"].map(httpsURL)
+        if image != nil, let dataNode = map["data"] { try refuseImageDataKey(dataNode) }
         let apns = try map["apns"].map(self.apns) ?? APNsOptions()
         let android = try map["android"].map(self.android) ?? AndroidOptions()
         let webpush = try map["webpush"].map(self.webpush) ?? WebPushOptions()
@@ -392,6 +397,16 @@ public enum CampaignLoader {
         return data
     }
 
+    /// Refuses a data key `image` (in any letter case) when the message sets `message.image`: the APNs payload carries
+    /// both at its top level, so the key would be written twice.
+    private static func refuseImageDataKey(_ dataNode: ConfigurationNode) throws {
+        for entry in try dataNode.entries() where entry.key.lowercased() == "image" {
+            throw entry.value.keyError(
+                "data key '\(entry.key)' clashes with message.image: the APNs payload carries the image URL under the "
+                    + "key image, beside the data keys, so it would be written twice; rename the data key")
+        }
+    }
+
     /// A scalar as text: strings and numbers as written, booleans as `true` / `false`.
     /// - Parameter kind: What the values are, in the plural, for the error (`data values`).
     private static func scalarText(_ node: ConfigurationNode, kind: String) throws -> String {
@@ -407,7 +422,7 @@ public enum CampaignLoader {
     // MARK: - Variants
 
     private static func variants(
-        _ node: ConfigurationNode, messageTags: [String], usage: inout TemplateUsage
+        _ node: ConfigurationNode, messageTags: [String], messageHasImage: Bool, usage: inout TemplateUsage
     ) throws -> [CampaignVariant] {
         let items = try node.items()
         guard variantCount.contains(items.count) else {
@@ -444,6 +459,7 @@ public enum CampaignLoader {
             var data: [String: String] = [:]
             if let dataNode = map["data"] {
                 data = try self.data(dataNode, usage: &usage)
+                if messageHasImage { try refuseImageDataKey(dataNode) }
             }
             variants.append(CampaignVariant(name: name, weight: weight, localeCopies: localeCopies, data: data))
         }
