@@ -121,6 +121,36 @@ struct CampaignLoaderTests {
         #expect(one.further.isEmpty && !one.description.contains("\n"), "\(one)")
     }
 
+    /// The variants were checked only when the message loaded: a wrong `message.apns.priority` hid them.
+    @Test("a problem in message does not hide the variants' problems; their locales are still checked against the message's")
+    func messageProblemDoesNotHideVariants() throws {
+        let yaml = """
+            name: x
+            notification_type: promo
+            segment: { sql: SELECT 1 }
+            message:
+              default_locale: en
+              locales: { en: { title: a, body: b } }
+              apns: { priority: 7 }
+            variants:
+              - { name: a, weight: 0 }
+              - { name: b, weight: 1, locales: { fr: { title: c, body: d } } }
+            """
+        let error = try #require(configurationError { try CampaignLoader.load(yaml: yaml, path: "c.yaml") })
+        #expect(error.keyPath == "message.apns.priority" && error.line == 7, "\(error)")
+        #expect(error.further.map(\.keyPath) == ["variants[0].weight"], "\(error)")
+        let lines = error.description.split(separator: "\n")
+        #expect(lines.count == 2 && lines[1].hasPrefix("c.yaml:9:24: variants[0].weight: must be a number above 0"), "\(error)")
+        // With the weight right, the variant's locale is checked against the message's tags as written.
+        let locale = try #require(
+            configurationError {
+                try CampaignLoader.load(yaml: yaml.replacingOccurrences(of: "weight: 0", with: "weight: 1"), path: "c.yaml")
+            })
+        #expect(locale.keyPath == "message.apns.priority", "\(locale)")
+        #expect(locale.further.map(\.keyPath) == ["variants[1].locales.fr"], "\(locale)")
+        #expect(locale.further.first?.message.contains("locale 'fr' is not in message.locales (defined: en)") == true, "\(locale)")
+    }
+
     @Test("a key file given as the campaign is refused without quoting it (the audit saw 17 characters of an EC key printed); a PEM block as a value is not quoted either")
     func keyFileNotQuoted() throws {
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIECCSX8jNN7sq46GQUsecretsecretsecretsecretAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n"

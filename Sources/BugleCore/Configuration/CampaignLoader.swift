@@ -139,13 +139,14 @@ public enum CampaignLoader {
         let message = try checked { try self.message(top.required("message"), usage: &usage) }
         var variants: [CampaignVariant]? = []
         if let variantsNode = top["variants"] {
-            // The variants' locales are checked against the message's; without a message there is nothing to check.
-            variants = try message.flatMap { message in
-                try checked {
-                    try self.variants(
-                        variantsNode, messageTags: message.localeCopies.keys.sorted(), messageHasImage: message.image != nil,
-                        usage: &usage)
-                }
+            // The variants' locales are checked against the message's tags and their data against its image. A message
+            // that failed is read as written, so that its problem does not hide the variants' (its tags are not checked
+            // when its locales cannot be read).
+            let written = message == nil ? writtenMessage(top["message"]) : nil
+            let messageTags = message.map { $0.localeCopies.keys.sorted() } ?? written?.tags
+            let messageHasImage = message.map { $0.image != nil } ?? written?.hasImage ?? false
+            variants = try checked {
+                try self.variants(variantsNode, messageTags: messageTags, messageHasImage: messageHasImage, usage: &usage)
             }
         }
         let delivery = try checked { try top["delivery"].map(self.delivery) ?? DeliveryOptions() }
@@ -238,10 +239,19 @@ public enum CampaignLoader {
         return locales
     }
 
+    /// What a `message` that failed to load says, for checking its variants: its locale tags (nil when
+    /// `message.locales` is not a mapping) and whether it sets `image`.
+    private static func writtenMessage(_ node: ConfigurationNode?) -> (tags: [String]?, hasImage: Bool) {
+        guard let entries = try? node?.entries() else { return (nil, false) }
+        let locales = entries.first { $0.key == "locales" }?.value
+        let tags = (try? locales?.entries())?.map(\.key)
+        return (tags, entries.contains { $0.key == "image" && !$0.value.isNull })
+    }
+
     /// A variant's `locales`: like `message.locales`, but only for tags the message defines (matched ignoring
-    /// case and stored under the message's spelling).
+    /// case and stored under the message's spelling); any tags when the message's are unknown (`messageTags` nil).
     private static func variantLocales(
-        _ node: ConfigurationNode, messageTags: [String], usage: inout TemplateUsage
+        _ node: ConfigurationNode, messageTags: [String]?, usage: inout TemplateUsage
     ) throws -> [String: [LocalizedCopy]] {
         let entries = try node.entries()
         if entries.isEmpty {
@@ -249,16 +259,16 @@ public enum CampaignLoader {
                 "must contain at least one locale of message.locales; leave it out to keep the message's copy")
         }
         var messageTagsByLowercased: [String: String] = [:]
-        for tag in messageTags { messageTagsByLowercased[tag.lowercased()] = tag }
+        for tag in messageTags ?? [] { messageTagsByLowercased[tag.lowercased()] = tag }
         var locales: [String: [LocalizedCopy]] = [:]
         for entry in entries {
-            guard let tag = messageTagsByLowercased[entry.key.lowercased()] else {
-                let defined = messageTags.joined(separator: ", ")
+            guard let tag = messageTags == nil ? entry.key : messageTagsByLowercased[entry.key.lowercased()] else {
+                let defined = (messageTags ?? []).joined(separator: ", ")
                 throw entry.value.keyError(
                     "locale '\(entry.key)' is not in message.locales (defined: \(defined)); "
                         + "a variant can only replace the message's copy")
             }
-            if locales[tag] != nil {
+            if locales.keys.contains(where: { $0.lowercased() == tag.lowercased() }) {
                 throw entry.value.keyError("locale '\(entry.key)' is given twice (locale tags are case-insensitive)")
             }
             locales[tag] = try copies(entry.value, usage: &usage)
@@ -422,7 +432,7 @@ public enum CampaignLoader {
     // MARK: - Variants
 
     private static func variants(
-        _ node: ConfigurationNode, messageTags: [String], messageHasImage: Bool, usage: inout TemplateUsage
+        _ node: ConfigurationNode, messageTags: [String]?, messageHasImage: Bool, usage: inout TemplateUsage
     ) throws -> [CampaignVariant] {
         let items = try node.items()
         guard variantCount.contains(items.count) else {
