@@ -151,6 +151,28 @@ struct CampaignLoaderTests {
         #expect(locale.further.first?.message.contains("locale 'fr' is not in message.locales (defined: en)") == true, "\(locale)")
     }
 
+    /// VoIP and complication pushes go to PushKit tokens; through FCM they went to FCM registration tokens.
+    @Test("push_type voip and complication are refused with ios_transport: fcm, where push_type is written", arguments: ["voip", "complication"])
+    func pushKitTypesThroughFCM(pushType: String) throws {
+        let yaml = """
+            name: x
+            notification_type: promo
+            segment: { sql: SELECT 1 }
+            message:
+              default_locale: en
+              locales: { en: { title: a, body: b } }
+              apns:
+                push_type: \(pushType)
+            ios_transport: fcm
+            """
+        let error = try #require(configurationError { try CampaignLoader.load(yaml: yaml, path: "c.yaml") })
+        #expect(error.located.hasPrefix("c.yaml:8:16: message.apns.push_type: push_type \(pushType) cannot be sent with ios_transport: fcm"), "\(error)")
+        #expect(error.further.isEmpty, "\(error)")
+        // Through APNs they are sent; background goes through FCM.
+        #expect(try CampaignLoader.load(yaml: yaml.replacingOccurrences(of: "ios_transport: fcm", with: "ios_transport: http2"), path: "c.yaml").message.apns.pushType.rawValue == pushType)
+        #expect(try CampaignLoader.load(yaml: yaml.replacingOccurrences(of: "push_type: \(pushType)", with: "push_type: background"), path: "c.yaml").iosTransport == .fcm)
+    }
+
     @Test("a key file given as the campaign is refused without quoting it (the audit saw 17 characters of an EC key printed); a PEM block as a value is not quoted either")
     func keyFileNotQuoted() throws {
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIECCSX8jNN7sq46GQUsecretsecretsecretsecretAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n"

@@ -154,6 +154,29 @@ struct PayloadTests {
         #expect(((quietAPNs["payload"] as? [String: Any])?["aps"] as? [String: Any])?.keys.sorted() == ["content-available"])
     }
 
+    /// FCM builds an alert from `notification`: a background push to iOS carried title, body and image with
+    /// `apns-push-type: background`, which APNs does not allow (the direct path sends `content-available` only).
+    @Test("FCM message to an iOS device with push_type background: no notification and no image, as the direct APNs path")
+    func fcmBackgroundToIOS() throws {
+        var template = Self.template(pushType: .background, priority: 5)
+        template.image = "https://example.com/i.png"
+        let copy = RenderedCopy(locale: "en", title: "Hi", body: "There")
+        let builder = FCMMessageBuilder(template: template, defaultTag: "bugle-x")
+        let message = try #require(try Self.object(try builder.body(token: "t:1", platform: .ios, copy: copy))["message"] as? [String: Any])
+        #expect(message["notification"] == nil)
+        #expect(message.keys.sorted() == ["apns", "data", "token"])
+        #expect((message["data"] as? [String: String]) == ["deeplink": "app://x", "n": "1"])
+        let apns = try #require(message["apns"] as? [String: Any])
+        #expect(apns["fcm_options"] == nil)
+        #expect((apns["headers"] as? [String: String])?["apns-push-type"] == "background")
+        #expect(((apns["payload"] as? [String: Any])?["aps"] as? [String: Any])?.keys.sorted() == ["content-available"])
+        // Android and web keep their notification; an alert to iOS keeps it too.
+        let android = try #require(try Self.object(try builder.body(token: "a", platform: .android, copy: copy))["message"] as? [String: Any])
+        #expect((android["notification"] as? [String: Any])?["title"] as? String == "Hi")
+        let alert = try FCMMessageBuilder(template: Self.template()).body(token: "t:1", platform: .ios, copy: copy)
+        #expect(((try Self.object(alert)["message"] as? [String: Any])?["notification"] as? [String: Any])?["body"] as? String == "There")
+    }
+
     @Test("the composer routes iOS through FCM only with ios_transport: fcm, and validates such tokens as FCM tokens")
     func iosTransportFCM() throws {
         var campaign = Campaign(

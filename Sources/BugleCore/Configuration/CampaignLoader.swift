@@ -152,6 +152,9 @@ public enum CampaignLoader {
         let delivery = try checked { try top["delivery"].map(self.delivery) ?? DeliveryOptions() }
         let iosTransport = try checked { try top.choice("ios_transport", default: IOSTransport.http2) }
         if message != nil, variants != nil { _ = try checked { try checkVariables(usage) } }
+        if let message, iosTransport == .fcm {
+            _ = try checked { try checkPushTypeThroughFCM(message.apns.pushType, message: top["message"]) }
+        }
         if let problem = ConfigurationError.combined(problems) { throw problem }
         guard let name, let notificationType, let dedupe, let providersPath, let segment, let message, let variants, let delivery, let iosTransport
         else {
@@ -353,6 +356,20 @@ public enum CampaignLoader {
                 "variable '\(entry.key)' is declared but not used by any title, body or data value "
                     + "(use {{\(entry.key)}} or remove it)")
         }
+    }
+
+    /// Refuses `push_type: voip` and `complication` with `ios_transport: fcm`: those pushes go to PushKit tokens, and
+    /// the iOS tokens of such a campaign are FCM registration tokens.
+    /// - Parameter node: The `message` node (read before without problems), for the position of `push_type`.
+    private static func checkPushTypeThroughFCM(_ pushType: APNsPushType, message node: ConfigurationNode?) throws {
+        guard pushType == .voip || pushType == .complication,
+            let apns = try node?.mapping(allowedKeys: messageKeys)["apns"],
+            let pushTypeNode = try apns.mapping(allowedKeys: apnsKeys)["push_type"]
+        else { return }
+        let token = pushType == .voip ? "the app's PushKit (VoIP) token" : "a watch complication's PushKit token"
+        throw pushTypeNode.error(
+            "push_type \(pushType.rawValue) cannot be sent with ios_transport: fcm: it goes to \(token), and the iOS "
+                + "tokens FCM holds are FCM registration tokens; send it with ios_transport: http2")
     }
 
     private static func isReservedColumn(_ name: String) -> Bool {

@@ -47,12 +47,16 @@ public struct FCMMessageBuilder: Sendable {
         json.field("token", "")
         let prefix = Array(json.bytes.dropLast())  // up to and including the token's opening quote
         let tokenEnd = json.bytes.count - 1
-        json.key("notification")
-        json.beginObject()
-        json.field("title", copy.title)
-        json.field("body", copy.body)
-        if let image = template.image { json.field("image", image) }
-        json.endObject()
+        // An iOS background push carries no alert (APNs refuses one with `apns-push-type: background`), as the direct
+        // APNs path sends none: no `notification`, from which FCM would build one.
+        if !isBackgroundToIOS(platform) {
+            json.key("notification")
+            json.beginObject()
+            json.field("title", copy.title)
+            json.field("body", copy.body)
+            if let image = template.image { json.field("image", image) }
+            json.endObject()
+        }
         let data = copy.sortedData(or: dataKeys)
         if !data.isEmpty {
             json.key("data")
@@ -73,6 +77,11 @@ public struct FCMMessageBuilder: Sendable {
         let size = json.bytes.count - 1 - messageStart - Self.emptyTokenMember
         guard size <= PayloadLimits.fcm else { throw PayloadTooLarge(size: size, limit: PayloadLimits.fcm) }
         return FCMBodyTemplate(prefix: prefix, suffix: suffix)
+    }
+
+    /// Whether this is a `push_type: background` message to an iOS device, which shows nothing.
+    private func isBackgroundToIOS(_ platform: Platform) -> Bool {
+        platform == .ios && template.apns.pushType == .background
     }
 
     private func writeAndroid(_ json: inout JSONWriter) {
@@ -114,7 +123,7 @@ public struct FCMMessageBuilder: Sendable {
         APNsPayloadBuilder.writeAPSKeys(&json, template: template)
         json.endObject()
         json.endObject()
-        if let image = template.image {
+        if let image = template.image, options.pushType != .background {
             json.key("fcm_options")
             json.beginObject()
             json.field("image", image)
