@@ -470,7 +470,7 @@ struct SegmentReaderTests {
     }
 
     /// RELIABILITY.md §2.4 #33: hostile or slow segment SQL ends in a segment error, soon, and leaves nothing running.
-    @Test("a segment that sleeps is stopped by its statement timeout; one of 10^12 rows is refused at max_rows + 1 (not by the 60 s timeout); the server is left idle")
+    @Test("a segment that sleeps is stopped by its statement timeout; one of 10^12 rows is refused at max_rows + 1 (not by the 60 s timeout), as more than max_rows; the server is left idle")
     func hostileSegments() async throws {
         try await LedgerTestSupport.withFreshDatabase { client in
             try await LedgerTestSupport.seed(client, count: 1_000)
@@ -481,7 +481,14 @@ struct SegmentReaderTests {
             var huge = LedgerTestSupport.campaign(
                 sql: "SELECT a.id AS device_id, a.user_id, a.token, a.platform FROM bugle.devices a CROSS JOIN bugle.devices b CROSS JOIN bugle.devices c CROSS JOIN bugle.devices d").segment
             huge.maxRows = 100_000
-            for (segment, expected) in [(sleeping, "statement timeout"), (huge, "over segment.max_rows (100000)")] {
+            // 1,000 rows over a cap of 5: the count stops at 6, which it used to give as the segment's size.
+            var capped = LedgerTestSupport.campaign().segment
+            capped.maxRows = 5
+            for (segment, expected) in [
+                (sleeping, "statement timeout"),
+                (huge, "the segment returns more than 100000 rows, over its cap (segment.max_rows: 100000)"),
+                (capped, "the segment returns more than 5 rows, over its cap (segment.max_rows: 5)"),
+            ] {
                 let reader = SegmentReader(client: client, segment: segment, useReaderRole: true, logger: LedgerTestSupport.logger)
                 do {
                     _ = try await reader.read { _ in Issue.record("a page of a refused segment was handed on") }

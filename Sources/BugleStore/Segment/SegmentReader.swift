@@ -179,7 +179,8 @@ public struct SegmentReader: Sendable {
             total = count
         }
         guard total <= Int64(segment.maxRows) else {
-            throw SegmentError("the segment returns \(total) rows, over segment.max_rows (\(segment.maxRows))")
+            // The count stops at max_rows + 1: how many more there are is not known.
+            throw SegmentError("the segment returns more than \(segment.maxRows) rows, over its cap (segment.max_rows: \(segment.maxRows))")
         }
         guard let upper = scan.upperDeviceID else { return scan }
 
