@@ -173,6 +173,26 @@ struct CampaignLoaderTests {
         #expect(try CampaignLoader.load(yaml: yaml.replacingOccurrences(of: "push_type: \(pushType)", with: "push_type: background"), path: "c.yaml").iosTransport == .fcm)
     }
 
+    /// Dedupe compares notification_type exactly: "audit-dd " was a family of its own, and bypassed audit-dd's dedupe.
+    @Test(
+        "notification_type with surrounding whitespace or a control character is refused where it is written",
+        arguments: [
+            (#""audit-dd ""#, "must not begin or end with whitespace, got \"audit-dd \": dedupe compares notification_type exactly, so it would not match 'audit-dd'"),
+            (#"" audit-dd""#, "must not begin or end with whitespace"),
+            (#""audit-dd\u00A0""#, "must not begin or end with whitespace"),
+            (#""audit-dd\n""#, "must be a single line without control characters"),
+            (#""audit\u0007dd""#, "must be a single line without control characters"),
+        ])
+    func notificationTypeWhitespace(value: String, message: String) throws {
+        let yaml = "name: x\nnotification_type: \(value)\nsegment: { sql: SELECT 1 }\n"
+            + "message: { default_locale: en, locales: { en: { title: a, body: b } } }\n"
+        let error = try #require(configurationError { try CampaignLoader.load(yaml: yaml, path: "c.yaml") })
+        #expect(error.located.hasPrefix("c.yaml:2:20: notification_type: "), "\(error)")
+        #expect(error.message.contains(message), "\(error)")
+        let inner = try CampaignLoader.load(yaml: yaml.replacingOccurrences(of: value, with: "\"audit dd\""), path: "c.yaml")
+        #expect(inner.notificationType == "audit dd")
+    }
+
     @Test("a key file given as the campaign is refused without quoting it (the audit saw 17 characters of an EC key printed); a PEM block as a value is not quoted either")
     func keyFileNotQuoted() throws {
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIECCSX8jNN7sq46GQUsecretsecretsecretsecretAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n"

@@ -129,7 +129,7 @@ public enum CampaignLoader {
             }
         }
         let name = try checked { try top.required("name").singleLineString(maximumLength: 200) }
-        let notificationType = try checked { try top.required("notification_type").singleLineString(maximumLength: 200) }
+        let notificationType = try checked { try self.notificationType(top.required("notification_type")) }
         let dedupe = try checked { try top.choice("dedupe", default: DedupePeriod.none) }
         let providersPath = try checked {
             try top["providers"].map { node in ConfigurationPath.resolve(try node.filePath(), relativeToFileAt: path) }
@@ -175,6 +175,20 @@ public enum CampaignLoader {
     }
 
     // MARK: - Sections
+
+    /// `notification_type`: dedupe compares it exactly, so surrounding whitespace (`"audit-dd "`) would make a family
+    /// of its own, deduped apart from `audit-dd`; refused, as control characters are.
+    private static func notificationType(_ node: ConfigurationNode) throws -> String {
+        let value = try node.singleLineString(maximumLength: 200)
+        if value.unicodeScalars.first.map(CharacterSet.whitespacesAndNewlines.contains) == true
+            || value.unicodeScalars.last.map(CharacterSet.whitespacesAndNewlines.contains) == true
+        {
+            throw node.error(
+                "must not begin or end with whitespace, got \(node.valueDescription): dedupe compares notification_type "
+                    + "exactly, so it would not match '\(value.trimmingCharacters(in: .whitespacesAndNewlines))'")
+        }
+        return value
+    }
 
     private static func segment(_ node: ConfigurationNode) throws -> Segment {
         let map = try node.mapping(allowedKeys: segmentKeys)
