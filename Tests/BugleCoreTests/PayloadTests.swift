@@ -107,6 +107,25 @@ struct PayloadTests {
         #expect(message["webpush"] == nil)
     }
 
+    /// campaigns/README.md said an Android message has no tag by default; every message carried the campaign's.
+    @Test("without android.tag an Android message carries bugle- and 10 hex digits of the campaign name's hash, the same in every run")
+    func androidTagDefault() throws {
+        func tag(name: String, runID: Int64, tag: String? = nil) throws -> String? {
+            var message = Self.template()
+            message.android.tag = tag
+            let campaign = Campaign(name: name, notificationType: "t", segment: Segment(sql: "SELECT 1"), message: message, delivery: DeliveryOptions())
+            let request = try NotificationComposer(campaign: campaign, runID: runID)
+                .compose(seq: 1, deviceID: 1, token: "a:1", platform: .android, locale: "en", attempt: 1, now: 0).get()
+            let android = (try Self.object(request.body)["message"] as? [String: Any])?["android"] as? [String: Any]
+            return (android?["notification"] as? [String: Any])?["tag"] as? String
+        }
+        let weekly = try #require(try tag(name: "weekly-digest", runID: 1))
+        #expect(weekly.range(of: "^bugle-[0-9a-f]{10}$", options: .regularExpression) != nil, "\(weekly)")
+        #expect(try tag(name: "weekly-digest", runID: 2) == weekly)
+        #expect(try tag(name: "spring-sale", runID: 1) != weekly)
+        #expect(try tag(name: "weekly-digest", runID: 1, tag: "digest-w48") == "digest-w48")
+    }
+
     @Test("FCM web message uses webpush, validate_only when asked")
     func fcmWeb() throws {
         let builder = FCMMessageBuilder(template: Self.template())

@@ -23,7 +23,7 @@ import Foundation
 ///       badge: <integer ≥ 0>   sound: <string>   image: <https URL>
 ///       apns: { push_type alert|background|voip|complication [alert], priority 1|5|10 [10; 5 for background], collapse_id (≤ 64 bytes),
 ///               expiration (0...30d), thread_id, mutable_content [false], content_available [false], category }
-///       android: { channel_id, priority normal|high [high], ttl (0...28d), collapse_key, tag }
+///       android: { channel_id, priority normal|high [high], ttl (0...28d), collapse_key, tag [bugle-<hash of name>] }
 ///       webpush: { link (https URL), ttl (0...28d) }
 ///     variants:                                                 [none: no split]
 ///       - { name: <[A-Za-z0-9_-]{1,64}, unique ignoring case>, weight: <number, > 0, ≤ 1000000>,
