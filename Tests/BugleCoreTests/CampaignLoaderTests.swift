@@ -193,6 +193,52 @@ struct CampaignLoaderTests {
         #expect(inner.notificationType == "audit dd")
     }
 
+    /// String-valued keys took what YAML reads as a boolean, number or date as text: `sound: true` was sent as "true".
+    @Test(
+        "a key that takes text refuses an unquoted boolean, number or date, suggesting quotes; quoted it is text",
+        arguments: [
+            ("  sound: true", 7, 10, "message.sound", "got true, which YAML reads as a boolean; write it in quotes (\"true\")"),
+            ("  android: { channel_id: false }", 7, 26, "message.android.channel_id", "got false, which YAML reads as a boolean"),
+            ("  apns: { category: 5 }", 7, 21, "message.apns.category", "got 5, which YAML reads as a number; write it in quotes (\"5\")"),
+            ("  sound: 2026-01-01", 7, 10, "message.sound", "got 2026-01-01, which YAML reads as a date"),
+            ("  android: { tag: 1.5 }", 7, 19, "message.android.tag", "got 1.5, which YAML reads as a number"),
+            ("  locales: { en: { title: True, body: b } }", 6, 27, "message.locales.en.title", "got True, which YAML reads as a boolean"),
+        ])
+    func unquotedNonText(line text: String, line: Int, column: Int, keyPath: String, message: String) throws {
+        let head = "name: x\nnotification_type: promo\nsegment: { sql: SELECT 1 }\nmessage:\n  default_locale: en\n"
+        let locales = text.contains("locales:") ? "" : "  locales: { en: { title: a, body: b } }\n"
+        let yaml = head + locales + text + "\n"
+        let error = try #require(configurationError { try CampaignLoader.load(yaml: yaml, path: "c.yaml") })
+        #expect(error.line == line && error.column == column, "\(error)")
+        #expect(error.keyPath == keyPath, "\(error)")
+        #expect(error.message.hasPrefix("expected a string, ") && error.message.contains(message), "\(error)")
+        // Quoted, the same value is text.
+        let key = "\(keyPath.split(separator: ".").last ?? ""): "
+        let after = try #require(text.range(of: key)).upperBound
+        let value = text[after...].prefix { $0 != " " && $0 != "," }
+        let quoted = text.replacingOccurrences(of: key + value, with: key + "\"\(value)\"")
+        #expect(throws: Never.self) { try CampaignLoader.load(yaml: head + locales + quoted + "\n", path: "c.yaml") }
+    }
+
+    @Test("data values and variable defaults still take numbers and booleans; instants and times stay unquoted")
+    func unquotedScalarsWhereDocumented() throws {
+        let yaml = """
+            name: x
+            notification_type: promo
+            segment: { sql: SELECT 1 }
+            message:
+              default_locale: en
+              locales: { en: { title: "{{n}}", body: b } }
+              variables: { n: 0 }
+              data: { discount: 20, vip: true, since: 2026-01-01 }
+            delivery: { not_after: 2026-11-22T18:00:00Z, deliver_at_local: 20:00 }
+            """
+        let campaign = try CampaignLoader.load(yaml: yaml, path: "c.yaml")
+        #expect(campaign.message.data == ["discount": "20", "vip": "true", "since": "2026-01-01"])
+        #expect(campaign.message.variableDefaults == ["n": "0"])
+        #expect(campaign.delivery.notAfter != nil)
+    }
+
     @Test("a key file given as the campaign is refused without quoting it (the audit saw 17 characters of an EC key printed); a PEM block as a value is not quoted either")
     func keyFileNotQuoted() throws {
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIECCSX8jNN7sq46GQUsecretsecretsecretsecretAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n"

@@ -411,6 +411,7 @@ public enum CampaignLoader {
     }
 
     private static func nonEmptyText(_ node: ConfigurationNode) throws -> String {
+        try node.refuseOtherYAMLTypes()
         let text = try node.string()
         if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw node.error("must not be empty") }
         return text
@@ -659,7 +660,8 @@ public enum CampaignLoader {
     }
 
     private static func instant(_ node: ConfigurationNode) throws -> Instant {
-        let text = try node.singleLineString(maximumLength: 64)
+        // Read as written: unquoted, an instant is a YAML timestamp, which singleLineString refuses as text.
+        let text = try node.string()
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
         var date = formatter.date(from: text)

@@ -61,9 +61,11 @@ extension ConfigurationNode {
 
     /// A non-empty string (after trimming whitespace) on one line, at most `maximumLength` characters.
     /// - Parameter maximumLength: Longest accepted value, in characters.
-    /// - Throws: ``ConfigurationError`` when empty, too long or multi-line.
+    /// - Throws: ``ConfigurationError`` when empty, too long or multi-line, or unquoted and read by YAML as another
+    ///   type (see ``refuseOtherYAMLTypes()``).
     func singleLineString(maximumLength: Int) throws -> String {
         if isNull { throw error("must not be empty") }
+        try refuseOtherYAMLTypes()
         let value = try string()
         if value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw error("must not be empty") }
         if value.count > maximumLength {
@@ -74,6 +76,34 @@ extension ConfigurationNode {
         }
         return value
     }
+
+    /// Refuses, where text is expected, an unquoted value that YAML reads as a boolean (`true`, `false`), a number
+    /// (`5`, `2.5`) or a date (`2026-01-01`): this reader keeps it as written, so `sound: true` was sent as the sound
+    /// "true". Quoted, it is text.
+    /// - Throws: ``ConfigurationError`` suggesting the quotes.
+    func refuseOtherYAMLTypes() throws {
+        guard let scalar, scalar.isPlain, !isNull else { return }
+        let kind: String
+        if ["true", "True", "TRUE", "false", "False", "FALSE"].contains(scalar.text) {
+            kind = "a boolean"
+        } else if Self.parseNumber(scalar.text) != nil {
+            kind = "a number"
+        } else if scalar.text.range(of: Self.yamlTimestamp, options: .regularExpression) != nil {
+            kind = "a date"
+        } else {
+            return
+        }
+        if origin.redactsValues || keyPath.isEmpty {
+            throw error("expected a string, got a value YAML reads as \(kind); write it in quotes to use it as text")
+        }
+        throw error(
+            "expected a string, got \(scalar.text), which YAML reads as \(kind); write it in quotes (\"\(scalar.text)\") "
+                + "to use it as text")
+    }
+
+    /// YAML 1.1's timestamps (`2026-01-01`, `2026-01-01T10:00:00Z`, `2026-1-1 10:00:00 +1`).
+    private static let yamlTimestamp =
+        #"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(([Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(\.[0-9]*)?([ \t]*(Z|[-+][0-9]{1,2}(:[0-9]{2})?))?)?$"#
 
     /// An integer written as a plain YAML number (`5000`, `50_000_000`, `-1`).
     /// - Throws: ``ConfigurationError`` for anything else, including quoted numbers.
