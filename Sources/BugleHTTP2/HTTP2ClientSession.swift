@@ -96,8 +96,15 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
     /// Streams with body bytes waiting for window, oldest first.
     private var blocked: [UInt32] = []
 
-    init(settings: Settings = Settings()) {
+    /// Set when the TLS layer reported that the server refused the certificates (``TLSCertificateRejection``): the
+    /// requests written on the connection were never read by an HTTP server.
+    private var certificateRefusal: String?
+    /// Names the server in a refusal (`cannot connect to APNs: …`).
+    private let serviceName: String
+
+    init(settings: Settings = Settings(), serviceName: String = "the server") {
         self.settings = settings
+        self.serviceName = serviceName
         self.decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize, maxHeaderListSize: settings.maxHeaderListSize)
     }
 
@@ -537,6 +544,16 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // TLS 1.3 gives the server's verdict on the client's certificate after the client's handshake, so requests may
+        // already be written when it comes: they fail with the refusal (the run halts), not as lost answers — which
+        // one a request got depended on whether it was written before the verdict arrived.
+        if certificateRefusal == nil, let reason = TLSCertificateRejection.reason(for: error) {
+            certificateRefusal = "cannot connect to \(serviceName): \(reason)"
+        }
+        context.fireErrorCaught(error)
+    }
+
     private func closeAll() {
         isClosed = true
         sweep?.task.cancel()
@@ -555,7 +572,9 @@ final class HTTP2ClientSession: ChannelDuplexHandler {
         var failures: [(UInt32, HTTP2TransportError)] = []
         for streamID in Array(exchanges.keys) {
             let error: HTTP2TransportError
-            if exchanges[streamID]?.refused == true {
+            if let certificateRefusal {
+                error = .certificateRejected(certificateRefusal)
+            } else if exchanges[streamID]?.refused == true {
                 error = .refused
             } else if goAwayLastStreamID.map({ streamID > $0 }) == true {
                 error = goingAway

@@ -494,6 +494,7 @@ public final class HTTP2ConnectionPool: Sendable {
         let tunnel = self.tunnel
         let (host, port) = (configuration.host, configuration.port)
         let proxyTimeout = configuration.connectTimeout
+        let serviceName = configuration.serviceName
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -502,7 +503,7 @@ public final class HTTP2ConnectionPool: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try tunnel?.addHandlers(to: sync, host: host, port: port, timeout: proxyTimeout)
                     try sync.addHandler(TLSClientHandlers.make(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(HTTP2ClientSession())
+                    try sync.addHandler(HTTP2ClientSession(serviceName: serviceName))
                     try sync.addHandler(HTTP2ConnectionHandler(events: events, keepalive: keepalive))
                 }
             }
