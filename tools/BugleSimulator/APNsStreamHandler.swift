@@ -15,6 +15,8 @@ final class APNsStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var body: ByteBuffer?
     private var answered = false
     private var needsFlush = false
+    /// The client reset this stream (RST_STREAM): its answer must not go out.
+    private var streamReset = false
 
     init(core: APNsSimulatorCore, connection: APNsConnectionContext) {
         self.core = core
@@ -38,6 +40,8 @@ final class APNsStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
             }
             if frame.endStream { respond(context: context) }
+        case .rstStream:
+            streamReset = true
         default:
             break
         }
@@ -46,7 +50,14 @@ final class APNsStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         if needsFlush {
             needsFlush = false
-            context.flush()
+            // A request read together with the client's RST_STREAM reaches this handler only as that reset closes the
+            // stream: NIOHTTP2 hands the stream its pending frames (the request, then the reset) and this read
+            // completion before it closes the stream channel. An answer flushed here reached the connection's state
+            // machine for a stream it had already closed, which refused it with NoSuchStream raised as a connection
+            // error, and APNsConnectionErrorHandler closed the connection with every other request on it unanswered.
+            // Not flushed, the answer is dropped as the stream channel closes, as a real server drops the answer of a
+            // cancelled request.
+            if !streamReset { context.flush() }
         }
         context.fireChannelReadComplete()
     }
@@ -70,6 +81,7 @@ final class APNsStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 context.eventLoop.scheduleTask(in: latency) {
                     let (handler, context) = loopBound.value
+                    guard !handler.streamReset else { return }
                     handler.write(response, context: context)
                     context.flush()
                 }

@@ -18,6 +18,8 @@ final class FCMHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var body: [UInt8] = []
     private var bodyTooLarge = false
     private var needsFlush = false
+    /// The client reset this HTTP/2 stream (``HTTP2StreamResetObserver/Reset``): its answer must not go out.
+    private var streamReset = false
 
     /// Creates a handler.
     /// - Parameters:
@@ -50,9 +52,21 @@ final class FCMHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         if needsFlush {
             needsFlush = false
-            context.flush()
+            // A request read together with the client's RST_STREAM reaches this handler only as that reset closes the
+            // stream: NIOHTTP2 hands the stream its pending frames (the request, then the reset) and this read
+            // completion before it closes the stream channel. An answer flushed here reached the connection's state
+            // machine for a stream it had already closed, which refused it with NoSuchStream raised as a connection
+            // error, and FCMConnectionErrorHandler closed the connection with every other request on it unanswered.
+            // Not flushed, the answer is dropped as the stream channel closes, as a real server drops the answer of a
+            // cancelled request.
+            if !streamReset { context.flush() }
         }
         context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is HTTP2StreamResetObserver.Reset { streamReset = true }
+        context.fireUserInboundEventTriggered(event)
     }
 
     private func respond(context: ChannelHandlerContext) {
@@ -88,6 +102,7 @@ final class FCMHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 context.eventLoop.scheduleTask(in: latency) {
                     let (handler, context) = loopBound.value
+                    guard !handler.streamReset else { return }
                     handler.write(response, keepAlive: keepAlive, version: requestHead.version, context: context)
                     context.flush()
                 }

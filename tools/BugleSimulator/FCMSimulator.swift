@@ -107,6 +107,7 @@ public final class FCMSimulator: Sendable {
                 channel.closeFuture.whenComplete { _ in
                     ledger.updateCounters { $0.openConnections -= 1 }
                 }
+                let connectionChannel = ObjectIdentifier(channel)
                 do {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                 } catch {
@@ -122,9 +123,15 @@ public final class FCMSimulator: Sendable {
                         }
                     },
                     configurator: { stream in
-                        // HTTP/2 streams are child channels of the TCP connection; HTTP/1.1 runs on it directly.
-                        let isHTTP2 = stream.parent != nil
+                        // HTTP/2 streams are child channels of the TCP connection; HTTP/1.1 runs on it directly. (Not
+                        // `stream.parent != nil`: an accepted connection's parent is the listening socket, so that held
+                        // for HTTP/1.1 too, and the observer below would have been handed TLS bytes.)
+                        let isHTTP2 = ObjectIdentifier(stream) != connectionChannel
                         return stream.eventLoop.makeCompletedFuture {
+                            if isHTTP2 {
+                                // Ahead of NIOHTTP2's HTTP/1 codec, which drops RST_STREAM.
+                                try stream.pipeline.syncOperations.addHandler(HTTP2StreamResetObserver(), position: .first)
+                            }
                             try stream.pipeline.syncOperations.addHandler(
                                 FCMHTTPHandler(core: core, connectionID: id, isHTTP2: isHTTP2)
                             )
