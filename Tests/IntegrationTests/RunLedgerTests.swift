@@ -766,7 +766,9 @@ struct RunLedgerTests {
             let (runID, store) = try await Support.materializedRun(client, campaign)
             let (warmedUp, warm) = AsyncStream<Void>.makeStream()
             var tuning = CampaignRunner.Configuration()
-            tuning.leaseTTLSeconds = 3
+            // Short enough to outlast in the test, long enough that the parallel phase's load does not starve renewals
+            // past half of it (at 3 s one run self-fenced).
+            tuning.leaseTTLSeconds = 8
             let runner = CampaignRunner(
                 campaign: campaign, runID: runID, store: store,
                 providers: [.apns: WarmingProvider(FakeProvider(kind: .apns), warmedUp: warmedUp), .fcm: FakeProvider(kind: .fcm)],
@@ -788,7 +790,7 @@ struct RunLedgerTests {
             }
             #expect(renewed, "the lease was renewed during the warm-up")
             // Past the TTL, a joining worker finds this one live, not expired.
-            try await Task.sleep(for: .seconds(3.5))
+            try await Task.sleep(for: .seconds(8.5))
             let live = try await Support.scalar(
                 client, "SELECT count(*)::bigint FROM bugle.run_workers WHERE run_id = \(runID) AND expires_at > now()", as: Int64.self)
             #expect(live == 1)
